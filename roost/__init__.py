@@ -1,0 +1,3 @@
+"""roost: a terminal supervisor for coding agents."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,432 @@
+"""The ``roost`` command. Every command is a client of the daemon and starts it when none runs.
+
+Only ``roost`` with no arguments (and ``roost demo``) import the Textual app, so the other
+commands stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, NoReturn
+
+import click
+
+from roost import paths as paths_mod
+from roost.client import Client, ClientError, connect, daemon_running, job_identity, start_daemon
+from roost.models import record_json
+
+STATE_MARKS = {"starting": "…", "working": "●", "waiting": "?", "idle": "○", "done": "✓",
+               "blocked": "!", "stopped": "■", "failed": "✗"}
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"roost: {message}", err=True)
+    sys.exit(code)
+
+
+class Ctx:
+    def __init__(self, config: str | None) -> None:
+        self.config = config
+
+    def client(self) -> Client:
+        try:
+            return connect(config=self.config)
+        except ClientError as exc:
+            _fail(exc.message)
+
+    def call(self, op: str, **args: Any) -> Any:
+        with self.client() as client:
+            try:
+                return client.call(op, **args)
+            except ClientError as exc:
+                _fail(exc.message, 2 if exc.code in ("unknown_job", "stopped", "archived") else 1)
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--config", envvar="ROOST_CONFIG", help="Config file (also ROOST_CONFIG).")
+@click.version_option(package_name="roost")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None) -> None:
+    """roost: a terminal supervisor for coding agents. With no command, opens the app."""
+    ctx.obj = Ctx(config)
+    if ctx.invoked_subcommand is None:
+        _open_app(ctx.obj)
+
+
+def _open_app(ctx: Ctx, select: str | None = None) -> None:
+    ctx.client().close()  # starts the daemon when none runs, and says why when it cannot
+    from roost.tui.app import run_app  # the only place the CLI pulls in Textual
+
+    run_app(config=ctx.config, select=select)
+
+
+# -- the daemon -------------------------------------------------------------------------------------
+@cli.group()
+def daemon() -> None:
+    """Start, stop or check the daemon."""
+
+
+@daemon.command("start")
+@click.option("--foreground", is_flag=True, help="Run in this terminal, logging to stderr.")
+@pass_ctx
+def daemon_start(ctx: Ctx, foreground: bool) -> None:
+    """Start the daemon (in the background unless --foreground)."""
+    paths = paths_mod.resolve()
+    if foreground:
+        from roost.daemon.__main__ import main as daemon_main
+
+        sys.exit(daemon_main(["--config", ctx.config] if ctx.config else []))
+    if daemon_running(paths.socket):
+        click.echo(f"roost daemon already running ({paths.socket})")
+        return
+    try:
+        start_daemon(paths, config=ctx.config)
+    except ClientError as exc:
+        _fail(exc.message)
+    click.echo(f"roost daemon started ({paths.socket})")
+
+
+@daemon.command("stop")
+def daemon_stop() -> None:
+    """Stop the daemon; workers are closed, records stay."""
+    paths = paths_mod.resolve()
+    if not daemon_running(paths.socket):
+        click.echo("roost daemon is not running")
+        return
+    with Client.connect(paths.socket) as client:
+        client.call("shutdown")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and paths.socket.exists():
+        time.sleep(0.05)
+    click.echo("roost daemon stopped")
+
+
+@daemon.command("status")
+def daemon_status() -> None:
+    """Say whether the daemon runs (exit 0) or not (exit 1)."""
+    paths = paths_mod.resolve()
+    try:
+        with Client.connect(paths.socket, timeout=3) as client:
+            st = client.call("status")
+    except ClientError:
+        click.echo(f"roost daemon is not running ({paths.socket})")
+        sys.exit(1)
+    click.echo(f"roost daemon running: pid {st['pid']}, {st['jobs']} jobs, {st['workers']} workers, "
+               f"socket {st['socket']}")
+    if st.get("config_error"):
+        click.echo(f"config not reloaded: {st['config_error']}")
+
+
+# -- jobs -----------------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--parent", help="Parent job id (a job calling this is always the parent).")
+@click.option("--driver", help="Driver name from the config (default: default_driver).")
+@click.option("--cwd", type=click.Path(file_okay=False), help="Working directory (default: here).")
+@click.option("--title", help="Title (default: the prompt's first line).")
+@click.option("--lifetime", type=click.Choice(["task", "workflow", "session"]), help="Subagent lifetime.")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label (repeatable).")
+@click.argument("prompt")
+@pass_ctx
+def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, title: str | None,
+          lifetime: str | None, labels: tuple[str, ...], prompt: str) -> None:
+    """Start a job on PROMPT and print its id."""
+    label_map = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _fail(f"--label {item!r}: expected KEY=VALUE")
+        label_map[key] = value
+    row = ctx.call("spawn", prompt=prompt, parent=parent, driver=driver, cwd=os.path.abspath(cwd or os.getcwd()),
+                   title=title, lifetime=lifetime, labels=label_map or None)
+    click.echo(row["id"])
+
+
+@cli.command()
+@click.argument("job_id")
+@click.argument("text")
+@pass_ctx
+def send(ctx: Ctx, job_id: str, text: str) -> None:
+    """Send TEXT to a job (resumes a done, idle or closed job)."""
+    result = ctx.call("send", job=job_id, text=text)
+    click.echo(f"{result['outcome']}: {job_id}")
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--tree", is_flag=True, help="Also every running job below it, nested too.")
+@pass_ctx
+def stop(ctx: Ctx, job_id: str, tree: bool) -> None:
+    """Stop a job's turn (and with --tree its whole tree)."""
+    result = ctx.call("stop", job=job_id, tree=tree)
+    n = result["stopped"]
+    if n == 0:
+        click.echo(f"{job_id} was already stopped" if result.get("already") else "nothing was running")
+    else:
+        click.echo(f"stopped {n} job{'s' if n != 1 else ''}: {' '.join(result['ids'])}")
+
+
+@cli.command()
+@click.argument("job_id")
+@pass_ctx
+def close(ctx: Ctx, job_id: str) -> None:
+    """Close a job's worker (its record stays; a message resumes it)."""
+    result = ctx.call("close", job=job_id)
+    click.echo("closed" if result["closed"] else f"not closed: {result.get('reason')}")
+
+
+@cli.command()
+@click.argument("job_id")
+@pass_ctx
+def pin(ctx: Ctx, job_id: str) -> None:
+    """Keep a job's worker up (the idle reaper and auto-close skip it)."""
+    ctx.call("pin", job=job_id)
+    click.echo(f"pinned {job_id}")
+
+
+@cli.command()
+@click.argument("job_id")
+@pass_ctx
+def unpin(ctx: Ctx, job_id: str) -> None:
+    """Let the idle reaper and auto-close take a job's worker again."""
+    ctx.call("unpin", job=job_id)
+    click.echo(f"unpinned {job_id}")
+
+
+@cli.command()
+@click.argument("job_id")
+@pass_ctx
+def archive(ctx: Ctx, job_id: str) -> None:
+    """Archive a job and its children (a child open in a client is detached instead)."""
+    result = ctx.call("archive", job=job_id)
+    click.echo(f"archived {len(result['archived'])}" +
+               (f", detached {' '.join(result['detached'])}" if result["detached"] else ""))
+
+
+@cli.command()
+@click.argument("job_id")
+@pass_ctx
+def detach(ctx: Ctx, job_id: str) -> None:
+    """Make a child a root job: it keeps working and leaves its parent's tree."""
+    ctx.call("detach", job=job_id)
+    click.echo(f"detached {job_id}")
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@pass_ctx
+def show(ctx: Ctx, job_id: str, as_json: bool) -> None:
+    """Show one job's record."""
+    row = record_json(ctx.call("show", job=job_id))
+    if as_json:
+        click.echo(json.dumps(row, indent=2))
+        return
+    width = max(len(k) for k in row)
+    for key, value in row.items():
+        click.echo(f"{key:<{width}}  {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+
+
+def _tree_lines(rows: list[dict[str, Any]]) -> list[str]:
+    by_parent: dict[str | None, list[dict[str, Any]]] = {}
+    ids = {r["id"] for r in rows}
+    for r in rows:
+        by_parent.setdefault(r["parent"] if r["parent"] in ids else None, []).append(r)
+    lines: list[str] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for r in by_parent.get(parent, []):
+            mark = STATE_MARKS.get(r["state"], " ")
+            worker = "" if r.get("worker_up") else " (closed)" if r.get("reaped") else ""
+            text = (r.get("last_text") or "").strip().splitlines()
+            peek = f"  — {text[-1][:50]}" if text else ""
+            lines.append(f"{'  ' * depth}{mark} {r['id']:<6} {r['state']:<8} {r['title'][:40]}{worker}{peek}")
+            walk(r["id"], depth + 1)
+
+    walk(None, 0)
+    return lines
+
+
+@cli.command("ls")
+@click.option("--json", "as_json", is_flag=True, help="A flat JSON array of job records.")
+@click.option("--archived", is_flag=True, help="Include archived jobs.")
+@pass_ctx
+def ls(ctx: Ctx, as_json: bool, archived: bool) -> None:
+    """List jobs, children indented under their parent."""
+    rows = ctx.call("list", archived=archived)
+    if as_json:
+        click.echo(json.dumps([record_json(r) for r in rows], indent=2))
+        return
+    if not rows:
+        click.echo("no jobs yet: try  roost spawn 'say hello'")
+        return
+    for line in _tree_lines(rows):
+        click.echo(line)
+
+
+def format_entry(entry: dict[str, Any]) -> str:
+    """One timeline entry as a line of text (the CLI's `logs`, and tests)."""
+    ts = time.strftime("%H:%M:%S", time.localtime(entry["ts"]))
+    data = entry["data"]
+    kind = entry["kind"]
+    if kind in ("text", "prompt", "reports", "message"):
+        body = data.get("text", "")
+    elif kind == "tool":
+        body = f"{data.get('name')} {json.dumps(data.get('args'))} -> {json.dumps(data.get('result'))}"
+    elif kind == "state":
+        body = data.get("state", "") + (f" ({data['reason']})" if data.get("reason") else "")
+    else:
+        body = " ".join(f"{k}={v}" for k, v in data.items())
+    return f"{ts} {kind:<9} {body}"
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new entries.")
+@pass_ctx
+def logs(ctx: Ctx, job_id: str, follow: bool) -> None:
+    """Print a job's timeline and transcript."""
+    with ctx.client() as client:
+        try:
+            entries = client.call("logs", job=job_id)
+            for entry in entries:
+                click.echo(format_entry(entry))
+            if not follow:
+                return
+            last = entries[-1]["seq"] if entries else 0
+            client.call("watch")
+            while True:
+                frame = client.read_frame()
+                if frame.get("event") == "timeline" and frame["entry"]["job"] == job_id \
+                        and frame["entry"]["seq"] > last:
+                    click.echo(format_entry(frame["entry"]))
+        except ClientError as exc:
+            _fail(exc.message, 2 if exc.code == "unknown_job" else 1)
+        except KeyboardInterrupt:
+            pass
+
+
+@cli.command()
+@pass_ctx
+def watch(ctx: Ctx) -> None:
+    """Print every event the daemon pushes, as JSON lines."""
+    with ctx.client() as client:
+        client.call("watch")
+        try:
+            while True:
+                click.echo(json.dumps(client.read_frame()))
+        except KeyboardInterrupt:
+            pass
+
+
+# -- what agents call --------------------------------------------------------------------------------------
+@cli.command()
+@click.argument("status", type=click.Choice(["done", "idle", "blocked"]))
+@click.argument("text", default="")
+@pass_ctx
+def report(ctx: Ctx, status: str, text: str) -> None:
+    """Report to this job's parent (for agents: needs ROOST_JOB_ID and ROOST_TOKEN)."""
+    if job_identity()[0] is None:
+        _fail("report is for jobs: ROOST_JOB_ID is not set (run it from an agent's shell)")
+    ctx.call("report", status=status, text=text)
+    click.echo(f"reported {status}")
+
+
+@cli.command()
+@click.argument("job_id", required=False)
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def children(ctx: Ctx, job_id: str | None, as_json: bool) -> None:
+    """List a job's children (default: the calling job's)."""
+    job_id = job_id or job_identity()[0]
+    if job_id is None:
+        _fail("children: give a job id (ROOST_JOB_ID is not set)")
+    rows = ctx.call("children", job=job_id)
+    if as_json:
+        click.echo(json.dumps([record_json(r) for r in rows], indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['id']:<6} {r['state']:<8} {r['title']}")
+
+
+@cli.command()
+@click.argument("job_id")
+@click.argument("key")
+@click.argument("value", required=False)
+@pass_ctx
+def label(ctx: Ctx, job_id: str, key: str, value: str | None) -> None:
+    """Set a label on a job (no VALUE removes it), e.g. roost.reports=off."""
+    ctx.call("label", job=job_id, key=key, value=value)
+    click.echo(f"{job_id}: {key}={value}" if value is not None else f"{job_id}: {key} removed")
+
+
+# -- config ------------------------------------------------------------------------------------------------
+@cli.group()
+def config() -> None:
+    """Where the config file is, what it says, whether it is valid."""
+
+
+@config.command("path")
+@pass_ctx
+def config_path(ctx: Ctx) -> None:
+    """Print the config file's path (it may not exist: every key is optional)."""
+    click.echo(str(paths_mod.config_file(ctx.config)))
+
+
+def _load(ctx: Ctx) -> Any:
+    from roost.config import ConfigError, load_config
+
+    path = paths_mod.config_file(ctx.config)
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+@config.command("show")
+@pass_ctx
+def config_show(ctx: Ctx) -> None:
+    """Print the settings in force (defaults filled in) as JSON."""
+    click.echo(json.dumps(_load(ctx).to_dict(), indent=2))
+
+
+@config.command("check")
+@pass_ctx
+def config_check(ctx: Ctx) -> None:
+    """Check the config file; exit 1 with the file, key and what was expected when it is wrong."""
+    cfg = _load(ctx)
+    click.echo(f"ok: {cfg.source or 'no config file; using the defaults'}")
+
+
+# -- the app ------------------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--no-app", is_flag=True, help="Only spawn the demo tree and list it.")
+@pass_ctx
+def demo(ctx: Ctx, no_app: bool) -> None:
+    """Spawn a demo tree of jobs on the built-in agent and open the app on it."""
+    from roost.demo import spawn_demo
+
+    with ctx.client() as client:
+        try:
+            roots = spawn_demo(client)
+        except ClientError as exc:
+            _fail(exc.message)
+    if no_app:
+        time.sleep(1.5)
+        for line in _tree_lines(ctx.call("list")):
+            click.echo(line)
+        return
+    _open_app(ctx, select=roots[0] if roots else None)
+
+
+def main() -> None:
+    cli(prog_name="roost")
+
+
+if __name__ == "__main__":
+    main()

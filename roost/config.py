@@ -1,0 +1,558 @@
+"""roost's one config file: loading, validating, and re-reading it when it changes.
+
+Every key is optional; a missing file means the defaults. Anything wrong — a TOML syntax
+error, an unknown key, a wrong type, a value out of range — is refused with a
+:class:`ConfigError` naming the file, the dotted key and what was expected. Nothing is
+silently ignored. The documented file with every key and its default is
+``roost/data/roost.toml`` (``config/roost.toml`` in the repository points at it);
+docs/config.md is the reference.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from datetime import date, datetime, time
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping
+
+from .models import LIFETIMES
+
+__all__ = [
+    "AGENT_VIEW_SUBAGENTS",
+    "DRIVER_KINDS",
+    "NOTIFY",
+    "PLACEHOLDERS",
+    "Config",
+    "ConfigError",
+    "ConfigWatcher",
+    "DriverProfile",
+    "default_config_text",
+    "load_config",
+    "parse_config",
+    "substitute",
+]
+
+DRIVER_KINDS = ("builtin", "pi", "command")
+AGENT_VIEW_SUBAGENTS = ("hide", "inline")
+NOTIFY = ("bell", "none")
+PROMPT_VIA = ("arg", "stdin")
+#: The placeholders a command driver's ``command`` / ``resume_args`` elements may hold.
+PLACEHOLDERS = ("prompt", "session", "cwd")
+#: Driver names that always exist, and whose kind is their name.
+RESERVED_DRIVERS = ("builtin", "pi")
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")  # a TOML bare key; also what a driver name may be
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_KNOWN_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+
+
+class ConfigError(Exception):
+    """A config file roost refuses: which file, which dotted key (``""`` for the whole file), why."""
+
+    def __init__(self, file: str, key: str, message: str) -> None:
+        super().__init__(file, key, message)
+        self.file = file
+        self.key = key
+        self.message = message
+
+    def __str__(self) -> str:
+        if self.key:
+            return f"{self.file}: key '{self.key}': {self.message}"
+        return f"{self.file}: {self.message}"
+
+
+@dataclass(frozen=True)
+class DriverProfile:
+    """One ``[drivers.NAME]`` table: an agent definition.
+
+    ``options`` holds the kind's keys with defaults filled in, read-only: arrays are tuples,
+    tables are read-only mappings. :meth:`to_dict` gives plain JSON-able data.
+    """
+
+    name: str
+    kind: str
+    lifetime: str | None = None
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "lifetime": self.lifetime, "options": _thaw(self.options)}
+
+
+def _default_drivers() -> Mapping[str, DriverProfile]:
+    return MappingProxyType({name: DriverProfile(name, name, None, _freeze(_defaults_for(name))) for name in RESERVED_DRIVERS})
+
+
+@dataclass(frozen=True)
+class Config:
+    """The settings in force. ``Config()`` is the defaults."""
+
+    default_driver: str = "builtin"
+    idle_timeout: float = 1800.0
+    subagent_auto_close: bool = True
+    subagent_auto_close_delay: float = 3.0
+    report_hold_max: float = 120.0
+    report_text_max: int = 4000
+    wake_reaped_parent: bool = False
+    max_running_jobs: int = 8
+    max_depth: int = 4
+    finished_row_lifetime: float = 30.0
+    agent_view_subagents: str = "hide"
+    notify: str = "bell"
+    theme: str = "textual-dark"
+    drivers: Mapping[str, DriverProfile] = field(default_factory=_default_drivers)
+    source: Path | None = None
+
+    @property
+    def _file(self) -> str:
+        return str(self.source) if self.source is not None else "<defaults>"
+
+    def driver(self, name: str) -> DriverProfile:
+        """The driver profile called ``name``; ConfigError listing the known ones otherwise."""
+        try:
+            return self.drivers[name]
+        except KeyError:
+            raise ConfigError(self._file, f"drivers.{name}", _unknown_driver(name, self.drivers)) from None
+
+    def check_theme(self, available: Iterable[str]) -> None:
+        """ConfigError unless ``theme`` is one of ``available`` (the app passes its theme names)."""
+        names = set(available)
+        if self.theme not in names:
+            raise ConfigError(self._file, "theme", _unknown_name("theme", self.theme, names, "themes"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as plain data (what ``roost config show`` can print)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "drivers":
+                value = {name: profile.to_dict() for name, profile in value.items()}
+            elif f.name == "source":
+                value = str(value) if value is not None else None
+            out[f.name] = value
+        return out
+
+
+# --- describing values and refusing them -------------------------------------------------
+
+
+class _Bad(Exception):
+    """A value refused; ``suffix`` extends the dotted key (``[2]``, ``.NAME``)."""
+
+    def __init__(self, message: str, suffix: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.suffix = suffix
+
+
+def _describe(value: Any) -> str:
+    """How an error names a value: its TOML type and (for scalars) the value."""
+    if isinstance(value, bool):
+        return f"boolean {'true' if value else 'false'}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"float {value!r}"
+    if isinstance(value, str):
+        text = value if len(value) <= 60 else value[:57] + "..."
+        return f"string {text!r}"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, datetime):
+        return f"datetime {value.isoformat()}"
+    if isinstance(value, date):
+        return f"date {value.isoformat()}"
+    if isinstance(value, time):
+        return f"time {value.isoformat()}"
+    return type(value).__name__  # pragma: no cover - tomllib makes nothing else
+
+
+def _quote_all(values: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+def _suggest(word: str, candidates: list[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else ""
+
+
+def _unknown_name(what: str, name: str, known: Iterable[str], listed_as: str) -> str:
+    names = sorted(known)
+    hint = _suggest(name, names)
+    return f"unknown {what} '{name}' ({hint + ' ' if hint else ''}{listed_as}: {', '.join(names)})"
+
+
+def _unknown_driver(name: str, drivers: Mapping[str, DriverProfile]) -> str:
+    return _unknown_name("driver", name, drivers, "known drivers")
+
+
+# --- value checkers: each returns the value to keep or raises _Bad ------------------------
+
+Check = Callable[[Any], Any]
+
+
+def _seconds(*, positive: bool = False) -> Check:
+    bound = "> 0" if positive else ">= 0"
+
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _Bad(f"expected a number of seconds, got {_describe(value)}")
+        if not math.isfinite(value):
+            raise _Bad(f"expected a finite number of seconds, got {_describe(value)}")
+        if value < 0 or (positive and value == 0):
+            raise _Bad(f"expected a number of seconds {bound}, got {_describe(value)}")
+        return float(value)
+
+    return check
+
+
+def _integer(minimum: int) -> Check:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _Bad(f"expected an integer >= {minimum}, got {_describe(value)}")
+        if value < minimum:
+            raise _Bad(f"expected an integer >= {minimum}, got {_describe(value)}")
+        return value
+
+    return check
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Bad(f"expected true or false, got {_describe(value)}")
+    return value
+
+
+def _choice(values: tuple[str, ...]) -> Check:
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or value not in values:
+            hint = _suggest(value, values) if isinstance(value, str) else ""
+            raise _Bad(f"expected one of {_quote_all(values)}, got {_describe(value)}" + (f" ({hint})" if hint else ""))
+        return value
+
+    return check
+
+
+def _string(*, nonempty: bool = False) -> Check:
+    def check(value: Any) -> str:
+        if not isinstance(value, str):
+            raise _Bad(f"expected a string, got {_describe(value)}")
+        if nonempty and not value:
+            raise _Bad("expected a non-empty string, got string ''")
+        return value
+
+    return check
+
+
+def _placeholders_ok(value: str) -> None:
+    for match in _PLACEHOLDER.finditer(value):
+        if match.group(1) not in PLACEHOLDERS:
+            close = difflib.get_close_matches(match.group(1), PLACEHOLDERS, n=1, cutoff=0.6)
+            hint = f" (did you mean '{{{close[0]}}}'?)" if close else ""
+            names = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+            raise _Bad(f"unknown placeholder '{match.group(0)}'{hint}; the placeholders are {names}")
+
+
+def _string_list(*, nonempty: bool = False, placeholders: bool = False) -> Check:
+    def check(value: Any) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            raise _Bad(f"expected an array of strings, got {_describe(value)}")
+        if nonempty and not value:
+            raise _Bad("expected a non-empty array of strings, got an empty array")
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise _Bad(f"expected a string, got {_describe(item)}", f"[{i}]")
+            if nonempty and i == 0 and not item:
+                raise _Bad("expected the program to run, got string ''", "[0]")
+            if placeholders:
+                try:
+                    _placeholders_ok(item)
+                except _Bad as bad:
+                    raise _Bad(bad.message, f"[{i}]") from None
+        return tuple(value)
+
+    return check
+
+
+def _env_table(value: Any) -> Mapping[str, str]:
+    if not isinstance(value, dict):
+        raise _Bad(f"expected a table of environment variables (NAME = \"value\"), got {_describe(value)}")
+    for name, item in value.items():
+        if not name or "=" in name or "\0" in name:
+            raise _Bad("expected an environment variable name (not empty, without '=')", f".{name}")
+        if not isinstance(item, str):
+            raise _Bad(f"expected a string, got {_describe(item)}", f".{name}")
+        if "\0" in item:
+            raise _Bad("expected a string without NUL characters", f".{name}")
+    return MappingProxyType(dict(value))
+
+
+def _theme(value: Any) -> str:
+    # Only the type here: the names come from Textual, which the headless core must not import.
+    # The app checks the name against its themes with Config.check_theme.
+    if not isinstance(value, str) or not value:
+        raise _Bad(f"expected a Textual theme name, got {_describe(value)}")
+    return value
+
+
+# --- the schema -------------------------------------------------------------------------------
+
+_TOP: dict[str, Check] = {
+    "default_driver": _string(nonempty=True),  # checked against the drivers once they are known
+    "idle_timeout": _seconds(),
+    "subagent_auto_close": _boolean,
+    "subagent_auto_close_delay": _seconds(positive=True),
+    "report_hold_max": _seconds(),
+    "report_text_max": _integer(0),
+    "wake_reaped_parent": _boolean,
+    "max_running_jobs": _integer(0),
+    "max_depth": _integer(1),
+    "finished_row_lifetime": _seconds(),
+    "agent_view_subagents": _choice(AGENT_VIEW_SUBAGENTS),
+    "notify": _choice(NOTIFY),
+    "theme": _theme,
+}
+
+_COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(LIFETIMES)}
+
+#: Per kind: key -> (checker, default). A default of ``None`` means required.
+_KIND_KEYS: dict[str, dict[str, tuple[Check, Any]]] = {
+    "builtin": {},
+    "pi": {
+        "command": (_string(nonempty=True), "pi"),
+        "provider": (_string(), ""),
+        "model": (_string(), ""),
+        "agent_dir": (_string(), ""),
+        "args": (_string_list(), ()),
+        "env": (_env_table, MappingProxyType({})),
+        "load_project_extensions": (_boolean, False),
+        "retry": (_boolean, True),
+    },
+    "command": {
+        "command": (_string_list(nonempty=True, placeholders=True), None),
+        "resume_args": (_string_list(placeholders=True), ()),
+        "prompt_via": (_choice(PROMPT_VIA), "arg"),
+        "env": (_env_table, MappingProxyType({})),
+    },
+}
+
+assert {f.name for f in fields(Config)} == set(_TOP) | {"drivers", "source"}
+
+
+def _defaults_for(kind: str) -> dict[str, Any]:
+    return {key: default for key, (_, default) in _KIND_KEYS[kind].items() if default is not None}
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _key_part(name: str) -> str:
+    """A table key as it appears in a dotted key (quoted when TOML would need quotes)."""
+    return name if _BARE_KEY.fullmatch(name) else '"' + name.replace('"', '\\"') + '"'
+
+
+def _unknown_key(key: str, known: list[str], what: str = "") -> str:
+    hint = _suggest(key, known)
+    if hint:
+        return f"unknown key{what} ({hint})"
+    return f"unknown key{what} (known keys: {', '.join(known)})"
+
+
+# --- parsing ----------------------------------------------------------------------------------
+
+
+def parse_config(text: str, source: str | os.PathLike[str]) -> Config:
+    """The config a file's text describes; ConfigError naming ``source`` for anything wrong."""
+    file = str(source)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(file, "", f"invalid TOML: {exc}") from None
+
+    def checked(key: str, check: Check, value: Any) -> Any:
+        try:
+            return check(value)
+        except _Bad as bad:
+            raise ConfigError(file, key + bad.suffix, bad.message) from None
+
+    values: dict[str, Any] = {}
+    drivers: dict[str, DriverProfile] = dict(_default_drivers())
+    for key, value in data.items():
+        if key == "drivers":
+            drivers.update(_parse_drivers(file, value, checked))
+        elif key in _TOP:
+            values[key] = checked(key, _TOP[key], value)
+        else:
+            raise ConfigError(file, _key_part(key), _unknown_key(key, sorted([*_TOP, "drivers"])))
+
+    default_driver = values.get("default_driver", Config.default_driver)
+    if default_driver not in drivers:
+        raise ConfigError(file, "default_driver", _unknown_driver(default_driver, drivers))
+    return Config(**values, drivers=MappingProxyType(drivers), source=Path(file))
+
+
+def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any]) -> dict[str, DriverProfile]:
+    if not isinstance(raw, dict):
+        raise ConfigError(file, "drivers", f"expected a table of drivers ([drivers.NAME] tables), got {_describe(raw)}")
+    out: dict[str, DriverProfile] = {}
+    for name, table in raw.items():
+        prefix = f"drivers.{_key_part(name)}"
+        if not _BARE_KEY.fullmatch(name):
+            raise ConfigError(file, prefix, "expected a driver name made of letters, digits, '-' and '_'")
+        if not isinstance(table, dict):
+            raise ConfigError(file, prefix, f"expected a table ([{prefix}]), got {_describe(table)}")
+
+        if "kind" in table:
+            kind = checked(f"{prefix}.kind", _COMMON["kind"], table["kind"])
+            if name in RESERVED_DRIVERS and kind != name:
+                raise ConfigError(
+                    file,
+                    f"{prefix}.kind",
+                    f"expected '{name}' (the driver '{name}' is always the {name} agent; "
+                    f"define another name for a '{kind}' driver), got {_describe(kind)}",
+                )
+        elif name in RESERVED_DRIVERS:
+            kind = name
+        else:
+            raise ConfigError(file, f"{prefix}.kind", f"missing; expected one of {_quote_all(DRIVER_KINDS)}")
+
+        schema = _KIND_KEYS[kind]
+        lifetime: str | None = None
+        options: dict[str, Any] = {}
+        for key, value in table.items():
+            dotted = f"{prefix}.{_key_part(key)}"
+            if key == "kind":
+                continue
+            if key == "lifetime":
+                lifetime = checked(dotted, _COMMON["lifetime"], value)
+            elif key in schema:
+                options[key] = checked(dotted, schema[key][0], value)
+            else:
+                known = sorted([*_COMMON, *schema])
+                elsewhere = [k for k in DRIVER_KINDS if key in _KIND_KEYS[k]]
+                if elsewhere and not _suggest(key, known):
+                    message = f"unknown key for a '{kind}' driver ('{key}' is a key of kind {_quote_all(elsewhere)})"
+                else:
+                    message = _unknown_key(key, known, f" for a '{kind}' driver")
+                raise ConfigError(file, dotted, message)
+
+        for key, (_, default) in schema.items():
+            if key in options:
+                continue
+            if default is None:  # required: only a command driver's `command`
+                raise ConfigError(
+                    file, f"{prefix}.{key}", 'missing; expected a non-empty array of strings, e.g. ["claude", "-p", "{prompt}"]'
+                )
+            options[key] = default
+
+        if kind == "command" and options["prompt_via"] == "arg":
+            if not any("{prompt}" in item for item in options["command"]):
+                raise ConfigError(
+                    file,
+                    f"{prefix}.command",
+                    "expected an element containing '{prompt}' when prompt_via = 'arg' "
+                    "(or set prompt_via = 'stdin')",
+                )
+        out[name] = DriverProfile(name, kind, lifetime, _freeze(options))
+    return out
+
+
+def substitute(arg: str, values: Mapping[str, str]) -> str:
+    """One element of a command driver's ``command`` / ``resume_args`` with its placeholders filled.
+
+    Only ``{prompt}``, ``{session}`` and ``{cwd}`` are replaced, in a single pass (a prompt that
+    itself contains ``{cwd}`` is left as written); a placeholder missing from ``values`` becomes
+    the empty string.
+    """
+    return _KNOWN_PLACEHOLDER.sub(lambda m: values.get(m.group(1), ""), arg)
+
+
+# --- files --------------------------------------------------------------------------------------
+
+
+def load_config(path: str | os.PathLike[str] | None) -> Config:
+    """The config in ``path``: the defaults when there is no path or no file there."""
+    if path is None:
+        return Config()
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Config()
+    except OSError as exc:
+        raise ConfigError(str(path), "", f"cannot read the file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(path), "", f"not UTF-8 text: {exc}") from None
+    return parse_config(text, path)
+
+
+def default_config_text() -> str:
+    """The documented config file with every key and its default (``roost/data/roost.toml``)."""
+    return resources.files("roost").joinpath("data", "roost.toml").read_text(encoding="utf-8")
+
+
+def _signature(path: Path | None) -> tuple[int, int, int, int] | None:
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+class ConfigWatcher:
+    """Re-reads the file when its mtime/size changes; keeps the last good Config when the new one is broken.
+
+    The constructor loads the file and raises ConfigError when it is broken (a daemon refuses to
+    start on a broken file). :meth:`poll` is cheap (one ``stat``); call it every second or so.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._seen = _signature(self.path)
+        self.config: Config = load_config(self.path)
+        self.last_error: ConfigError | None = None
+
+    def poll(self) -> bool:
+        """True when the file changed and its new contents were loaded.
+
+        When the changed file is broken, the config in force stays, ``last_error`` says why,
+        and the result is False; a later good version clears ``last_error``. A removed file
+        means the defaults again.
+        """
+        seen = _signature(self.path)
+        if seen == self._seen:
+            return False
+        self._seen = seen  # taken before reading: a write during the read shows up next poll
+        try:
+            config = load_config(self.path)
+        except ConfigError as exc:
+            self.last_error = exc
+            return False
+        self.config = config
+        self.last_error = None
+        return True

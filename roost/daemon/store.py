@@ -1,0 +1,164 @@
+"""The store: one SQLite file (WAL) with job records, timelines, the report outbox and the inbox.
+
+Only the daemon opens it. Every change is committed before the daemon acknowledges it to anyone
+or pushes it to subscribers, so a crash of the daemon loses nothing that was acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from roost.models import Job
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    parent TEXT,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_parent ON jobs(parent);
+CREATE TABLE IF NOT EXISTS timeline (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job TEXT NOT NULL,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS timeline_job ON timeline(job, seq);
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    parent TEXT NOT NULL,
+    child TEXT NOT NULL,
+    state TEXT NOT NULL,
+    text TEXT NOT NULL,
+    question INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    delivered_at REAL
+);
+CREATE INDEX IF NOT EXISTS outbox_parent ON outbox(parent, delivered_at);
+CREATE TABLE IF NOT EXISTS inbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    delivered_at REAL
+);
+CREATE INDEX IF NOT EXISTS inbox_job ON inbox(job, delivered_at);
+"""
+
+
+class StoreError(Exception):
+    """The store cannot be opened or is of a schema this roost does not know."""
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._depth = 0
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self.transaction():
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    self._db.execute(stmt)
+            row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None:
+                self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif int(row["value"]) > SCHEMA_VERSION:
+                raise StoreError(f"{self.path}: store schema {row['value']} is newer than this roost "
+                                 f"knows ({SCHEMA_VERSION}); upgrade roost")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group writes into one commit; nested uses join the outer one."""
+        if self._depth == 0:
+            self._db.execute("BEGIN IMMEDIATE")
+        self._depth += 1
+        try:
+            yield
+        except BaseException:
+            self._depth -= 1
+            if self._depth == 0:
+                self._db.execute("ROLLBACK")
+            raise
+        self._depth -= 1
+        if self._depth == 0:
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- jobs ---------------------------------------------------------------------------------
+    def save_job(self, job: Job) -> None:
+        self._db.execute(
+            "INSERT INTO jobs (id, parent, record) VALUES (?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET parent=excluded.parent, record=excluded.record",
+            (job.id, job.parent, json.dumps(job.to_dict())),
+        )
+
+    def jobs(self) -> list[Job]:
+        return [Job.from_dict(json.loads(r["record"])) for r in self._db.execute("SELECT record FROM jobs")]
+
+    # -- timeline -----------------------------------------------------------------------------
+    def add_timeline(self, job_id: str, kind: str, data: dict[str, Any], ts: float | None = None) -> dict[str, Any]:
+        ts = time.time() if ts is None else ts
+        cur = self._db.execute("INSERT INTO timeline (job, ts, kind, data) VALUES (?, ?, ?, ?)",
+                               (job_id, ts, kind, json.dumps(data)))
+        return {"seq": cur.lastrowid, "job": job_id, "ts": ts, "kind": kind, "data": data}
+
+    def timeline(self, job_id: str, after: int = 0, limit: int = 10000) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT seq, job, ts, kind, data FROM timeline WHERE job=? AND seq>? ORDER BY seq LIMIT ?",
+            (job_id, after, limit))
+        return [{"seq": r["seq"], "job": r["job"], "ts": r["ts"], "kind": r["kind"], "data": json.loads(r["data"])}
+                for r in rows]
+
+    # -- reports to parents -------------------------------------------------------------------
+    def add_report(self, parent: str, child: str, state: str, text: str, question: bool, ts: float) -> int:
+        cur = self._db.execute(
+            "INSERT INTO outbox (parent, child, state, text, question, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (parent, child, state, text, int(question), ts))
+        return int(cur.lastrowid or 0)
+
+    def pending_reports(self, parent: str) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT id, parent, child, state, text, question, created_at FROM outbox "
+            "WHERE parent=? AND delivered_at IS NULL ORDER BY id", (parent,))
+        return [dict(r) for r in rows]
+
+    def parents_with_reports(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT DISTINCT parent FROM outbox WHERE delivered_at IS NULL")]
+
+    def mark_reports(self, ids: list[int], ts: float) -> None:
+        self._db.executemany("UPDATE outbox SET delivered_at=? WHERE id=?", [(ts, i) for i in ids])
+
+    # -- messages waiting for a job -----------------------------------------------------------
+    def add_message(self, job_id: str, text: str, ts: float) -> int:
+        cur = self._db.execute("INSERT INTO inbox (job, text, created_at) VALUES (?, ?, ?)", (job_id, text, ts))
+        return int(cur.lastrowid or 0)
+
+    def pending_messages(self, job_id: str) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT id, job, text, created_at FROM inbox WHERE job=? AND delivered_at IS NULL ORDER BY id", (job_id,))
+        return [dict(r) for r in rows]
+
+    def mark_message(self, msg_id: int, ts: float) -> None:
+        self._db.execute("UPDATE inbox SET delivered_at=? WHERE id=?", (ts, msg_id))
+
+    def drop_messages(self, job_id: str, ts: float) -> None:
+        """Mark every waiting message of a job as settled (a stopped or archived job takes none)."""
+        self._db.execute("UPDATE inbox SET delivered_at=? WHERE job=? AND delivered_at IS NULL", (ts, job_id))

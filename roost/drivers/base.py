@@ -1,0 +1,82 @@
+"""What a driver is: how to start one kind of agent, and how to speak to it in the worker protocol."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from roost.models import Job
+
+
+class DriverError(Exception):
+    """A worker cannot be started; the message says why and what to do about it."""
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What the daemon hands a driver to start a job's worker."""
+
+    socket: Path
+    token: str
+    sessions_dir: Path
+    state_dir: Path
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def roost_env(self, job: Job) -> dict[str, str]:
+        """The variables through which a worker's tools reach the daemon as its job."""
+        return {"ROOST_SOCKET": str(self.socket), "ROOST_JOB_ID": job.id, "ROOST_TOKEN": self.token}
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    #: The session file when the driver knows it before the worker starts.
+    session: str | None = None
+
+
+class Adapter:
+    """Translates the worker protocol to an agent's own stdio. This one is the identity:
+    for workers that speak the worker protocol natively (the built-in agent, the command driver)."""
+
+    def encode(self, command: dict[str, Any]) -> bytes:
+        return (json.dumps(command) + "\n").encode()
+
+    def decode(self, line: bytes) -> list[dict[str, Any]]:
+        """Worker-protocol events for one line of the agent's stdout."""
+        try:
+            event = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
+        return [event]
+
+
+class Driver:
+    """One kind of agent runtime."""
+
+    kind = ""
+    #: How long a worker may take to answer its first get_state.
+    ready_timeout = 30.0
+
+    def check(self, options: Mapping[str, Any]) -> None:
+        """Raise DriverError when this driver cannot run at all (say, its binary is missing),
+        so a spawn is refused at once with a clear reason instead of failing later."""
+
+    def launch(self, job: Job, ctx: LaunchContext) -> Launch:
+        raise NotImplementedError
+
+    def adapter(self, job: Job) -> Adapter:
+        return Adapter()
+
+
+def inherited_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment plus ``extra``; what local, trusted workers get."""
+    env = dict(os.environ)
+    env.update(extra)
+    return env

@@ -1,0 +1,266 @@
+"""The built-in agent: a deterministic worker that reads each prompt as a script.
+
+It needs no model and no network, so a new user sees roost work at once and tests drive every
+state with it. It speaks the worker protocol (roost/worker_protocol.py) on stdin/stdout, reaches
+the daemon as its job through the control socket, and keeps its conversation in its own session
+file so a new process resumes where the last one stopped. docs/builtin-agent.md is the language.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from roost.client import AsyncClient, ClientError, job_identity
+from roost.worker_protocol import response, turn_end
+
+#: Prompts that start with this are reports from children: noted, never run as a script.
+REPORT_MARK = "<roost-report"
+#: States after which a child no longer holds up ``wait-children``.
+_SETTLED = {"done", "failed", "stopped", "idle", "blocked"}
+
+
+def split_task(task: str) -> str:
+    """A spawn's task as the child's script: ``;`` separates lines, ``;;`` is a literal ``;``."""
+    marker = "\0"
+    parts = task.replace(";;", marker).split(";")
+    return "\n".join(p.strip().replace(marker, ";") for p in parts if p.strip())
+
+
+class TurnFailed(Exception):
+    """A script line asked the turn to fail, or could not be carried out."""
+
+
+class Session:
+    """The conversation on disk, one JSON object a line; appended as it happens."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.messages: list[dict[str, str]] = []
+        self.pending: list[str] = []
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a crash: the rest is still good
+                if entry.get("type") == "pending":
+                    self.pending = list(entry.get("lines", []))
+                elif "role" in entry:
+                    self.messages.append(entry)
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+    def add(self, role: str, text: str) -> None:
+        entry = {"role": role, "text": text}
+        self.messages.append(entry)
+        self._append(entry)
+
+    def set_pending(self, lines: list[str]) -> None:
+        self.pending = list(lines)
+        self._append({"type": "pending", "lines": self.pending})
+
+
+class BuiltinAgent:
+    def __init__(self, session: Session, environ: dict[str, str]) -> None:
+        self.session = session
+        self.env = environ
+        self.turn: asyncio.Task[None] | None = None
+        self.client: AsyncClient | None = None
+        self.exit_after: float | None = None
+
+    # -- output ---------------------------------------------------------------------------
+    def emit(self, event: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+
+    def say(self, text: str) -> None:
+        self.session.add("assistant", text)
+        self.emit({"type": "text", "text": text})
+
+    # -- the daemon -----------------------------------------------------------------------
+    async def daemon(self, op: str, **args: Any) -> Any:
+        if self.client is None:
+            job, token = job_identity(self.env)
+            socket_path = self.env.get("ROOST_SOCKET")
+            if not socket_path:
+                raise TurnFailed(f"{op}: no ROOST_SOCKET in the environment, so no daemon to ask")
+            self.client = await AsyncClient.connect(Path(socket_path), client="builtin", job=job, token=token)
+        return await self.client.call(op, **args)
+
+    async def tool(self, name: str, op: str, **args: Any) -> Any:
+        """Call the daemon as a tool, with the call and its result on the transcript."""
+        try:
+            result = await self.daemon(op, **args)
+        except ClientError as exc:
+            self.emit({"type": "tool", "name": name, "args": args, "result": exc.message, "error": True})
+            raise TurnFailed(f"{name}: {exc.message}") from None
+        self.emit({"type": "tool", "name": name, "args": args, "result": result, "error": False})
+        return result
+
+    # -- commands -------------------------------------------------------------------------
+    async def handle(self, frame: dict[str, Any]) -> None:
+        kind, req_id = frame.get("type"), frame.get("id")
+        busy = self.turn is not None and not self.turn.done()
+        if kind == "get_state":
+            self.emit(response(req_id, kind, True, {"session": str(self.session.path), "busy": busy}))
+        elif kind == "prompt":
+            if busy:
+                self.emit(response(req_id, kind, False, error="a turn is running; use steer"))
+                return
+            self.emit(response(req_id, kind, True))
+            self.turn = asyncio.create_task(self.run_turn(frame.get("run"), str(frame.get("message", ""))))
+        elif kind == "steer":
+            if not busy:
+                self.emit(response(req_id, kind, False, error="no turn is running; send a prompt"))
+                return
+            self.emit(response(req_id, kind, True))
+            self.session.add("user", str(frame.get("message", "")))
+            self.say(f"noted while working: {first_line(str(frame.get('message', '')))}")
+        elif kind == "abort":
+            if busy and self.turn is not None:
+                self.turn.cancel()
+                try:
+                    await self.turn
+                except asyncio.CancelledError:
+                    pass
+            self.emit(response(req_id, kind, True))
+        else:
+            self.emit(response(req_id, str(kind), False, error=f"unknown command: {kind}"))
+
+    async def run_turn(self, run: Any, message: str) -> None:
+        self.emit({"type": "turn_start", "run": run})
+        self.session.add("user", message)
+        try:
+            outcome = await self.script(message)
+        except asyncio.CancelledError:
+            self.say("(stopped)")
+            self.emit(turn_end(run, "aborted"))
+            return
+        except TurnFailed as exc:
+            self.emit(turn_end(run, "failed", error=str(exc)))
+        else:
+            self.emit(turn_end(run, **outcome))
+        if self.exit_after is not None:
+            asyncio.get_running_loop().call_later(self.exit_after, os._exit, 0)
+
+    async def script(self, message: str) -> dict[str, Any]:
+        if self.session.pending:
+            lines = self.session.pending
+            self.session.set_pending([])
+            self.say(f"thanks, continuing with: {first_line(message)}")
+        elif message.startswith(REPORT_MARK):
+            count = message.count(REPORT_MARK)
+            self.say(f"noted {count} report{'s' if count != 1 else ''} from subagents")
+            return {"outcome": "ok"}
+        else:
+            lines = message.splitlines()
+        for index, raw in enumerate(lines):
+            line = raw.strip()
+            word, _, rest = line.partition(" ")
+            rest = rest.strip()
+            if not line:
+                continue
+            if word == "say":
+                self.say(rest)
+            elif word == "work":
+                await asyncio.sleep(seconds(word, rest))
+            elif word == "spawn" or word.startswith("spawn*"):
+                count = spawn_count(word)
+                for _ in range(count):
+                    await self.tool("roost_spawn", "spawn", prompt=split_task(rest))
+            elif word == "ask":
+                self.session.set_pending(lines[index + 1:])
+                self.say(rest)
+                return {"outcome": "waiting", "question": rest}
+            elif word == "report":
+                status, _, text = rest.partition(" ")
+                await self.tool("roost_report", "report", status=status, text=text)
+            elif word == "fail":
+                raise TurnFailed(rest or "failed as the script asked")
+            elif word == "crash":
+                sys.stdout.flush()
+                os._exit(3)
+            elif word == "exit-after":
+                self.exit_after = seconds(word, rest)
+            elif word == "wait-children":
+                await self.wait_children()
+            elif word == "recall":
+                earlier = [m["text"] for m in self.session.messages[:-1] if m["role"] == "user"]
+                self.say("earlier prompts: " + (" | ".join(first_line(t) for t in earlier) or "(none)"))
+            else:
+                self.say(line)
+        return {"outcome": "ok"}
+
+    async def wait_children(self) -> None:
+        while True:
+            children = await self.daemon("children")
+            if all(child["state"] in _SETTLED for child in children):
+                return
+            await asyncio.sleep(0.1)
+
+    async def main(self) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 20)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        while True:
+            line = await reader.readline()
+            if not line:
+                break  # the daemon went away: nobody is left to answer to
+            try:
+                frame = json.loads(line)
+            except json.JSONDecodeError as exc:
+                self.emit(response(None, "parse", False, error=f"Failed to parse command: {exc}"))
+                continue
+            await self.handle(frame)
+        if self.turn is not None and not self.turn.done():
+            self.turn.cancel()
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def seconds(word: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise TurnFailed(f"{word}: expected a number of seconds, got {text!r}") from None
+    if value < 0:
+        raise TurnFailed(f"{word}: seconds cannot be negative ({text})")
+    return value
+
+
+def spawn_count(word: str) -> int:
+    if word == "spawn":
+        return 1
+    try:
+        count = int(word.partition("*")[2])
+    except ValueError:
+        raise TurnFailed(f"{word}: expected spawn*N with N a whole number") from None
+    if count < 1:
+        raise TurnFailed(f"{word}: N must be at least 1")
+    return count
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="roost-builtin-agent", description=__doc__)
+    parser.add_argument("--session", required=True, help="the session file (created when missing)")
+    args = parser.parse_args(argv)
+    agent = BuiltinAgent(Session(Path(args.session)), dict(os.environ))
+    try:
+        asyncio.run(agent.main())
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

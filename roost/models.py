@@ -1,0 +1,150 @@
+"""Job records and the rows clients see: the shapes every part of roost agrees on."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from typing import Any
+
+
+class State(str, enum.Enum):
+    """Where a job is in its life (docs/lifecycle.md draws the transitions)."""
+
+    STARTING = "starting"
+    WORKING = "working"
+    WAITING = "waiting"
+    IDLE = "idle"
+    DONE = "done"
+    BLOCKED = "blocked"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: States in which a job still works or waits for someone: live work that must never go unseen.
+ACTIVE_STATES = frozenset({State.STARTING, State.WORKING, State.WAITING})
+#: States in which a turn is in flight (a stop has something to cut short).
+TURN_STATES = frozenset({State.STARTING, State.WORKING})
+#: States a job can be stopped from: a turn in flight, or a question nobody answered yet.
+STOPPABLE_STATES = frozenset({State.STARTING, State.WORKING, State.WAITING, State.BLOCKED})
+#: States that mean "this job needs a person".
+NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
+#: A message to a job in one of these states starts or continues a turn.
+RESUMABLE_STATES = frozenset({State.IDLE, State.DONE, State.WAITING, State.BLOCKED, State.FAILED})
+
+LIFETIMES = ("task", "workflow", "session")
+
+
+@dataclass
+class Job:
+    """One job's durable record, as the store keeps it (times are epoch seconds)."""
+
+    id: str
+    title: str
+    driver: str
+    cwd: str
+    state: State = State.STARTING
+    state_since: float = 0.0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    parent: str | None = None
+    session: str | None = None
+    driver_opts: dict[str, Any] = field(default_factory=dict)
+    reaped: bool = False
+    pinned: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    pid: int | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    lifetime: str = "task"
+    archived_at: float | None = None
+    last_text: str = ""
+    depth: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain JSON-able data (state as its string)."""
+        data = asdict(self)
+        data["state"] = self.state.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Job":
+        """Rebuild a record, ignoring keys this version does not know."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["state"] = State(values.get("state", State.STARTING))
+        return cls(**values)
+
+    @property
+    def worker_up(self) -> bool:
+        """Whether a worker process is running for this job."""
+        return self.pid is not None
+
+
+@dataclass
+class Row:
+    """A job as clients see it: the record plus what the daemon derives for views.
+
+    ``parent_open`` is true when something live holds the parent (its worker is up, or a client
+    has it open); a root job's is always true.
+    """
+
+    job: Job
+    parent_open: bool = True
+    attached: bool = False
+    descendants: int = 0
+    running_descendants: int = 0
+
+    # Short accessors keep the rules readable.
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+    @property
+    def parent(self) -> str | None:
+        return self.job.parent
+
+    @property
+    def state(self) -> State:
+        return self.job.state
+
+    def to_wire(self) -> dict[str, Any]:
+        """The row as the daemon pushes it: the record's fields plus the derived ones."""
+        data = self.job.to_dict()
+        data.update(
+            parent_open=self.parent_open,
+            attached=self.attached,
+            descendants=self.descendants,
+            running_descendants=self.running_descendants,
+            worker_up=self.job.worker_up,
+        )
+        return data
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> "Row":
+        """Parse a pushed row back into a Row."""
+        return cls(
+            job=Job.from_dict(data),
+            parent_open=bool(data.get("parent_open", True)),
+            attached=bool(data.get("attached", False)),
+            descendants=int(data.get("descendants", 0)),
+            running_descendants=int(data.get("running_descendants", 0)),
+        )
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 UTC (what `roost ls --json` prints)."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def record_json(row_data: dict[str, Any]) -> dict[str, Any]:
+    """A wire row with its timestamps as ISO 8601 UTC, for people and scripts."""
+    out = dict(row_data)
+    for key in ("state_since", "created_at", "updated_at", "archived_at"):
+        if key in out:
+            out[key] = iso(out[key])
+    return out

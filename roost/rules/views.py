@@ -1,0 +1,369 @@
+"""What the app's views show: pure functions of the job rows, the config values and the clock.
+
+Nothing here does I/O or imports Textual; the clock is always the ``now`` parameter (epoch
+seconds), so every rule can be tested without a terminal and without waiting.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from roost.models import ACTIVE_STATES, STOPPABLE_STATES, Row, State
+
+__all__ = [
+    "AGENT_VIEW_MODES",
+    "PANEL_MODES",
+    "SUBAGENT_HINT",
+    "AgentViewRow",
+    "PanelRow",
+    "age_seconds",
+    "agent_view_rows",
+    "format_age",
+    "panel_rows",
+    "peek_line",
+    "subagent_hint_visible",
+    "tree_running_ids",
+    "usage_text",
+]
+
+#: Values of ``agentViewSubagents``: children left out of the agent view, or listed inline.
+AGENT_VIEW_MODES = ("hide", "inline")
+#: Panel modes: the plain panel, ``/subagents`` and ``/subagents all``.
+PANEL_MODES = ("normal", "recent", "all")
+#: The footer hint shown for a while after a subagent finished (its panel row left at once).
+SUBAGENT_HINT = "/subagents to see subagents"
+
+#: States whose rows count as "running work": sorted first in the panel, stopped by ``K K``.
+_RUNNING_STATES = STOPPABLE_STATES  # starting, working, waiting, blocked
+#: States in which a job's run is over, so its age stops growing.
+_FINISHED_STATES = frozenset({State.DONE, State.FAILED, State.STOPPED})
+
+
+@dataclass(frozen=True)
+class AgentViewRow:
+    """One line of the agent view: the row, its tree prefix and depth, and the subagent summary."""
+
+    row: Row
+    prefix: str
+    depth: int
+    summary: str
+
+
+@dataclass(frozen=True)
+class PanelRow:
+    """One line of the subagent panel.
+
+    ``depth`` is 1 for the open job's direct children; ``plus`` counts the panel rows shown
+    below this one (its whole shown subtree); ``label`` is the text a plain renderer prints.
+    """
+
+    row: Row
+    depth: int
+    prefix: str
+    plus: int
+    label: str
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _live(rows: Iterable[Row]) -> dict[str, Row]:
+    """Rows by id, archived ones dropped: no view ever shows an archived job."""
+    return {r.id: r for r in rows if r.job.archived_at is None}
+
+
+def _children_index(by_id: Mapping[str, Row]) -> dict[str, list[Row]]:
+    """Child rows by parent id (only rows that have a parent)."""
+    index: dict[str, list[Row]] = {}
+    for row in by_id.values():
+        if row.parent is not None:
+            index.setdefault(row.parent, []).append(row)
+    return index
+
+
+def _chronological(row: Row) -> tuple[float, str]:
+    return (row.job.created_at, row.id)
+
+
+def _newest_first(row: Row) -> tuple[float, str]:
+    # Negated created_at sorts newest first; the id stays ascending as a stable tie-break.
+    return (-row.job.created_at, row.id)
+
+
+def _descendants(by_id: Mapping[str, Row], root: str) -> list[Row]:
+    """Every non-archived row below ``root``, depth-first, siblings oldest first.
+
+    The walk follows non-archived rows only (archiving cascades, so an archived row's subtree
+    is archived too) and never visits a row twice, so a corrupt parent cycle cannot loop.
+    """
+    children = _children_index(by_id)
+    out: list[Row] = []
+    seen = {root}
+
+    def walk(parent: str) -> None:
+        for child in sorted(children.get(parent, ()), key=_chronological):
+            if child.id in seen:
+                continue
+            seen.add(child.id)
+            out.append(child)
+            walk(child.id)
+
+    walk(root)
+    return out
+
+
+def _worker_up(row: Row) -> bool:
+    return row.job.pid is not None and not row.job.reaped
+
+
+# --------------------------------------------------------------------------- agent view
+
+
+def _summary(row: Row) -> str:
+    """``N subagents (k running)``: a parent's row tells about the children it no longer lists."""
+    n = row.descendants
+    if n <= 0:
+        return ""
+    noun = "subagent" if n == 1 else "subagents"
+    return f"{n} {noun} ({row.running_descendants} running)"
+
+
+def _agent_view_prefix(depth: int) -> str:
+    return "" if depth <= 0 else "  " * (depth - 1) + "↳ "
+
+
+def agent_view_rows(rows: Iterable[Row], mode: str = "hide") -> list[AgentViewRow]:
+    """The home screen's rows (``agentViewSubagents`` is ``mode``).
+
+    "hide": only top-level jobs, plus orphans that still work or wait (a child whose parent is
+    not open, or whose parent row is absent or archived), so live work is never unseen; an
+    orphan that finished is left out. "inline": children are rows again, depth-first under
+    their parent with a ``↳`` prefix; a child whose parent row is absent becomes a root
+    (whatever its state: inline lists every job). Roots are newest first; children in inline
+    mode are oldest first under their parent, the order they were spawned. Archived rows are
+    never listed.
+    """
+    if mode not in AGENT_VIEW_MODES:
+        raise ValueError(f"unknown agent view mode {mode!r} (expected one of {', '.join(AGENT_VIEW_MODES)})")
+    by_id = _live(rows)
+
+    def parent_missing(row: Row) -> bool:
+        return row.parent is not None and row.parent not in by_id
+
+    if mode == "hide":
+        listed = [
+            row
+            for row in by_id.values()
+            if row.parent is None
+            or ((not row.parent_open or parent_missing(row)) and row.state in ACTIVE_STATES)
+        ]
+        return [AgentViewRow(row, "", 0, _summary(row)) for row in sorted(listed, key=_newest_first)]
+
+    # inline
+    roots = sorted((r for r in by_id.values() if r.parent is None or parent_missing(r)), key=_newest_first)
+    children = _children_index(by_id)
+    out: list[AgentViewRow] = []
+    seen: set[str] = set()
+
+    def emit(row: Row, depth: int) -> None:
+        if row.id in seen:
+            return
+        seen.add(row.id)
+        out.append(AgentViewRow(row, _agent_view_prefix(depth), depth, _summary(row)))
+        for child in sorted(children.get(row.id, ()), key=_chronological):
+            emit(child, depth + 1)
+
+    for root in roots:
+        emit(root, 0)
+    return out
+
+
+# --------------------------------------------------------------------------- subagent panel
+
+
+def _within(row: Row, now: float, lifetime: float) -> bool:
+    return now - row.job.state_since < lifetime
+
+
+def _shown_normal(row: Row, now: float, lifetime: float) -> bool:
+    state = row.state
+    if state in _RUNNING_STATES:
+        return True
+    if state is State.IDLE:
+        return _worker_up(row)
+    if state in (State.FAILED, State.STOPPED):
+        return _within(row, now, lifetime)
+    return False  # done: leaves at once (the footer hint points to /subagents)
+
+
+def _finished_recently(row: Row, now: float, lifetime: float) -> bool:
+    finished = row.state in _FINISHED_STATES or (row.state is State.IDLE and not _worker_up(row))
+    return finished and _within(row, now, lifetime)
+
+
+def _panel_prefix(depth: int) -> str:
+    return "" if depth <= 1 else "  " * (depth - 2) + "└ "
+
+
+def _panel_group(row: Row) -> tuple[int, float, str]:
+    """Running and waiting rows first among siblings, then the rest; each group oldest first."""
+    return (0 if row.state in _RUNNING_STATES else 1, row.job.created_at, row.id)
+
+
+def panel_rows(
+    rows: Iterable[Row],
+    open_job: str,
+    now: float,
+    mode: str = "normal",
+    hidden: frozenset[str] = frozenset(),
+    lifetime: float = 30.0,
+) -> list[PanelRow]:
+    """The subagent panel of ``open_job``: a tree of its descendants (not the job itself).
+
+    "normal": running, waiting and blocked rows; idle rows while their worker is up; failed
+    and stopped rows for ``lifetime`` seconds from ``state_since``; done rows leave at once;
+    ids in ``hidden`` (``x``) leave at once. "recent" (``/subagents``): also the rows that
+    finished within ``lifetime``, sorted below running work. "all" (``/subagents all``): every
+    non-archived descendant, ignoring ``hidden`` and lifetimes. In every mode a row that would
+    not be shown stays while something below it is shown, so there is a path to it.
+    """
+    if mode not in PANEL_MODES:
+        raise ValueError(f"unknown panel mode {mode!r} (expected one of {', '.join(PANEL_MODES)})")
+
+    def shown(row: Row) -> bool:
+        if mode == "all":
+            return True
+        if row.id in hidden:
+            return False
+        if _shown_normal(row, now, lifetime):
+            return True
+        return mode == "recent" and _finished_recently(row, now, lifetime)
+
+    by_id = _live(rows)
+    children = _children_index(by_id)
+    seen = {open_job}
+
+    def build(parent: str, depth: int) -> list[PanelRow]:
+        """The panel lines of ``parent``'s subtree (without ``parent`` itself)."""
+        lines: list[PanelRow] = []
+        for child in sorted(children.get(parent, ()), key=_panel_group):
+            if child.id in seen:
+                continue
+            seen.add(child.id)
+            below = build(child.id, depth + 1)
+            if not below and not shown(child):
+                continue
+            prefix = _panel_prefix(depth)
+            plus = len(below)
+            label = prefix + child.job.title + (f" (+{plus})" if plus else "")
+            lines.append(PanelRow(child, depth, prefix, plus, label))
+            lines.extend(below)
+        return lines
+
+    return build(open_job, 1)
+
+
+def subagent_hint_visible(rows: Iterable[Row], open_job: str, now: float, lifetime: float = 30.0) -> bool:
+    """Whether the footer shows ``SUBAGENT_HINT``: a descendant finished ``done`` in the last
+    ``lifetime`` seconds (its panel row left at once, so the hint says where to find it).
+    Failed and stopped rows stay in the panel and need no hint."""
+    return any(
+        row.state is State.DONE and 0 <= now - row.job.state_since < lifetime
+        for row in _descendants(_live(rows), open_job)
+    )
+
+
+def tree_running_ids(rows: Iterable[Row], root: str) -> list[str]:
+    """Ids of every non-archived descendant of ``root`` that is starting, working, waiting or
+    blocked: what ``K K`` and ``/subagents stop`` stop, so the app can say how many.
+    Depth-first, siblings oldest first; ``root`` itself is never included."""
+    return [row.id for row in _descendants(_live(rows), root) if row.state in _RUNNING_STATES]
+
+
+# --------------------------------------------------------------------------- row text
+
+
+def age_seconds(row: Row, now: float) -> float:
+    """How old a job looks: a finished job (done, failed, stopped) shows its run time, which
+    no longer grows; any other job shows the time since it was created."""
+    job = row.job
+    if job.state in _FINISHED_STATES:
+        return job.state_since - job.created_at
+    return now - job.created_at
+
+
+def format_age(seconds: float) -> str:
+    """Compact age, floored to its largest unit: "5s", "3m", "2h", "4d"; negative or not a
+    number shows "0s" (clock skew must not print nonsense)."""
+    if not seconds > 0:  # also catches NaN
+        return "0s"
+    if math.isinf(seconds):
+        return "∞"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{math.floor(seconds / size)}{unit}"
+    return f"{math.floor(seconds)}s"
+
+
+def peek_line(row: Row, width: int = 60) -> str:
+    """The one-line preview of what a job said last: its last non-empty line, whitespace
+    collapsed, cut to ``width`` characters with a trailing "…" when cut; "" when there is none
+    (or when ``width`` leaves no room)."""
+    if width <= 0:
+        return ""
+    for line in reversed(row.job.last_text.splitlines()):
+        text = " ".join(line.split())
+        if text:
+            return text if len(text) <= width else text[: width - 1] + "…"
+    return ""
+
+
+def _count(value: Any) -> float | None:
+    """A usage value as a non-negative number, or None when absent or not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value) or value < 0:
+        return None
+    return value
+
+
+def _compact(n: float) -> str:
+    """Token counts as people read them: 950, 1.2k, 12k, 1.5M (one decimal below 10)."""
+    if n < 1000:
+        return str(int(round(n))) if round(n) < 1000 else "1k"
+    for unit, size in (("k", 1e3), ("M", 1e6), ("B", 1e9)):
+        value = n / size
+        if round(value, 1) < 10:
+            text = f"{value:.1f}".removesuffix(".0")
+        else:
+            text = f"{round(value):.0f}"
+        if round(value) < 1000 or unit == "B":
+            return text + unit
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def usage_text(row: Row) -> str:
+    """Compact usage, "" when nothing is known.
+
+    Format: ``"<tokens> tok · ctx <pct>%"`` where tokens is ``input + output`` in compact form
+    (``950``, ``1.2k``, ``12k``, ``1.5M``) and pct is ``context_tokens / context_window``
+    rounded to a whole percent (``<1%`` when small but not zero). Each part is left out when
+    its keys are missing or not numbers; without a window the context shows as a count
+    (``ctx 3.4k``).
+    """
+    usage = row.job.usage
+    parts: list[str] = []
+    inp, out = _count(usage.get("input")), _count(usage.get("output"))
+    if inp is not None or out is not None:
+        parts.append(f"{_compact((inp or 0) + (out or 0))} tok")
+    ctx, window = _count(usage.get("context_tokens")), _count(usage.get("context_window"))
+    if ctx is not None:
+        if window:
+            pct = ctx / window * 100
+            parts.append("ctx <1%" if 0 < pct < 0.5 else f"ctx {round(pct)}%")
+        else:
+            parts.append(f"ctx {_compact(ctx)}")
+    return " · ".join(parts)

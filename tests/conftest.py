@@ -1,0 +1,162 @@
+"""Shared fixtures: a private ROOST_HOME per test and a real daemon process to talk to."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from roost import paths as paths_mod
+from roost.client import Client, daemon_running
+
+LEAKY_ENV = ("ROOST_CONFIG", "ROOST_JOB_ID", "ROOST_TOKEN", "ROOST_SOCKET", "NO_COLOR", "TEXTUAL_THEME",
+             "COLUMNS", "LINES")
+
+
+@pytest.fixture
+def roost_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private ROOST_HOME: nothing a test does touches the real user directories."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("ROOST_HOME", str(home))
+    for name in LEAKY_ENV:
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+class DaemonHarness:
+    """A real `python -m roost.daemon` on a private home, and ways to wait on what it reports."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.paths = paths_mod.resolve({"ROOST_HOME": str(home)})
+        self.config_path = home / "roost.toml"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV}
+        self.env.update(ROOST_HOME=str(home), ROOST_CONFIG=str(self.config_path))
+
+    def write_config(self, text: str) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(text)
+
+    def start(self, timeout: float = 15.0) -> None:
+        self.paths.ensure()
+        log = open(self.paths.daemon_log, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "roost.daemon"], env=self.env, stdout=log, stderr=log,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        self.wait_for(lambda: daemon_running(self.paths.socket), timeout=timeout, what="the daemon to answer")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL the daemon, as a crash would."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(5)
+        self.proc = None
+
+    def log_text(self) -> str:
+        return self.paths.daemon_log.read_text() if self.paths.daemon_log.exists() else ""
+
+    # -- talking to it --------------------------------------------------------------------------------
+    def client(self, **kw: Any) -> Client:
+        return Client.connect(self.paths.socket, client="test", **kw)
+
+    def call(self, op: str, **args: Any) -> Any:
+        with self.client() as client:
+            return client.call(op, **args)
+
+    def spawn(self, prompt: str, **args: Any) -> str:
+        args.setdefault("cwd", str(self.home))
+        return self.call("spawn", prompt=prompt, **args)["id"]
+
+    def show(self, job_id: str) -> dict[str, Any]:
+        return self.call("show", job=job_id)
+
+    def timeline(self, job_id: str) -> list[dict[str, Any]]:
+        return self.call("logs", job=job_id)
+
+    def texts(self, job_id: str) -> list[str]:
+        return [e["data"]["text"] for e in self.timeline(job_id) if e["kind"] == "text"]
+
+    # -- waiting on state, not on the clock ---------------------------------------------------------------
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0, what: str = "a condition") -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            time.sleep(0.03)
+
+    def wait_row(self, job_id: str, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0,
+                 what: str = "") -> dict[str, Any]:
+        last: dict[str, Any] = {}
+
+        def check() -> dict[str, Any] | None:
+            nonlocal last
+            last = self.show(job_id)
+            return last if predicate(last) else None
+
+        try:
+            return self.wait_for(check, timeout, what or f"job {job_id}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last row: state={last.get('state')} pid={last.get('pid')} "
+                                 f"reaped={last.get('reaped')}") from None
+
+    def wait_state(self, job_id: str, *states: str, timeout: float = 10.0) -> dict[str, Any]:
+        return self.wait_row(job_id, lambda r: r["state"] in states, timeout, f"job {job_id} to be {'/'.join(states)}")
+
+    def children(self, job_id: str) -> list[dict[str, Any]]:
+        return self.call("children", job=job_id)
+
+
+@pytest.fixture
+def daemon_factory(roost_home: Path) -> Iterator[Callable[[str], DaemonHarness]]:
+    """Start a daemon with a given config text (started daemons are stopped at the end)."""
+    started: list[DaemonHarness] = []
+
+    def make(config: str = "") -> DaemonHarness:
+        harness = DaemonHarness(roost_home)
+        harness.write_config(config)
+        harness.start()
+        started.append(harness)
+        return harness
+
+    yield make
+    for harness in started:
+        harness.stop()
+
+
+@pytest.fixture
+def daemon(daemon_factory: Callable[[str], DaemonHarness]) -> DaemonHarness:
+    """A running daemon with the default settings."""
+    return daemon_factory("")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
