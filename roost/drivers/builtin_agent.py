@@ -103,7 +103,8 @@ class BuiltinAgent:
         except ClientError as exc:
             self.emit({"type": "tool", "name": name, "args": args, "result": exc.message, "error": True})
             raise TurnFailed(f"{name}: {exc.message}") from None
-        self.emit({"type": "tool", "name": name, "args": args, "result": result, "error": False})
+        summary = f"spawned {result['id']}" if op == "spawn" else result
+        self.emit({"type": "tool", "name": name, "args": args, "result": summary, "error": False})
         return result
 
     # -- commands -------------------------------------------------------------------------

@@ -1,0 +1,126 @@
+"""The `roost` command as a person runs it: it starts the daemon on demand, prints what it did, and
+says what went wrong on stderr with a non-zero exit. Also: the headless core never loads textual."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def run(roost_home):
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["ROOST_HOME"] = str(roost_home)
+
+    def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([sys.executable, "-m", "roost.cli", *args], env=env, capture_output=True,
+                              text=True, timeout=60, cwd=str(roost_home.parent))
+        if check and proc.returncode != 0:
+            raise AssertionError(f"roost {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+        return proc
+
+    yield run_cli
+    run_cli("daemon", "stop", check=False)
+
+
+def wait_json_state(run, job: str, state: str) -> dict:
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        row = json.loads(run("show", job, "--json").stdout)
+        if row["state"] == state:
+            return row
+        time.sleep(0.05)
+    raise AssertionError(f"{job} never reached {state}")
+
+
+def test_commands_start_the_daemon_and_ls_json_has_the_record_fields(run):
+    assert run("daemon", "status", check=False).returncode == 1
+    job = run("spawn", "--title", "greeter", "say hello").stdout.strip()
+    assert re.fullmatch(r"[a-z2-9]{4,8}", job)
+    assert run("daemon", "status").returncode == 0
+    wait_json_state(run, job, "idle")
+    rows = json.loads(run("ls", "--json").stdout)
+    assert len(rows) == 1
+    row = rows[0]
+    for key in ("id", "parent", "title", "driver", "cwd", "session", "state", "state_since", "created_at",
+                "reaped", "pinned", "labels", "pid", "usage"):
+        assert key in row, key
+    assert row["title"] == "greeter" and row["driver"] == "builtin"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", row["created_at"])
+    text = run("ls").stdout
+    assert job in text and "greeter" in text and "idle" in text
+
+
+def test_ls_indents_children_under_their_parent(run):
+    parent = run("spawn", "spawn say kid; report done k\nsay parent").stdout.strip()
+    wait_json_state(run, parent, "idle")
+    lines = run("ls").stdout.splitlines()
+    parent_line = next(i for i, line in enumerate(lines) if parent in line)
+    assert lines[parent_line + 1].startswith("  "), lines
+
+
+def test_errors_go_to_stderr_with_a_non_zero_exit(run):
+    proc = run("send", "zzzz", "hello", check=False)
+    assert proc.returncode == 2 and "no job with id 'zzzz'" in proc.stderr and proc.stdout == ""
+    job = run("spawn", "work 30").stdout.strip()
+    wait_json_state(run, job, "working")
+    assert "stopped 1 job" in run("stop", job).stdout
+    proc = run("send", job, "say again", check=False)
+    assert proc.returncode == 2 and "stopped" in proc.stderr
+    assert "already stopped" in run("stop", job).stdout
+
+
+def test_send_resumes_and_logs_show_the_transcript(run):
+    job = run("spawn", "say one\nreport done r").stdout.strip()
+    wait_json_state(run, job, "done")
+    assert "closed" in run("close", job).stdout
+    assert run("send", job, "say two").stdout.startswith("resumed")
+    wait_json_state(run, job, "idle")
+    logs = run("logs", job).stdout
+    assert logs.index("one") < logs.index("two") and "resumed=True" in logs
+
+
+def test_config_commands_name_the_file_and_the_key(run, roost_home, tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('default_driver = "builtin"\nnotify = "loud"\n')
+    assert run("--config", str(cfg), "config", "path").stdout.strip() == str(cfg)
+    proc = run("--config", str(cfg), "config", "check", check=False)
+    assert proc.returncode == 1 and str(cfg) in proc.stderr and "notify" in proc.stderr
+    cfg.write_text("idle_timeout = 60\n")
+    assert "ok" in run("--config", str(cfg), "config", "check").stdout
+    assert json.loads(run("--config", str(cfg), "config", "show").stdout)["idle_timeout"] == 60
+
+
+def test_report_outside_a_job_is_a_clear_error(run):
+    proc = run("report", "done", "x", check=False)
+    assert proc.returncode == 1 and "ROOST_JOB_ID" in proc.stderr
+
+
+def test_no_module_outside_the_tui_imports_textual():
+    offenders = []
+    for path in (ROOT / "roost").rglob("*.py"):
+        if "tui" in path.relative_to(ROOT / "roost").parts:
+            continue
+        if re.search(r"^\s*(from|import)\s+textual", path.read_text(), re.M):
+            offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == []
+
+
+def test_the_cli_and_the_daemon_load_without_textual(roost_home):
+    code = ("import sys; sys.argv = ['roost', 'config', 'path']\n"
+            "import roost.cli, roost.daemon.server, roost.drivers.builtin_agent, roost.rules.views\n"
+            "try:\n    roost.cli.main()\nexcept SystemExit:\n    pass\n"
+            "print('textual' in sys.modules, 'rich' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "ROOST_HOME": str(roost_home)}).stdout.split()
+    assert out[-2:] == ["False", "False"]
