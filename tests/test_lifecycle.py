@@ -1,0 +1,335 @@
+"""The subagent lifecycle with real built-in workers: auto-close, the idle reaper, reports and
+wakes, lifetimes, archive, detach and parent_open (issue 3, seeds 000-004)."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from roost.client import ClientError
+
+from conftest import DaemonHarness, pid_alive
+
+FAST = "subagent_auto_close_delay = 0.6\n"
+
+
+def reports_in(daemon: DaemonHarness, job: str) -> list[dict]:
+    """The report batches a parent received (each one prompt or steer)."""
+    return [e["data"] for e in daemon.timeline(job) if e["kind"] == "reports"]
+
+
+def closed_entries(daemon: DaemonHarness, job: str) -> list[dict]:
+    return [e["data"] for e in daemon.timeline(job) if e["kind"] == "closed"]
+
+
+def workers_of(job: str) -> list[int]:
+    """Live processes that carry this job's id: how many workers it really has."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if f"ROOST_JOB_ID={job}".encode() in (proc / "environ").read_bytes().split(b"\0") \
+                    and pid_alive(int(proc.name)):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def only_child(daemon: DaemonHarness, parent: str) -> dict:
+    return daemon.wait_for(lambda: (kids := daemon.children(parent)) and kids[0], what="a child")
+
+
+# -- subagent auto-close -------------------------------------------------------------------------------
+def test_a_done_report_closes_the_childs_worker_and_keeps_its_record(daemon_factory):
+    daemon = daemon_factory(FAST)
+    parent = daemon.spawn("spawn say working on it; report done all fixed")
+    child = only_child(daemon, parent)["id"]
+    done = daemon.wait_state(child, "done")
+    assert done["worker_up"]
+    closed = daemon.wait_row(child, lambda r: r["reaped"], timeout=5, what="auto-close")
+    assert closed["state"] == "done" and closed["pid"] is None and not pid_alive(done["pid"])
+    assert closed_entries(daemon, child)[0]["reason"].startswith("done: subagent auto-close")
+    time.sleep(0.3)  # give a wrong "ended" report the chance to show up
+    batches = reports_in(daemon, parent)
+    assert len(batches) == 1 and 'state="done"' in batches[0]["text"] and "all fixed" in batches[0]["text"]
+    assert daemon.show(parent)["state"] != "failed"
+
+
+def test_a_blocked_report_does_not_close_the_worker(daemon_factory):
+    daemon = daemon_factory(FAST)
+    parent = daemon.spawn("spawn report blocked need the api key")
+    child = only_child(daemon, parent)["id"]
+    daemon.wait_state(child, "blocked")
+    time.sleep(1.8)  # three auto-close delays
+    row = daemon.show(child)
+    assert row["worker_up"] and not row["reaped"]
+
+
+def test_with_auto_close_off_done_children_keep_their_workers(daemon_factory):
+    daemon = daemon_factory(FAST + "subagent_auto_close = false\n")
+    parent = daemon.spawn("spawn report done ok")
+    child = only_child(daemon, parent)["id"]
+    daemon.wait_state(child, "done")
+    time.sleep(1.8)
+    assert daemon.show(child)["worker_up"]
+
+
+def test_a_child_waiting_for_its_own_children_closes_only_after_them(daemon_factory):
+    daemon = daemon_factory(FAST)
+    root = daemon.spawn("spawn spawn work 2;; report done g; report done c")
+    child = only_child(daemon, root)["id"]
+    grandchild = only_child(daemon, child)["id"]
+    daemon.wait_state(child, "done")
+    daemon.wait_state(grandchild, "done", timeout=5)
+    # While the grandchild worked, the child was held open by it.
+    assert not any(e["kind"] == "closed" for e in daemon.timeline(child)
+                   if e["ts"] < daemon.show(grandchild)["state_since"])
+    daemon.wait_row(child, lambda r: r["reaped"], timeout=5, what="the child to close after its child")
+    daemon.wait_row(grandchild, lambda r: r["reaped"], timeout=5)
+
+
+def test_a_session_lifetime_child_is_kept_until_its_owner_closes_it(daemon_factory):
+    daemon = daemon_factory(FAST + '[drivers.keeper]\nkind = "builtin"\nlifetime = "workflow"\n')
+    root = daemon.spawn("say root")
+    daemon.wait_state(root, "idle")
+    explicit = daemon.spawn("report done kept", parent=root, lifetime="session")
+    profile = daemon.spawn("report done kept too", parent=root, driver="keeper")
+    default = daemon.spawn("report done closed", parent=root)
+    assert [daemon.show(j)["lifetime"] for j in (explicit, profile, default)] == ["session", "workflow", "task"]
+    daemon.wait_row(default, lambda r: r["reaped"], timeout=5)
+    assert daemon.show(explicit)["worker_up"] and daemon.show(profile)["worker_up"]
+    assert daemon.call("close", job=explicit) == {"closed": True}
+    row = daemon.wait_row(explicit, lambda r: r["reaped"])
+    assert row["state"] == "done", "closing is not stopping"
+    assert daemon.call("send", job=explicit, text="recall")["outcome"] == "resumed"
+
+
+def test_only_the_owner_job_may_close_a_child(daemon):
+    root = daemon.spawn("spawn say one\nspawn say two")
+    daemon.wait_for(lambda: len(daemon.children(root)) == 2, what="two children")
+    one, two = (k["id"] for k in daemon.children(root))
+    row = daemon.wait_state(one, "idle")
+    daemon.wait_state(two, "idle")
+    token = dict(i.split("=", 1) for i in open(f"/proc/{row['pid']}/environ", "rb").read().decode()
+                 .split("\0") if "=" in i)["ROOST_TOKEN"]
+    with daemon.client(job=one, token=token) as as_one:
+        with pytest.raises(ClientError) as info:
+            as_one.call("close", job=two)
+    assert info.value.code == "auth" and "owner" in info.value.message
+
+
+# -- the idle reaper -------------------------------------------------------------------------------------
+def test_the_idle_reaper_closes_idle_workers_but_not_pinned_or_attached_ones(daemon_factory):
+    daemon = daemon_factory("idle_timeout = 0.8\n")
+    plain, pinned, attached = (daemon.spawn(f"say {n}") for n in ("plain", "pinned", "attached"))
+    for job in (plain, pinned, attached):
+        daemon.wait_state(job, "idle")
+    daemon.call("pin", job=pinned)
+    with daemon.client() as holder:
+        holder.call("attach", job=attached)
+        row = daemon.wait_row(plain, lambda r: r["reaped"], timeout=5, what="the reaper")
+        assert row["state"] == "idle" and row["pid"] is None
+        time.sleep(1.0)
+        assert daemon.show(pinned)["worker_up"] and daemon.show(attached)["worker_up"]
+    daemon.wait_row(attached, lambda r: r["reaped"], timeout=5, what="the reaper once released")
+    assert daemon.call("send", job=plain, text="recall")["outcome"] == "resumed"
+    assert "say plain" in daemon.wait_state(plain, "idle")["last_text"]
+
+
+def test_the_reaper_spares_a_parent_whose_child_still_runs(daemon_factory):
+    daemon = daemon_factory("idle_timeout = 0.5\n")
+    parent = daemon.spawn("spawn work 2; report done late")
+    child = only_child(daemon, parent)["id"]
+    daemon.wait_state(parent, "idle")
+    daemon.wait_state(child, "working")
+    time.sleep(1.0)
+    assert daemon.show(parent)["worker_up"], "a running child holds its parent open"
+
+
+def test_a_message_racing_the_reaper_is_never_lost_and_never_makes_two_workers(daemon_factory):
+    daemon = daemon_factory("idle_timeout = 0.3\n")
+    job = daemon.spawn("say 0")
+    daemon.wait_state(job, "idle")
+    rng = random.Random(7)
+    for n in range(1, 16):
+        time.sleep(rng.uniform(0.2, 0.45))  # around the reaper's deadline
+        result = daemon.call("send", job=job, text=f"say {n}")
+        assert result["outcome"] in ("delivered", "resumed", "queued")
+        daemon.wait_for(lambda: f"{n}" in daemon.texts(job), what=f"message {n} to be answered")
+        assert len(workers_of(job)) <= 1
+    assert [t for t in daemon.texts(job) if t.isdigit()] == [str(n) for n in range(16)]
+
+
+# -- reports and wakes -----------------------------------------------------------------------------------
+def test_reports_are_held_while_the_parent_works_and_delivered_batched(daemon):
+    parent = daemon.spawn("spawn*2 report done part finished\nwork 1.5\nsay parent done")
+    daemon.wait_for(lambda: len(daemon.children(parent)) == 2, what="children")
+    for kid in daemon.children(parent):
+        daemon.wait_state(kid["id"], "done")
+    assert reports_in(daemon, parent) == [], "held while the parent's turn runs"
+    daemon.wait_for(lambda: reports_in(daemon, parent), timeout=5, what="the batch")
+    batches = reports_in(daemon, parent)
+    assert len(batches) == 1 and batches[0]["text"].count("<roost-report") == 2
+    assert "noted 2 reports from subagents" in daemon.texts(parent)
+
+
+def test_a_question_is_delivered_at_once_while_the_parent_works(daemon):
+    parent = daemon.spawn("spawn ask which database?\nwork 5")
+    child = only_child(daemon, parent)["id"]
+    daemon.wait_state(child, "waiting")
+    batch = daemon.wait_for(lambda: reports_in(daemon, parent), timeout=3, what="the question")[0]
+    assert batch.get("steer") and 'kind="question"' in batch["text"] and "which database?" in batch["text"]
+    assert daemon.show(parent)["state"] == "working"
+    daemon.wait_for(lambda: any("noted while working" in t for t in daemon.texts(parent)), what="the note")
+    daemon.call("stop", job=parent)
+
+
+def test_every_finished_turn_reaches_the_parent_not_only_the_first(daemon_factory):
+    daemon = daemon_factory("subagent_auto_close = false\n")
+    parent = daemon.spawn("spawn say first turn")
+    child = only_child(daemon, parent)["id"]
+    daemon.wait_state(child, "idle")
+    daemon.wait_for(lambda: len(reports_in(daemon, parent)) == 1, what="the first report")
+    daemon.call("send", job=child, text="report done second turn")
+    daemon.wait_for(lambda: len(reports_in(daemon, parent)) == 2, what="the second report")
+    assert "second turn" in reports_in(daemon, parent)[1]["text"]
+
+
+def test_a_child_whose_worker_dies_reaches_the_parent_as_a_failure(daemon):
+    parent = daemon.spawn("spawn crash")
+    child = only_child(daemon, parent)["id"]
+    daemon.wait_state(child, "failed")
+    batch = daemon.wait_for(lambda: reports_in(daemon, parent), what="the failure report")[0]
+    assert 'state="failed"' in batch["text"] and "exited with code 3" in batch["text"]
+
+
+@pytest.mark.parametrize("side", ["parent", "child"])
+def test_reports_can_be_switched_off_with_a_label(daemon, side):
+    parent = daemon.spawn("say parent", labels={"roost.reports": "off"} if side == "parent" else None)
+    daemon.wait_state(parent, "idle")
+    child = daemon.spawn("report done quiet", parent=parent,
+                         labels={"roost.reports": "off"} if side == "child" else None)
+    daemon.wait_state(child, "done")
+    time.sleep(0.4)
+    assert reports_in(daemon, parent) == []
+
+
+def test_a_report_to_a_closed_parent_waits_for_its_resume(daemon):
+    parent = daemon.spawn("say parent")
+    daemon.wait_state(parent, "idle")
+    daemon.call("close", job=parent)
+    daemon.wait_row(parent, lambda r: r["reaped"])
+    child = daemon.spawn("report done while you slept", parent=parent)
+    daemon.wait_state(child, "done")
+    time.sleep(0.4)
+    assert not daemon.show(parent)["worker_up"], "wake_reaped_parent is off by default"
+    daemon.call("send", job=parent, text="say back")
+    batch = daemon.wait_for(lambda: reports_in(daemon, parent), what="the queued report")[0]
+    assert "while you slept" in batch["text"]
+
+
+def test_wake_reaped_parent_resumes_it_with_the_report(daemon_factory):
+    daemon = daemon_factory("wake_reaped_parent = true\n")
+    parent = daemon.spawn("say parent")
+    daemon.wait_state(parent, "idle")
+    daemon.call("close", job=parent)
+    daemon.wait_row(parent, lambda r: r["reaped"])
+    daemon.spawn("report done wake up", parent=parent)
+    batch = daemon.wait_for(lambda: reports_in(daemon, parent), what="the wake")[0]
+    assert "wake up" in batch["text"] and daemon.show(parent)["worker_up"]
+
+
+def test_each_report_is_delivered_exactly_once_across_a_daemon_restart(daemon):
+    parent = daemon.spawn("spawn work 0.3; report done survived the crash\nwork 30")
+    child = only_child(daemon, parent)["id"]
+    daemon.wait_for(lambda: any(e["kind"] == "reported" for e in daemon.timeline(child)), what="the report")
+    assert reports_in(daemon, parent) == [], "held while the parent works"
+    daemon.kill()
+    daemon.start()
+    daemon.call("send", job=parent, text="say I am back")
+    daemon.wait_for(lambda: reports_in(daemon, parent), what="the held report after the restart")
+    daemon.wait_state(parent, "idle", "done")
+    daemon.call("send", job=parent, text="say once more")
+    daemon.wait_for(lambda: "once more" in daemon.texts(parent), what="the next turn")
+    batches = reports_in(daemon, parent)
+    assert len(batches) == 1 and batches[0]["text"].count("survived the crash") == 1
+
+
+# -- what clients see --------------------------------------------------------------------------------------
+def test_parent_open_follows_clients_and_the_parents_worker(daemon):
+    parent = daemon.spawn("spawn work 30\nsay parent")
+    child = only_child(daemon, parent)["id"]
+    daemon.wait_state(parent, "idle")
+    assert daemon.show(child)["parent_open"] is True
+    daemon.call("close", job=parent)
+    daemon.wait_row(child, lambda r: r["parent_open"] is False, what="parent_open to drop")
+    with daemon.client() as app:
+        app.call("attach", job=parent)
+        assert daemon.show(child)["parent_open"] is True
+        app.call("release", job=parent)
+        assert daemon.show(child)["parent_open"] is False
+        app.call("attach", job=parent)
+    # a client that disconnects has nothing open any more
+    daemon.wait_row(child, lambda r: r["parent_open"] is False, what="the disconnect to count")
+    daemon.call("send", job=parent, text="say resumed")
+    daemon.wait_row(child, lambda r: r["parent_open"] is True, what="the resumed parent")
+    row = daemon.show(parent)
+    assert row["descendants"] == 1 and row["running_descendants"] == 1
+
+
+def test_row_events_are_pushed_to_watchers_when_parent_open_changes(daemon):
+    parent = daemon.spawn("spawn work 30\nsay parent")
+    child = only_child(daemon, parent)["id"]
+    daemon.wait_state(parent, "idle")
+    with daemon.client() as watcher:
+        watcher.call("watch")
+        daemon.call("close", job=parent)
+        while True:
+            frame = watcher.read_frame()
+            if frame.get("event") == "row" and frame["row"]["id"] == child and not frame["row"]["parent_open"]:
+                break
+
+
+# -- archive and detach ------------------------------------------------------------------------------------
+def test_archive_cascades_except_to_a_child_a_client_has_open(daemon):
+    root = daemon.spawn("spawn work 30\nspawn work 30\nsay root")
+    daemon.wait_for(lambda: len(daemon.children(root)) == 2, what="two children")
+    first, second = (k["id"] for k in daemon.children(root))
+    daemon.wait_state(first, "working")
+    with daemon.client() as app:
+        app.call("attach", job=second)
+        result = daemon.call("archive", job=root)
+        assert sorted(result["archived"]) == sorted([root, first]) and result["detached"] == [second]
+        listed = {r["id"] for r in daemon.call("list")}
+        assert listed == {second}
+        assert daemon.show(second)["parent"] is None
+        assert {r["id"] for r in daemon.call("list", archived=True)} == {root, first, second}
+        gone = daemon.wait_row(first, lambda r: not r["worker_up"])
+        assert gone["archived_at"] is not None
+        with pytest.raises(ClientError) as info:
+            daemon.call("send", job=first, text="say zombie")
+        assert info.value.code == "archived"
+
+
+def test_detach_makes_a_child_a_root_that_keeps_working(daemon):
+    root = daemon.spawn("spawn work 1; say free at last\nsay root")
+    child = only_child(daemon, root)["id"]
+    daemon.wait_state(child, "working")
+    row = daemon.call("detach", job=child)
+    assert row["parent"] is None and row["depth"] == 0
+    assert daemon.children(root) == [] and daemon.show(root)["descendants"] == 0
+    assert daemon.wait_state(child, "idle")["last_text"] == "free at last"
+
+
+def test_spawning_deeper_than_max_depth_is_refused(daemon_factory):
+    daemon = daemon_factory("max_depth = 1\n")
+    root = daemon.spawn("spawn spawn say too deep")
+    child = only_child(daemon, root)["id"]
+    daemon.wait_state(child, "failed")
+    failure = [e["data"] for e in daemon.timeline(child) if e["kind"] == "turn_end"][0]
+    assert "max_depth = 1" in failure["error"]
