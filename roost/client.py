@@ -6,7 +6,6 @@ from the environment the daemon gave its worker), so the daemon knows who is cal
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import os
@@ -15,9 +14,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from roost import paths as paths_mod
+if TYPE_CHECKING:
+    import asyncio
+
 from roost.protocol import MAX_FRAME, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode, encode, read_frame
 
 
@@ -109,9 +111,14 @@ class Client:
 
 
 class AsyncClient:
-    """An asyncio connection: concurrent requests matched by id, and a stream of pushed events."""
+    """An asyncio connection: concurrent requests matched by id, and a stream of pushed events.
+
+    asyncio is imported inside its methods so that the blocking CLI, which never uses this
+    class, does not pay ~50 ms to load it."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import asyncio
+
         self._reader = reader
         self._writer = writer
         self._ids = itertools.count(1)
@@ -122,6 +129,8 @@ class AsyncClient:
     @classmethod
     async def connect(cls, socket_path: Path, client: str = "app", job: str | None = None,
                       token: str | None = None) -> "AsyncClient":
+        import asyncio
+
         try:
             reader, writer = await asyncio.open_unix_connection(str(socket_path), limit=MAX_FRAME)
         except OSError as exc:
@@ -132,6 +141,8 @@ class AsyncClient:
         return self
 
     async def _read_loop(self) -> None:
+        import asyncio
+
         try:
             while True:
                 try:
@@ -157,6 +168,8 @@ class AsyncClient:
             self._events.put_nowait(None)
 
     async def _request(self, args: dict[str, Any], op: str) -> Any:
+        import asyncio
+
         req_id = next(self._ids)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = fut

@@ -8,7 +8,6 @@ describes every operation.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -141,6 +140,8 @@ async def read_frame(reader: "asyncio.StreamReader") -> bytes | None:
     An over-long line is read to its end and thrown away, then reported as TOO_LARGE, so the
     connection stays usable for the frames after it.
     """
+    import asyncio  # here, not at the top: the blocking CLI never pays for loading asyncio
+
     try:
         return await reader.readuntil(b"\n")
     except asyncio.IncompleteReadError as exc:

@@ -179,14 +179,28 @@ class Supervisor:
             return False
         return self._live(parent.id).worker is not None or bool(self.attachments.get(parent.id))
 
-    def row(self, job: Job) -> Row:
-        desc = self._descendants(job.id)
+    def row(self, job: Job, counts: tuple[int, int] | None = None) -> Row:
+        if counts is None:
+            desc = self._descendants(job.id)
+            counts = (len(desc), sum(d.state in ACTIVE_STATES for d in desc))
         return Row(job=job, parent_open=self.parent_open(job), attached=bool(self.attachments.get(job.id)),
-                   descendants=len(desc), running_descendants=sum(d.state in ACTIVE_STATES for d in desc))
+                   descendants=counts[0], running_descendants=counts[1])
+
+    def _all_counts(self) -> dict[str, tuple[int, int]]:
+        """(descendants, running descendants) of every job in one pass, deepest first."""
+        counts: dict[str, list[int]] = {j: [0, 0] for j in self.jobs}
+        for job in sorted(self.jobs.values(), key=lambda j: -j.depth):
+            if job.archived_at is not None or job.parent not in counts:
+                continue
+            mine, up = counts[job.id], counts[job.parent]
+            up[0] += mine[0] + 1
+            up[1] += mine[1] + (job.state in ACTIVE_STATES)
+        return {j: (c[0], c[1]) for j, c in counts.items()}
 
     def rows(self, archived: bool = False) -> list[dict[str, Any]]:
         jobs = sorted(self.jobs.values(), key=lambda j: (j.created_at, j.id))
-        return [self.row(j).to_wire() for j in jobs if archived or j.archived_at is None]
+        counts = self._all_counts()
+        return [self.row(j, counts[j.id]).to_wire() for j in jobs if archived or j.archived_at is None]
 
     def _push(self, frame: dict[str, Any]) -> None:
         for sub in list(self.subscribers.values()):
