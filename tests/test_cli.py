@@ -124,3 +124,11 @@ def test_the_cli_and_the_daemon_load_without_textual(roost_home):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "ROOST_HOME": str(roost_home)}).stdout.split()
     assert out[-2:] == ["False", "False"]
+
+
+def test_a_daemon_that_cannot_start_is_reported_with_the_reason(run, roost_home, tmp_path):
+    cfg = tmp_path / "broken.toml"
+    cfg.write_text("max_running_jobs = -1\n")
+    proc = run("--config", str(cfg), "ls", check=False)
+    assert proc.returncode == 1
+    assert "daemon exited with code 1" in proc.stderr and "max_running_jobs" in proc.stderr

@@ -333,3 +333,16 @@ def test_spawning_deeper_than_max_depth_is_refused(daemon_factory):
     daemon.wait_state(child, "failed")
     failure = [e["data"] for e in daemon.timeline(child) if e["kind"] == "turn_end"][0]
     assert "max_depth = 1" in failure["error"]
+
+
+def test_the_hold_is_bounded_by_report_hold_max(daemon_factory):
+    daemon = daemon_factory("report_hold_max = 1\n")
+    parent = daemon.spawn("spawn report done quick one\nwork 30")
+    child = only_child(daemon, parent)["id"]
+    done_at = daemon.wait_state(child, "done")["state_since"]
+    batch = daemon.wait_for(lambda: reports_in(daemon, parent), timeout=5, what="the bounded hold")[0]
+    delivered = next(e["ts"] for e in daemon.timeline(parent) if e["kind"] == "reports")
+    assert batch.get("steer") and "quick one" in batch["text"]
+    assert 0.9 <= delivered - done_at < 3, "held about report_hold_max, not until the turn ends"
+    assert daemon.show(parent)["state"] == "working"
+    daemon.call("stop", job=parent)
