@@ -214,3 +214,13 @@ def test_the_worker_environment_carries_the_job_and_its_token(daemon):
     with daemon.client(job=job, token=environ["ROOST_TOKEN"]) as as_job:
         child = as_job.call("spawn", prompt="say child", parent=None)
     assert child["parent"] == job, "a job's spawn is always its own child"
+
+
+def test_a_daemon_stopped_mid_turn_leaves_no_job_working_without_a_worker(daemon):
+    job = daemon.spawn("work 30")
+    daemon.wait_state(job, "working")
+    daemon.stop()
+    daemon.start()
+    row = daemon.show(job)
+    assert row["state"] == "failed" and row["pid"] is None
+    assert any("shut down during its turn" in str(e["data"]) for e in daemon.timeline(job))

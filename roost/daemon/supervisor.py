@@ -250,6 +250,9 @@ class Supervisor:
                     self._save(job)
                 elif job.state == State.STARTING and job.archived_at is None:
                     self._queued_spawns.append(job.id)
+                elif job.state == State.WORKING:
+                    self._set_state(job, State.FAILED, reason="no worker after a restart")
+                    self._save(job)
         self._start_queued()
 
     async def shutdown(self) -> None:
@@ -467,6 +470,8 @@ class Supervisor:
         elif kind == "turn_start":
             pass
         elif kind == "turn_end":
+            if live.closing:  # a turn cut short by closing the worker is settled when it exits
+                return
             if event.get("run") != live.run or not live.in_turn:
                 with self.store.transaction():
                     self._timeline(job, "note", message=f"ignored the end of an older turn (run {event.get('run')})")
@@ -513,8 +518,8 @@ class Supervisor:
                 text = str(event.get("question") or text)
                 self._set_state(job, State.WAITING, question=text)
                 self._timeline(job, "turn_end", outcome="waiting")
-            elif outcome == "aborted":
-                self._set_state(job, State.STOPPED, reason="the worker aborted its turn")
+            elif outcome == "aborted":  # nobody asked (a stop sets STOPPED first): a failed turn
+                self._set_state(job, State.FAILED, reason="the worker aborted its turn by itself")
                 self._timeline(job, "turn_end", outcome="aborted")
             else:
                 text = str(event.get("error") or "the turn failed")
@@ -542,6 +547,8 @@ class Supervisor:
             if worker is not None and worker.closing:
                 job.reaped = True
                 self._timeline(job, "closed", reason=live.close_reason or "closed", exit=describe_exit(returncode))
+                if job.state in TURN_STATES:  # it never sits at "working" with no worker
+                    self._set_state(job, State.FAILED, reason=f"{live.close_reason or 'closed'} during its turn")
             elif job.state == State.STOPPED or job.archived_at is not None or self._closing_down:
                 job.reaped = True
                 self._timeline(job, "closed", reason="worker ended after a stop", exit=describe_exit(returncode))
