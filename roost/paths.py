@@ -54,10 +54,12 @@ class Paths:
         return self.logs_dir / f"{job_id}.stderr.log"
 
     def ensure(self) -> None:
-        """Create the directories; the runtime one only its user may enter (0700)."""
-        for d in (self.config_dir, self.state_dir, self.sessions_dir, self.logs_dir):
-            d.mkdir(parents=True, exist_ok=True)
-        self.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        """Create the directories; state and runtime only their user may enter (0700)."""
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+        # State holds conversations, runtime the socket: both only for their user.
+        for d in (self.state_dir, self.sessions_dir, self.logs_dir, self.runtime_dir):
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.state_dir, 0o700)
         os.chmod(self.runtime_dir, 0o700)
 
 

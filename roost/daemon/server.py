@@ -21,7 +21,7 @@ from typing import Any
 
 from roost import __version__
 from roost.config import ConfigError, ConfigWatcher
-from roost.daemon.store import Store
+from roost.daemon.store import Store, StoreError
 from roost.daemon.supervisor import Supervisor
 from roost.paths import Paths
 from roost.protocol import (JOB_ONLY_OPS, MAX_FRAME, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode, encode,
@@ -35,7 +35,8 @@ class AlreadyRunning(Exception):
 
 
 def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a unix socket (SO_PEERCRED)."""
+    """The uid of the process at the other end of a unix socket (SO_PEERCRED: Linux, which is
+    where roost runs; elsewhere the attribute is missing and every peer is refused)."""
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", creds)
     return uid
@@ -104,6 +105,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        self.supervisor.after_recovery()
         tick = asyncio.create_task(self.supervisor.tick_forever())
         reload = asyncio.create_task(self._watch_config())
         log.info("roost daemon %s serving on %s (pid %d)", __version__, sock_path, os.getpid())
@@ -145,7 +147,7 @@ class Daemon:
         sock = writer.get_extra_info("socket")
         try:
             uid = peer_uid(sock)
-        except OSError:
+        except (OSError, AttributeError):
             uid = -1
         if uid != os.getuid():
             conn.push(err(None, ProtocolError(ErrorCode.AUTH, f"peer uid {uid} is not this daemon's user")))
@@ -213,7 +215,7 @@ class Daemon:
         if op == "close":
             return await sup.close(args["job"], caller)
         if op in ("pin", "unpin"):
-            return sup.set_pinned(args["job"], op == "pin")
+            return sup.set_pinned(args["job"], op == "pin", caller)
         if op == "show":
             return sup.row(sup.get(args["job"])).to_wire()
         if op == "list":
@@ -237,9 +239,9 @@ class Daemon:
             sup.release(args["job"], conn.conn_id)
             return None
         if op == "archive":
-            return await sup.archive(args["job"])
+            return await sup.archive(args["job"], caller)
         if op == "detach":
-            return sup.detach(args["job"])
+            return sup.detach(args["job"], caller)
         if op == "label":
             return sup.set_label(args["job"], args["key"], args["value"], caller)
         if op == "status":
@@ -275,7 +277,7 @@ def run(paths: Paths, config_path: Path | None) -> int:
     daemon = Daemon(paths, config_path)
     try:
         daemon.setup()
-    except (AlreadyRunning, ConfigError) as exc:
+    except (AlreadyRunning, ConfigError, StoreError) as exc:
         log.error("%s", exc)
         print(f"roost daemon: {exc}", flush=True)
         return 1

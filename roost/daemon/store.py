@@ -11,7 +11,7 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from roost.models import Job
 
@@ -62,13 +62,17 @@ class StoreError(Exception):
 class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
         self._depth = 0
-        self._migrate()
+        self._after_commit: list[Callable[[], None]] = []
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path}: cannot open the store: {exc}") from None
 
     def _migrate(self) -> None:
         with self.transaction():
@@ -94,10 +98,22 @@ class Store:
             self._depth -= 1
             if self._depth == 0:
                 self._db.execute("ROLLBACK")
+                self._after_commit.clear()
             raise
         self._depth -= 1
         if self._depth == 0:
             self._db.execute("COMMIT")
+            callbacks, self._after_commit = self._after_commit, []
+            for callback in callbacks:
+                callback()
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the current transaction commits (at once outside one): pushes to
+        subscribers go out only for what is durably stored."""
+        if self._depth == 0:
+            callback()
+        else:
+            self._after_commit.append(callback)
 
     def close(self) -> None:
         self._db.close()
@@ -143,6 +159,10 @@ class Store:
     def parents_with_reports(self) -> list[str]:
         return [r[0] for r in self._db.execute("SELECT DISTINCT parent FROM outbox WHERE delivered_at IS NULL")]
 
+    def undeliver_reports(self, ids: list[int]) -> None:
+        """Put reports back in the outbox: the prompt that carried them was never taken."""
+        self._db.executemany("UPDATE outbox SET delivered_at=NULL WHERE id=?", [(i,) for i in ids])
+
     def mark_reports(self, ids: list[int], ts: float) -> None:
         self._db.executemany("UPDATE outbox SET delivered_at=? WHERE id=?", [(ts, i) for i in ids])
 
@@ -158,6 +178,10 @@ class Store:
 
     def mark_message(self, msg_id: int, ts: float) -> None:
         self._db.execute("UPDATE inbox SET delivered_at=? WHERE id=?", (ts, msg_id))
+
+    def undeliver_message(self, msg_id: int) -> None:
+        """Put a message back: the worker did not take it."""
+        self._db.execute("UPDATE inbox SET delivered_at=NULL WHERE id=?", (msg_id,))
 
     def drop_messages(self, job_id: str, ts: float) -> None:
         """Mark every waiting message of a job as settled (a stopped or archived job takes none)."""

@@ -72,8 +72,9 @@ def report_message(reports: list[dict[str, Any]], jobs: dict[str, Job]) -> str:
         child = jobs.get(rep["child"])
         title = child.title if child else rep["child"]
         kind = "question" if rep["question"] else "report"
+        body = rep["text"].replace("</roost-report", "&lt;/roost-report")  # the block's end stays unique
         blocks.append(f'<roost-report child="{rep["child"]}" title="{_attr(title)}" state="{rep["state"]}" '
-                      f'kind="{kind}">\n{rep["text"]}\n</roost-report>')
+                      f'kind="{kind}">\n{body}\n</roost-report>')
     return "\n".join(blocks)
 
 
@@ -100,6 +101,7 @@ class Supervisor:
         self.attachments: dict[str, set[int]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._queued_spawns: list[str] = []
+        self._recovered_failures: list[Job] = []
         self._closing_down = False
 
     @property
@@ -146,6 +148,13 @@ class Supervisor:
             seen.add(job.id)
             out.append(job)
         return out
+
+    def check_caller(self, caller: str | None, job: Job, what: str) -> None:
+        """A job acting through its tools may act on itself and on its own subtree only;
+        a person (no job) may act on anything."""
+        if caller is None or caller == job.id or any(a.id == caller for a in self._ancestors(job)):
+            return
+        raise ProtocolError(ErrorCode.AUTH, f"job {caller} may not {what} {job.id}: only its owner may")
 
     def get(self, job_id: str) -> Job:
         job = self.jobs.get(job_id)
@@ -218,7 +227,7 @@ class Supervisor:
     def _timeline(self, job: Job, kind: str, **data: Any) -> dict[str, Any]:
         entry = self.store.add_timeline(job.id, kind, data, self.clock())
         if self.subscribers:
-            self._push({"event": "timeline", "entry": entry})
+            self.store.after_commit(lambda: self._push({"event": "timeline", "entry": entry}))
         return entry
 
     def _save(self, job: Job) -> None:
@@ -236,6 +245,8 @@ class Supervisor:
         """Load every record; no job may claim a worker that did not survive the last daemon."""
         for job in self.store.jobs():
             self._index(job)
+        started = self.clock()
+        lost: list[Job] = []
         with self.store.transaction():
             for job in self.jobs.values():
                 if job.pid is not None:
@@ -253,6 +264,19 @@ class Supervisor:
                 elif job.state == State.WORKING:
                     self._set_state(job, State.FAILED, reason="no worker after a restart")
                     self._save(job)
+                if job.state == State.FAILED and job.state_since >= started:
+                    lost.append(job)
+        self._recovered_failures = lost
+
+    def after_recovery(self) -> None:
+        """Once the event loop runs: start queued spawns, tell parents about children the restart
+        failed, and deliver (or wake for) reports left in the outbox."""
+        for job in self._recovered_failures:
+            self._route_report(job, State.FAILED, self._last_error(job))
+        self._recovered_failures = []
+        for parent_id in self.store.parents_with_reports():
+            if parent_id in self.jobs:
+                self._dispatch_reports(self.jobs[parent_id])
         self._start_queued()
 
     async def shutdown(self) -> None:
@@ -313,8 +337,11 @@ class Supervisor:
         return self.row(job).to_wire()
 
     def _running_count(self) -> int:
+        """Jobs holding a slot under ``max_running_jobs``: a turn in flight, and no live children
+        (a parent waiting for its subagents has handed its work down; counting it could deadlock)."""
         return sum(1 for j in self.jobs.values()
-                   if j.state in TURN_STATES and (self._live(j.id).worker is not None or self._live(j.id).starting))
+                   if j.state in TURN_STATES and (self._live(j.id).worker is not None or self._live(j.id).starting)
+                   and not any(k.state in ACTIVE_STATES for k in self._kids(j.id)))
 
     def _start_queued(self) -> None:
         cap = self.config.max_running_jobs
@@ -361,7 +388,6 @@ class Supervisor:
             with self.store.transaction():
                 self._set_state(job, State.FAILED, reason=f"could not start its worker: {reason}")
                 self._timeline(job, "error", message=f"could not start its worker: {reason}")
-                self.store.drop_messages(job.id, self.clock())
                 self._save(job)
             self._push_rows(job)
             self._route_report(job, State.FAILED, f"could not start: {reason}")
@@ -412,16 +438,21 @@ class Supervisor:
             text, kind, ids = report_message(reports, self.jobs), "reports", [r["id"] for r in reports]
         live.run += 1
         run = live.run
+        before = job.state
         with self.store.transaction():
             if kind == "prompt":
                 self.store.mark_message(ids[0], now)
             else:
                 self.store.mark_reports(ids, now)
             self._timeline(job, kind, text=text, run=run)
+            # Working from the moment it is handed over, so a stop right after a message cuts it.
+            self._set_state(job, State.WORKING)
+            self._save(job)
+        self._push_rows(job)
         live.in_turn = True
         live.turn_report = None
         live.turn_kind = kind
-        live.state_before = job.state
+        live.state_before = before
         live.held_since = None
         try:
             resp = await live.worker.request("prompt", timeout=PROMPT_TIMEOUT, message=text, run=run)
@@ -429,21 +460,20 @@ class Supervisor:
             refusal = str(resp.get("error", "refused"))
         except (asyncio.TimeoutError, ConnectionError) as exc:
             accepted, refusal = False, f"the worker did not take the prompt: {exc or 'timeout'}"
-        if not accepted:
+        if not accepted and live.run == run and live.in_turn:
             live.in_turn = False
             with self.store.transaction():  # undo: it was never delivered
                 if kind == "prompt":
-                    self.store._db.execute("UPDATE inbox SET delivered_at=NULL WHERE id=?", (ids[0],))
+                    self.store.undeliver_message(ids[0])
                 else:
-                    self.store._db.executemany("UPDATE outbox SET delivered_at=NULL WHERE id=?", [(i,) for i in ids])
+                    self.store.undeliver_reports(ids)
                 self._timeline(job, "error", message=f"prompt refused: {refusal}")
-            return False
-        if live.in_turn and job.state != State.WORKING and live.run == run:
-            with self.store.transaction():
-                self._set_state(job, State.WORKING)
+                if job.state == State.WORKING:
+                    self._set_state(job, before)
                 self._save(job)
             self._push_rows(job)
-        return True
+            return False
+        return accepted
 
     # -- events from workers -------------------------------------------------------------------------
     def _on_event(self, job: Job, event: dict[str, Any]) -> None:
@@ -467,8 +497,8 @@ class Supervisor:
                     job.usage = {**job.usage, **usage}
                     self._save(job)
                 self._push_rows(job)
-        elif kind == "turn_start":
-            pass
+        elif kind in ("turn_start", "response"):
+            pass  # a response here answers a command that already timed out
         elif kind == "turn_end":
             if live.closing:  # a turn cut short by closing the worker is settled when it exits
                 return
@@ -497,7 +527,7 @@ class Supervisor:
         # A turn that only took in children's reports and handed nothing back leaves the job as it
         # was (a done parent stays done) and tells its own parent nothing new.
         quiet = (outcome == "ok" and report is None and live.turn_kind == "reports"
-                 and live.state_before in (State.DONE, State.IDLE, State.BLOCKED))
+                 and live.state_before in (State.DONE, State.IDLE, State.BLOCKED, State.WAITING))
         with self.store.transaction():
             if job.state == State.STOPPED:
                 self._timeline(job, "turn_end", outcome=outcome, note="stopped")
@@ -540,6 +570,7 @@ class Supervisor:
         live = self._live(job.id)
         worker = live.worker
         live.worker = None
+        live.token = ""  # its tools may no longer act as the job
         live.in_turn = False
         live.starting = False
         with self.store.transaction():
@@ -628,8 +659,7 @@ class Supervisor:
             accepted = False
         if not accepted:  # the turn ended meanwhile: it goes as the next prompt instead
             with self.store.transaction():
-                self.store._db.executemany("UPDATE outbox SET delivered_at=NULL WHERE id=?",
-                                           [(r["id"],) for r in reports])
+                self.store.undeliver_reports([r["id"] for r in reports])
             async with live.lock:
                 await self._deliver_next(parent)
 
@@ -651,19 +681,22 @@ class Supervisor:
             with self.store.transaction():
                 self.store.add_message(job.id, text, self.clock())
                 self._timeline(job, "message", text=text, by=caller or "person")
-            if live.in_turn or live.starting:
+            if live.in_turn or live.starting or job.id in self._queued_spawns:
                 self._push_rows(job)
                 return {"outcome": "queued", "job": job.id}
             outcome = "delivered"
             if live.worker is None:
                 outcome = "resumed"
                 if not await self._ensure_worker(job):
-                    raise ProtocolError(ErrorCode.REFUSED, f"job {job_id} could not be resumed: {self._last_error(job)}")
-            await self._deliver_next(job)
+                    raise ProtocolError(ErrorCode.REFUSED, f"job {job_id} could not be resumed: {self._last_error(job)}"
+                                                           "; the message is kept for its next resume")
+            if not await self._deliver_next(job):
+                outcome = "queued"
             return {"outcome": outcome, "job": job.id}
 
     async def stop(self, job_id: str, tree: bool, caller: str | None) -> dict[str, Any]:
         job = self.get(job_id)
+        self.check_caller(caller, job, "stop")
         targets = [job, *self._descendants(job.id)] if tree else [job]
         stopped = [t for t in targets if t.state in STOPPABLE_STATES and t.archived_at is None]
         await asyncio.gather(*(self._stop_one(t, caller) for t in stopped))
@@ -691,8 +724,7 @@ class Supervisor:
 
     async def close(self, job_id: str, caller: str | None, reason: str = "closed by its owner") -> dict[str, Any]:
         job = self.get(job_id)
-        if caller is not None and caller != job.parent and caller != job.id:
-            raise ProtocolError(ErrorCode.AUTH, f"job {caller} may not close {job_id}: only its owner may")
+        self.check_caller(caller, job, "close")
         live = self._live(job.id)
         async with live.lock:
             if live.worker is None:
@@ -711,8 +743,9 @@ class Supervisor:
         live.close_reason = reason
         await live.worker.close()
 
-    def set_pinned(self, job_id: str, pinned: bool) -> dict[str, Any]:
+    def set_pinned(self, job_id: str, pinned: bool, caller: str | None) -> dict[str, Any]:
         job = self.get(job_id)
+        self.check_caller(caller, job, "pin" if pinned else "unpin")
         with self.store.transaction():
             job.pinned = pinned
             self._timeline(job, "pinned" if pinned else "unpinned")
@@ -722,8 +755,7 @@ class Supervisor:
 
     def set_label(self, job_id: str, key: str, value: str | None, caller: str | None) -> dict[str, Any]:
         job = self.get(job_id)
-        if caller is not None and caller not in (job.id, job.parent):
-            raise ProtocolError(ErrorCode.AUTH, f"job {caller} may not label {job_id}")
+        self.check_caller(caller, job, "label")
         with self.store.transaction():
             if value is None:
                 job.labels.pop(key, None)
@@ -789,8 +821,9 @@ class Supervisor:
         for job_id in [j for j, holders in self.attachments.items() if conn_id in holders]:
             self.release(job_id, conn_id)
 
-    async def archive(self, job_id: str) -> dict[str, Any]:
+    async def archive(self, job_id: str, caller: str | None) -> dict[str, Any]:
         job = self.get(job_id)
+        self.check_caller(caller, job, "archive")
         archived: list[str] = []
         detached: list[str] = []
         await self._archive_tree(job, archived, detached)
@@ -824,8 +857,9 @@ class Supervisor:
             else:
                 await self._archive_tree(kid, archived, detached)
 
-    def detach(self, job_id: str) -> dict[str, Any]:
+    def detach(self, job_id: str, caller: str | None = None) -> dict[str, Any]:
         job = self.get(job_id)
+        self.check_caller(caller, job, "detach")
         if job.parent is None:
             return self.row(job).to_wire()
         old_parent = self.jobs.get(job.parent)

@@ -42,7 +42,8 @@ class Session:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.messages: list[dict[str, str]] = []
-        self.pending: list[str] = []
+        #: The rest of the script after an ``ask``; None when no question is open.
+        self.pending: list[str] | None = None
         if path.exists():
             for line in path.read_text().splitlines():
                 try:
@@ -50,7 +51,8 @@ class Session:
                 except json.JSONDecodeError:
                     continue  # a line cut short by a crash: the rest is still good
                 if entry.get("type") == "pending":
-                    self.pending = list(entry.get("lines", []))
+                    lines = entry.get("lines")
+                    self.pending = list(lines) if lines is not None else None
                 elif "role" in entry:
                     self.messages.append(entry)
 
@@ -64,8 +66,8 @@ class Session:
         self.messages.append(entry)
         self._append(entry)
 
-    def set_pending(self, lines: list[str]) -> None:
-        self.pending = list(lines)
+    def set_pending(self, lines: list[str] | None) -> None:
+        self.pending = list(lines) if lines is not None else None
         self._append({"type": "pending", "lines": self.pending})
 
 
@@ -74,8 +76,11 @@ class BuiltinAgent:
         self.session = session
         self.env = environ
         self.turn: asyncio.Task[None] | None = None
+        self.turn_run: Any = None
+        self.turn_ended = True
         self.client: AsyncClient | None = None
         self.exit_after: float | None = None
+        self.history: list[str] = []
 
     # -- output ---------------------------------------------------------------------------
     def emit(self, event: dict[str, Any]) -> None:
@@ -118,6 +123,7 @@ class BuiltinAgent:
                 self.emit(response(req_id, kind, False, error="a turn is running; use steer"))
                 return
             self.emit(response(req_id, kind, True))
+            self.turn_run, self.turn_ended = frame.get("run"), False
             self.turn = asyncio.create_task(self.run_turn(frame.get("run"), str(frame.get("message", ""))))
         elif kind == "steer":
             if not busy:
@@ -133,35 +139,42 @@ class BuiltinAgent:
                     await self.turn
                 except asyncio.CancelledError:
                     pass
+                if not self.turn_ended:  # cancelled before it began: the turn still ends, once
+                    self.end_turn(self.turn_run, "aborted")
             self.emit(response(req_id, kind, True))
         else:
             self.emit(response(req_id, str(kind), False, error=f"unknown command: {kind}"))
 
+    def end_turn(self, run: Any, outcome: str, **fields: Any) -> None:
+        self.turn_ended = True
+        self.emit(turn_end(run, outcome, **fields))
+
     async def run_turn(self, run: Any, message: str) -> None:
         self.emit({"type": "turn_start", "run": run})
+        self.history = [m["text"] for m in self.session.messages if m["role"] == "user"]
         self.session.add("user", message)
         try:
             outcome = await self.script(message)
         except asyncio.CancelledError:
             self.say("(stopped)")
-            self.emit(turn_end(run, "aborted"))
+            self.end_turn(run, "aborted")
             return
         except TurnFailed as exc:
-            self.emit(turn_end(run, "failed", error=str(exc)))
+            self.end_turn(run, "failed", error=str(exc))
         else:
-            self.emit(turn_end(run, **outcome))
+            self.end_turn(run, **outcome)
         if self.exit_after is not None:
             asyncio.get_running_loop().call_later(self.exit_after, os._exit, 0)
 
     async def script(self, message: str) -> dict[str, Any]:
-        if self.session.pending:
-            lines = self.session.pending
-            self.session.set_pending([])
-            self.say(f"thanks, continuing with: {first_line(message)}")
-        elif message.startswith(REPORT_MARK):
+        if message.startswith(REPORT_MARK):  # reports never answer an open question
             count = message.count(REPORT_MARK)
             self.say(f"noted {count} report{'s' if count != 1 else ''} from subagents")
             return {"outcome": "ok"}
+        if self.session.pending is not None:
+            lines = self.session.pending
+            self.session.set_pending(None)
+            self.say(f"thanks, continuing with: {first_line(message)}")
         else:
             lines = message.splitlines()
         for index, raw in enumerate(lines):
@@ -195,8 +208,7 @@ class BuiltinAgent:
             elif word == "wait-children":
                 await self.wait_children()
             elif word == "recall":
-                earlier = [m["text"] for m in self.session.messages[:-1] if m["role"] == "user"]
-                self.say("earlier prompts: " + (" | ".join(first_line(t) for t in earlier) or "(none)"))
+                self.say("earlier prompts: " + (" | ".join(first_line(t) for t in self.history) or "(none)"))
             else:
                 self.say(line)
         return {"outcome": "ok"}
