@@ -180,22 +180,19 @@ def close(ctx: Ctx, job_id: str) -> None:
     click.echo("closed" if result["closed"] else f"not closed: {result.get('reason')}")
 
 
-@cli.command()
-@click.argument("job_id")
-@pass_ctx
-def pin(ctx: Ctx, job_id: str) -> None:
-    """Keep a job's worker up (the idle reaper and auto-close skip it)."""
-    ctx.call("pin", job=job_id)
-    click.echo(f"pinned {job_id}")
+def _pin_command(op: str, doc: str) -> None:
+    """`roost pin` and `roost unpin`: the same call with the opposite flag."""
+
+    @cli.command(op, help=doc)
+    @click.argument("job_id")
+    @pass_ctx
+    def command(ctx: Ctx, job_id: str) -> None:
+        ctx.call(op, job=job_id)
+        click.echo(f"{op}ned {job_id}")
 
 
-@cli.command()
-@click.argument("job_id")
-@pass_ctx
-def unpin(ctx: Ctx, job_id: str) -> None:
-    """Let the idle reaper and auto-close take a job's worker again."""
-    ctx.call("unpin", job=job_id)
-    click.echo(f"unpinned {job_id}")
+_pin_command("pin", "Keep a job's worker up (the idle reaper and auto-close skip it).")
+_pin_command("unpin", "Let the idle reaper and auto-close take a job's worker again.")
 
 
 @cli.command()

@@ -132,3 +132,11 @@ def test_a_daemon_that_cannot_start_is_reported_with_the_reason(run, roost_home,
     proc = run("--config", str(cfg), "ls", check=False)
     assert proc.returncode == 1
     assert "daemon exited with code 1" in proc.stderr and "max_running_jobs" in proc.stderr
+
+
+def test_pin_and_unpin_from_the_cli(run):
+    job = run("spawn", "say pin me").stdout.strip()
+    assert run("pin", job).stdout.strip() == f"pinned {job}"
+    assert json.loads(run("show", job, "--json").stdout)["pinned"] is True
+    assert run("unpin", job).stdout.strip() == f"unpinned {job}"
+    assert json.loads(run("show", job, "--json").stdout)["pinned"] is False
