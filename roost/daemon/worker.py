@@ -46,6 +46,7 @@ class Worker:
         self._ids = itertools.count(1)
         self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._stdout_done = False
 
     @property
     def pid(self) -> int | None:
@@ -57,6 +58,7 @@ class Worker:
             *self.launch.argv, cwd=self.launch.cwd, env=self.launch.env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True, limit=MAX_FRAME * 8)
+        self.adapter.bind(self._dispatch, self._write)
         self._tasks = [asyncio.create_task(self._read_stdout()), asyncio.create_task(self._drain_stderr())]
         asyncio.create_task(self._wait_exit())
 
@@ -73,12 +75,25 @@ class Worker:
             if not line:
                 break
             for event in self.adapter.decode(line.rstrip(b"\n")):
-                if event.get("type") == "response":
-                    fut = self._waiters.pop(str(event.get("id")), None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(event)
-                        continue
-                self.on_event(event)
+                self._dispatch(event)
+        self._stdout_done = True
+
+    def _dispatch(self, event: dict[str, Any]) -> None:
+        """A response goes to the request waiting for it; anything else to the daemon. Nothing
+        after stdout ended: an adapter's late timer must not speak for a worker that is gone."""
+        if self._stdout_done:
+            return
+        if event.get("type") == "response":
+            fut = self._waiters.pop(str(event.get("id")), None)
+            if fut is not None and not fut.done():
+                fut.set_result(event)
+                return
+        self.on_event(event)
+
+    def _write(self, data: bytes) -> None:
+        """Bytes an adapter sends the agent on its own; dropped once stdin is closed."""
+        if self.proc is not None and self.proc.stdin is not None and not self.proc.stdin.is_closing():
+            self.proc.stdin.write(data)
 
     async def _drain_stderr(self) -> None:
         assert self.proc and self.proc.stderr

@@ -6,7 +6,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from roost.models import Job
 
@@ -42,6 +42,12 @@ class Launch:
 class Adapter:
     """Translates the worker protocol to an agent's own stdio. This one is the identity:
     for workers that speak the worker protocol natively (the built-in agent, the command driver)."""
+
+    def bind(self, emit: Callable[[dict[str, Any]], None], write: Callable[[bytes], None]) -> None:
+        """Called once the agent runs. An adapter that answers some commands itself, or decides
+        something only after a delay (pi: whether an error ends the turn), hands the daemon those
+        events and responses with ``emit``, and sends the agent commands of its own with ``write``.
+        The identity adapter needs neither."""
 
     def encode(self, command: dict[str, Any]) -> bytes:
         return (json.dumps(command) + "\n").encode()

@@ -1,0 +1,256 @@
+"""The command driver's worker: runs a command-line agent once per prompt, in the worker protocol.
+
+Each prompt runs the configured command line in the job's directory (the prompt in an argument or
+on stdin; ``{session}`` is this job's stable session id; ``resume_args`` are added once the job has
+had a turn, so the agent continues its own conversation). The command's stdout streams to the
+transcript as text; exit code 0 ends the turn ok, anything else fails it with the code and the last
+lines of stderr. An abort kills the command's process group. The session file is this worker's
+transcript: its id, the prompts, the output and each turn, so a new worker resumes where the last
+one stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import signal
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from roost.config import substitute
+from roost.daemon.worker import describe_exit
+from roost.worker_protocol import response, turn_end
+
+#: Output lines arriving within this many seconds of each other go out as one text event.
+BURST = 0.05
+#: How long a command has to end after SIGTERM before SIGKILL.
+KILL_GRACE = 2.0
+#: How long to wait for the command's pipes after it exited (a child it left may hold them).
+PIPE_GRACE = 1.0
+STDERR_LINES = 5
+LINE_LIMIT = 1 << 20
+
+
+class Transcript:
+    """The session file, one JSON object a line: the session id first, then messages and turns."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.id = ""
+        self.turns = 0
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a crash
+                if entry.get("type") == "session":
+                    self.id = str(entry.get("id", ""))
+                elif entry.get("type") == "turn":
+                    self.turns += 1
+        if not self.id:
+            self.id = str(uuid.uuid4())
+            self.append({"type": "session", "id": self.id})
+
+    def append(self, entry: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+
+class CommandWorker:
+    def __init__(self, spec: dict[str, Any], transcript: Transcript) -> None:
+        self.command: list[str] = list(spec["command"])
+        self.resume_args: list[str] = list(spec.get("resume_args") or [])
+        self.via_stdin = spec.get("prompt_via") == "stdin"
+        self.transcript = transcript
+        self.turn: asyncio.Task[None] | None = None
+        self.proc: asyncio.subprocess.Process | None = None
+        self.aborted = False
+
+    def emit(self, event: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+
+    def argv(self, prompt: str) -> list[str]:
+        values = {"prompt": prompt, "session": self.transcript.id, "cwd": os.getcwd()}
+        args = self.command + (self.resume_args if self.transcript.turns else [])
+        return [substitute(arg, values) for arg in args]
+
+    # -- commands ---------------------------------------------------------------------------------
+    async def handle(self, frame: dict[str, Any]) -> None:
+        kind, req_id = frame.get("type"), frame.get("id")
+        busy = self.turn is not None and not self.turn.done()
+        if kind == "get_state":
+            self.emit(response(req_id, kind, True, {"session": str(self.transcript.path), "busy": busy}))
+        elif kind == "prompt":
+            if busy:
+                self.emit(response(req_id, kind, False, error="a turn is running"))
+                return
+            self.emit(response(req_id, kind, True))
+            self.aborted = False
+            self.turn = asyncio.create_task(self.run_turn(frame.get("run"), str(frame.get("message", ""))))
+        elif kind == "steer":  # a command line cannot take a note mid-run: it waits for the next turn
+            self.emit(response(req_id, kind, False, error="a command-line agent takes messages between turns only"))
+        elif kind == "abort":
+            await self.abort()
+            self.emit(response(req_id, kind, True))
+        else:
+            self.emit(response(req_id, str(kind), False, error=f"unknown command: {kind}"))
+
+    async def abort(self) -> None:
+        if self.turn is None or self.turn.done():
+            return
+        self.aborted = True
+        await self.kill()
+        await self.turn
+
+    async def kill(self) -> None:
+        """End the running command and everything it started: SIGTERM to its group, then SIGKILL."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                return
+            try:
+                await asyncio.wait_for(proc.wait(), KILL_GRACE)
+                return
+            except asyncio.TimeoutError:
+                continue
+
+    # -- a turn -----------------------------------------------------------------------------------
+    async def run_turn(self, run: Any, message: str) -> None:
+        self.emit({"type": "turn_start", "run": run})
+        argv = self.argv(message)
+        self.transcript.append({"role": "user", "text": message})
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE if self.via_stdin else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                limit=LINE_LIMIT)
+        except OSError as exc:
+            self.emit(turn_end(run, "failed", error=f"cannot run {argv[0]}: {exc.strerror or exc}"))
+            return
+        proc = self.proc
+        self.transcript.append({"type": "turn", "argv": argv})
+        self.transcript.turns += 1
+        if self.aborted:  # the abort came while the command was starting
+            await self.kill()
+        output: list[str] = []
+        tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        pipes = [asyncio.create_task(self.pump_stdout(proc, output)), asyncio.create_task(self.pump_stderr(proc, tail))]
+        if self.via_stdin:
+            await self.feed(proc, message)
+        returncode = await proc.wait()
+        _, late = await asyncio.wait(pipes, timeout=PIPE_GRACE)
+        for task in late:
+            task.cancel()
+        self.proc = None
+        self.transcript.append({"role": "assistant", "text": "\n".join(output), "exit": returncode})
+        if self.aborted:
+            self.emit(turn_end(run, "aborted"))
+        elif returncode == 0:
+            self.emit(turn_end(run, "ok"))
+        else:
+            reason = f"{Path(argv[0]).name} {describe_exit(returncode)}"
+            self.emit(turn_end(run, "failed", error=reason + (": " + " | ".join(tail) if tail else "")))
+
+    async def feed(self, proc: asyncio.subprocess.Process, message: str) -> None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(message.encode())
+            await proc.stdin.drain()
+            proc.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the command does not read its input: that is its business
+
+    async def pump_stdout(self, proc: asyncio.subprocess.Process, output: list[str]) -> None:
+        """Stream stdout as text events, lines that come together as one."""
+        assert proc.stdout is not None
+        burst: list[str] = []
+        while True:
+            try:
+                line = await (asyncio.wait_for(proc.stdout.readline(), BURST) if burst else proc.stdout.readline())
+            except asyncio.TimeoutError:
+                self.say(burst, output)
+                burst = []
+                continue
+            except ValueError:
+                line = b"(a line over the size limit was left out)\n"
+            if not line:
+                break
+            burst.append(line.decode(errors="replace").rstrip("\r\n"))
+        self.say(burst, output)
+
+    def say(self, lines: list[str], output: list[str]) -> None:
+        text = "\n".join(lines).strip("\n")
+        if text:
+            output.append(text)
+            self.emit({"type": "text", "text": text})
+
+    async def pump_stderr(self, proc: asyncio.subprocess.Process, tail: collections.deque[str]) -> None:
+        """The command's stderr goes to this worker's (the job's log); the last lines explain a failure."""
+        assert proc.stderr is not None
+        while True:
+            try:
+                line = await proc.stderr.readline()
+            except ValueError:
+                continue
+            if not line:
+                return
+            sys.stderr.buffer.write(line)
+            sys.stderr.flush()
+            text = line.decode(errors="replace").strip()
+            if text:
+                tail.append(text)
+
+    # -- the process ------------------------------------------------------------------------------
+    async def main(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self.terminate)
+        reader = asyncio.StreamReader(limit=LINE_LIMIT)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        while True:
+            line = await reader.readline()
+            if not line:
+                break  # the daemon closed us: take the command down too
+            try:
+                frame = json.loads(line)
+            except json.JSONDecodeError as exc:
+                self.emit(response(None, "parse", False, error=f"Failed to parse command: {exc}"))
+                continue
+            await self.handle(frame)
+        await self.abort()
+
+    def terminate(self) -> None:
+        """SIGTERM: the command's group goes too, so no agent outlives its worker."""
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        raise SystemExit(128 + signal.SIGTERM)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="roost-command-worker", description=__doc__)
+    parser.add_argument("--session", required=True, help="the session file (created when missing)")
+    parser.add_argument("--spec", required=True, help="JSON: command, resume_args, prompt_via")
+    args = parser.parse_args(argv)
+    worker = CommandWorker(json.loads(args.spec), Transcript(Path(args.session)))
+    try:
+        asyncio.run(worker.main())
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,335 @@
+"""The pi driver: the pi coding agent (``@mariozechner/pi-coding-agent``) in its RPC mode, one process per job.
+
+pi speaks JSON lines too, but not the worker protocol: :class:`PiAdapter` translates. The facts it
+relies on (measured and read in pi's source) are in docs/agents.md and the pi reference notes:
+
+- pi prints nothing at start; its answer to ``get_state`` is the readiness check.
+- ``agent_end`` is not always final: after a retryable error pi emits ``auto_retry_start`` (or
+  ``auto_retry_end`` when out of attempts, or compaction events for a context overflow) right after
+  it, in the same tick. So an ``agent_end`` whose last answer is an error ends the turn only when
+  nothing follows it within :data:`SETTLE_SECONDS`, or when pi says the retries are over.
+- pi's ``steer`` cuts into a running turn; roost never uses it, so reports wait for the turn's end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from roost.drivers.base import Adapter, Driver, DriverError, Launch, LaunchContext, inherited_env
+from roost.models import Job
+from roost.worker_protocol import response, turn_end
+
+EXTENSION = Path(__file__).parent / "pi_extension" / "roost-tools.ts"
+INSTALL_HINT = "npm install -g @mariozechner/pi-coding-agent"
+#: How long after an ``agent_end`` with an error pi has to say it retries (it says so within ms).
+SETTLE_SECONDS = 1.0
+#: Ids of the commands the adapter sends pi on its own; their answers never reach the daemon.
+OWN_ID = "roost-"
+#: Extension UI requests that block pi until someone answers; nobody is there to, so roost cancels them.
+DIALOGS = ("select", "confirm", "input", "editor")
+
+
+def find_program(command: str, env: Mapping[str, str]) -> str:
+    """The pi program's full path; DriverError saying how to install pi when there is none."""
+    search = env.get("PATH") or os.environ.get("PATH", "")
+    program = shutil.which(os.path.expanduser(command), path=search)
+    if program is None:
+        raise DriverError(f"pi is not installed: no program {command!r} was found on PATH. Install it with "
+                          f"`{INSTALL_HINT}` (it needs Node.js 20.6 or newer), or set `command` of the pi "
+                          f"driver in the config to the pi program's path.")
+    if _runs_on_node(program) and shutil.which("node", path=search) is None:
+        raise DriverError(f"pi ({program}) runs on Node.js, and `node` is not on PATH: install Node.js 20.6 "
+                          f"or newer, or put it on the daemon's PATH.")
+    return program
+
+
+def _runs_on_node(program: str) -> bool:
+    try:
+        with open(program, "rb") as fh:
+            first = fh.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"node" in first
+
+
+class PiDriver(Driver):
+    kind = "pi"
+    ready_timeout = 60.0
+
+    def __init__(self) -> None:
+        self._options: Mapping[str, Any] = {}
+
+    def check(self, options: Mapping[str, Any]) -> None:
+        find_program(str(options.get("command", "pi")), options.get("env") or {})
+
+    def launch(self, job: Job, ctx: LaunchContext) -> Launch:
+        options = ctx.options
+        self._options = options
+        extra_env: Mapping[str, str] = options.get("env") or {}
+        program = find_program(str(options.get("command", "pi")), extra_env)
+        if not os.path.isdir(job.cwd):
+            raise DriverError(f"the job's working directory {job.cwd} no longer exists; pi resumes a session "
+                              f"only in the directory it started in")
+        configured = str(options.get("agent_dir") or "")
+        agent_dir = Path(configured).expanduser() if configured else ctx.state_dir / "pi-agent"
+        tmp_dir = ctx.state_dir / "pi-tmp"
+        sessions = ctx.sessions_dir / "pi"
+        for directory in (agent_dir, tmp_dir, sessions):
+            directory.mkdir(parents=True, exist_ok=True)
+        argv = [program, "--mode", "rpc", "--session-dir", str(sessions), "-e", str(EXTENSION)]
+        if not options.get("load_project_extensions"):
+            argv.append("--no-extensions")  # roost's own extension (-e) still loads
+        if options.get("provider"):
+            argv += ["--provider", str(options["provider"])]
+        if options.get("model"):
+            argv += ["--model", str(options["model"])]
+        argv += [str(a) for a in options.get("args") or ()]
+        if job.session:
+            argv += ["--session", job.session]
+        # The user's environment stays (provider API keys, and HOME for the agent's own shell: git,
+        # ssh, the roost CLI). pi's state is roost's: its agent dir, its transpile cache under TMPDIR.
+        env = inherited_env({"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "TMPDIR": str(tmp_dir),
+                             **extra_env, **ctx.roost_env(job)})
+        return Launch(argv=argv, env=env, cwd=job.cwd, session=job.session)
+
+    def adapter(self, job: Job) -> Adapter:
+        """The adapter for the worker :meth:`launch` just described (it checks the same options)."""
+        options = self._options
+        return PiAdapter(provider=str(options.get("provider") or ""), model=str(options.get("model") or ""),
+                         retry=bool(options.get("retry", True)))
+
+
+def _line(frame: dict[str, Any]) -> bytes:
+    return (json.dumps(frame) + "\n").encode()
+
+
+def _text_of(content: Any) -> str:
+    """The text blocks of a pi message or tool result, joined."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text")
+
+
+class PiAdapter(Adapter):
+    """Worker protocol in, pi RPC out; pi's event stream in, worker-protocol events out.
+
+    It keeps the turn in flight (the run token the daemon gave the prompt) and ends it exactly once,
+    at pi's final ``agent_end``.
+    """
+
+    def __init__(self, provider: str, model: str, retry: bool, settle: float = SETTLE_SECONDS) -> None:
+        self.provider = provider
+        self.model = model
+        self.retry = retry
+        self.settle = settle
+        self.run: Any = None
+        self.started = False
+        self.aborting = False
+        #: The error of an ``agent_end`` that may still be retried.
+        self.error: str | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        #: Set when pi runs another model than the config asks for: every prompt then fails with it.
+        self.refusal: str | None = None
+        self.context_window: int | None = None
+        self.asked: dict[str, str] = {}
+        self.tool_args: dict[str, Any] = {}
+        self._emit: Callable[[dict[str, Any]], None] = lambda event: None
+        self._write: Callable[[bytes], None] = lambda data: None
+        self._events: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
+            "response": self._on_response, "agent_start": self._on_agent_start, "message_end": self._on_message_end,
+            "tool_execution_start": self._on_tool_start, "tool_execution_end": self._on_tool_end,
+            "agent_end": self._on_agent_end, "auto_retry_start": self._on_retry_start,
+            "auto_retry_end": self._on_retry_end, "compaction_start": self._on_compaction_start,
+            "compaction_end": self._on_compaction_end, "extension_ui_request": self._on_ui_request,
+        }
+
+    def bind(self, emit: Callable[[dict[str, Any]], None], write: Callable[[bytes], None]) -> None:
+        self._emit, self._write = emit, write
+
+    # -- commands from the daemon ---------------------------------------------------------------
+    def encode(self, command: dict[str, Any]) -> bytes:
+        kind, req_id = str(command.get("type")), command.get("id")
+        if kind == "steer":  # pi's steer cuts into the turn: the daemon then delivers at the turn's end
+            self._emit(response(req_id, kind, False, error="pi takes messages between turns only"))
+            return b""
+        if kind == "prompt":
+            if self.refusal is not None:
+                self._fail_at_once(req_id, command.get("run"), self.refusal)
+                return b""
+            self.run, self.started, self.aborting, self.error = command.get("run"), False, False, None
+            frame = {"type": "prompt", "id": req_id, "message": str(command.get("message", ""))}
+        elif kind == "abort":
+            self.aborting = self.run is not None
+            frame = {"type": "abort", "id": req_id}
+        elif kind == "get_state":
+            frame = {"type": "get_state", "id": req_id}
+        else:
+            self._emit(response(req_id, kind, False, error=f"unknown command: {kind}"))
+            return b""
+        self.asked[str(req_id)] = kind
+        return _line(frame)
+
+    def _fail_at_once(self, req_id: Any, run: Any, error: str) -> None:
+        """Take the prompt and fail its turn now: the reason lands on the job, not in a log."""
+        self._emit(response(req_id, "prompt", True))
+        self._emit({"type": "turn_start", "run": run})
+        self._emit(turn_end(run, "failed", error=error))
+
+    # -- pi's stdout ----------------------------------------------------------------------------
+    def decode(self, line: bytes) -> list[dict[str, Any]]:
+        try:
+            event = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
+        if not isinstance(event, dict):
+            return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
+        handler = self._events.get(str(event.get("type")))
+        return handler(event) if handler else []
+
+    def _on_response(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        req_id = event.get("id")
+        success = bool(event.get("success"))
+        if req_id is None:  # pi could not read a command at all: say so, nobody waits for it
+            return [{"type": "malformed", "line": f"pi answered a command it could not read: {event.get('error')}"}]
+        if str(req_id).startswith(OWN_ID):
+            if event.get("command") == "get_session_stats" and success:
+                return self._usage(event.get("data") or {})
+            return []
+        kind = self.asked.pop(str(req_id), str(event.get("command")))
+        if kind == "get_state" and success:
+            return [response(req_id, kind, True, self._state(event.get("data") or {}))]
+        if kind == "prompt" and not success:
+            run, self.run = self.run, None
+            self._fail_at_once(req_id, run, f"pi refused the prompt: {event.get('error')}")
+            return []
+        return [response(req_id, kind, success, event.get("data"), event.get("error"))]
+
+    def _state(self, data: dict[str, Any]) -> dict[str, Any]:
+        model = data.get("model") or {}
+        window = model.get("contextWindow")
+        self.context_window = window if isinstance(window, int) and window > 0 else None
+        self.refusal = self._model_mismatch(str(model.get("provider", "")), str(model.get("id", "")))
+        return {"session": data.get("sessionFile"), "busy": bool(data.get("isStreaming")) or self.run is not None,
+                "model": f"{model.get('provider')}/{model.get('id')}"}
+
+    def _model_mismatch(self, provider: str, ident: str) -> str | None:
+        """Why pi's model is not the configured one, or None. ``model`` may be the id, ``provider/id``,
+        and either with pi's ``:thinking`` suffix."""
+        wanted_provider = not self.provider or provider == self.provider
+        names = (ident, f"{provider}/{ident}")
+        wanted_model = not self.model or any(self.model == n or self.model.startswith(n + ":") for n in names)
+        if wanted_provider and wanted_model:
+            return None
+        asked = "/".join(p for p in (self.provider, self.model) if p)
+        return (f"pi runs the model {provider}/{ident}, but the config asks for {asked}: set the pi driver's "
+                f"provider and model to a model pi knows (`pi --list-models` lists them, by exact id)")
+
+    def _on_agent_start(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        self._cancel_timer()  # pi is retrying: the error before it was not final
+        self.error = None
+        if self.run is None or self.started:
+            return []
+        self.started = True
+        return [{"type": "turn_start", "run": self.run}]
+
+    def _on_message_end(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        message = event.get("message") or {}
+        if message.get("role") != "assistant":
+            return []
+        text = _text_of(message.get("content")).strip()
+        return [{"type": "text", "text": text}] if text else []
+
+    def _on_tool_start(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        self.tool_args[str(event.get("toolCallId"))] = event.get("args")
+        return []
+
+    def _on_tool_end(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        args = self.tool_args.pop(str(event.get("toolCallId")), None)
+        result = event.get("result") or {}
+        return [{"type": "tool", "name": event.get("toolName"), "args": args,
+                 "result": _text_of(result.get("content") if isinstance(result, dict) else result),
+                 "error": bool(event.get("isError"))}]
+
+    def _on_agent_end(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.run is None:
+            return []
+        messages = event.get("messages") or []
+        last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "assistant"), {})
+        stop = last.get("stopReason")
+        if stop == "aborted":
+            return self._finish("aborted")
+        if stop == "error":
+            self.error = str(last.get("errorMessage") or "the model request failed")
+            self._cancel_timer()
+            self.timer = asyncio.get_running_loop().call_later(self.settle, self._settled)
+            return []
+        return self._finish("ok")
+
+    def _on_retry_start(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        self._cancel_timer()
+        if not self.retry:  # the config turned retries off: cut pi's short; its auto_retry_end ends the turn
+            self._write(_line({"type": "abort_retry", "id": OWN_ID + "no-retry"}))
+        return []
+
+    def _on_retry_end(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        if event.get("success") or self.run is None:
+            return []
+        self.error = self.error or str(event.get("finalError") or "the model request failed")
+        return self._final_error()
+
+    def _on_compaction_start(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        self._cancel_timer()  # after an overflow error pi compacts, then says whether it retries
+        return []
+
+    def _on_compaction_end(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.run is None or self.error is None or event.get("willRetry"):
+            return []
+        if event.get("errorMessage"):
+            self.error = f"{self.error} ({event['errorMessage']})"
+        return self._final_error()
+
+    def _on_ui_request(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        if event.get("method") in DIALOGS:
+            self._write(_line({"type": "extension_ui_response", "id": event.get("id"), "cancelled": True}))
+        return []
+
+    # -- ending the turn --------------------------------------------------------------------------
+    def _settled(self) -> None:
+        self.timer = None
+        for event in self._final_error():
+            self._emit(event)
+
+    def _final_error(self) -> list[dict[str, Any]]:
+        if self.run is None:
+            return []
+        if self.aborting:
+            return self._finish("aborted")
+        return self._finish("failed", self.error or "the model request failed")
+
+    def _finish(self, outcome: str, error: str | None = None) -> list[dict[str, Any]]:
+        run = self.run
+        self._cancel_timer()
+        self.run, self.started, self.aborting, self.error = None, False, False, None
+        self._write(_line({"type": "get_session_stats", "id": OWN_ID + "stats"}))  # usage follows the turn
+        return [turn_end(run, outcome, **({"error": error} if error else {}))]
+
+    def _cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _usage(self, stats: dict[str, Any]) -> list[dict[str, Any]]:
+        tokens = stats.get("tokens") or {}
+        context = stats.get("contextUsage") or {}
+        usage = {"input": tokens.get("input"), "output": tokens.get("output"),
+                 "context_tokens": context.get("tokens"),
+                 "context_window": context.get("contextWindow") or self.context_window}
+        usage = {k: v for k, v in usage.items() if isinstance(v, int)}
+        return [{"type": "usage", "usage": usage}] if usage else []

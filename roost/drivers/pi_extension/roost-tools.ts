@@ -1,0 +1,149 @@
+/**
+ * roost's tools for a pi agent: spawn a subagent, message a job, report to the parent, list children.
+ *
+ * roost loads this file into every pi worker with `-e` (pi runs TypeScript through jiti: no build
+ * step). Each tool makes one request to the roost daemon over its control socket, as the calling
+ * job: the daemon put ROOST_SOCKET, ROOST_JOB_ID and ROOST_TOKEN in pi's environment, and it stamps
+ * the caller as the parent of whatever it spawns. A refusal (depth limit, stopped target, unknown
+ * id) becomes a tool error carrying the daemon's own words, so the model can act on it.
+ */
+import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
+import { StringEnum } from "@mariozechner/pi-ai";
+import { Type } from "typebox";
+import { createConnection } from "node:net";
+
+const PROTOCOL_VERSION = 1;
+const TIMEOUT_MS = 30_000;
+
+type Row = { id: string; title: string; state: string; driver: string; lifetime: string };
+
+/** One request to the daemon: hello as this job, then `op`; resolves with its result. */
+function callRoost(op: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<any> {
+  const socketPath = process.env.ROOST_SOCKET;
+  const job = process.env.ROOST_JOB_ID;
+  const token = process.env.ROOST_TOKEN;
+  if (!socketPath || !job || !token) {
+    return Promise.reject(new Error("roost tools need ROOST_SOCKET, ROOST_JOB_ID and ROOST_TOKEN: this pi was not started by roost"));
+  }
+  return new Promise((resolve, reject) => {
+    const conn = createConnection(socketPath);
+    let buffer = "";
+    let settled = false;
+    const finish = (error: Error | null, result?: unknown) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      conn.destroy();
+      if (error) reject(error);
+      else resolve(result);
+    };
+    const timer = setTimeout(() => finish(new Error(`roost did not answer ${op} within ${TIMEOUT_MS / 1000}s`)), TIMEOUT_MS);
+    const onAbort = () => finish(new Error(`${op} was cancelled`));
+    signal?.addEventListener("abort", onAbort, { once: true });
+    conn.setEncoding("utf8");
+    conn.on("connect", () => {
+      const hello = { id: 0, op: "hello", args: { version: PROTOCOL_VERSION, client: "pi-tools", job, token } };
+      conn.write(JSON.stringify(hello) + "\n" + JSON.stringify({ id: 1, op, args }) + "\n");
+    });
+    conn.on("data", (chunk: string) => {
+      buffer += chunk;
+      let newline: number;
+      while ((newline = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(newline + 1);
+        let frame: any;
+        try {
+          frame = JSON.parse(line);
+        } catch {
+          return finish(new Error(`roost sent a frame that is not JSON: ${line.slice(0, 200)}`));
+        }
+        if ("event" in frame) continue;
+        if (!frame.ok) return finish(new Error(frame.error?.message ?? `roost refused ${op}`));
+        if (frame.id === 1) return finish(null, frame.result);
+      }
+    });
+    conn.on("error", (err: Error) => finish(new Error(`cannot reach roost at ${socketPath}: ${err.message}`)));
+    conn.on("close", () => finish(new Error(`roost closed the connection before answering ${op}`)));
+  });
+}
+
+function text(value: string) {
+  return { content: [{ type: "text" as const, text: value }], details: {} };
+}
+
+function describe(row: Row): string {
+  return `${row.id}  ${row.state.padEnd(8)} ${row.title}`;
+}
+
+export default function (pi: ExtensionAPI) {
+  pi.registerTool({
+    name: "roost_spawn",
+    label: "Spawn subagent",
+    description:
+      "Start a subagent on a task. It runs on its own, in your working directory, and reports back to you: " +
+      "when it finishes or asks something, its report arrives as your next message (a <roost-report> block). " +
+      "Returns the new job's id.",
+    promptSnippet: "Start a subagent (a separate agent job) on a self-contained task",
+    promptGuidelines: [
+      "Use roost_spawn for self-contained tasks that can run alongside your own work; give the task everything the subagent needs, as it does not see your conversation.",
+      "Reports from subagents arrive as messages made of <roost-report child=... state=... kind=...> blocks; answer a kind=\"question\" report with roost_send.",
+    ],
+    parameters: Type.Object({
+      task: Type.String({ description: "What the subagent should do: its first prompt" }),
+      title: Type.Optional(Type.String({ description: "A short title (default: the task's first line)" })),
+      lifetime: Type.Optional(StringEnum(["task", "workflow", "session"] as const, {
+        description: "task (default): closed once it reports done; workflow/session: kept until you close it",
+      })),
+      driver: Type.Optional(Type.String({ description: "Which configured agent runs it (default: roost's default driver)" })),
+    }),
+    async execute(_toolCallId, params, signal) {
+      const row: Row = await callRoost("spawn", {
+        prompt: params.task, title: params.title, lifetime: params.lifetime, driver: params.driver,
+      }, signal);
+      return text(`spawned job ${row.id} ("${row.title}", driver ${row.driver}, lifetime ${row.lifetime}); ` +
+        `its report will arrive as a message`);
+    },
+  });
+
+  pi.registerTool({
+    name: "roost_send",
+    label: "Message a job",
+    description: "Send a message to another roost job (a subagent of yours, say, to answer its question). " +
+      "A finished or idle job resumes to take it.",
+    parameters: Type.Object({
+      job: Type.String({ description: "The job id" }),
+      text: Type.String({ description: "The message" }),
+    }),
+    async execute(_toolCallId, params, signal) {
+      const result = await callRoost("send", { job: params.job, text: params.text }, signal);
+      return text(`${result.outcome}: ${result.job}`);
+    },
+  });
+
+  pi.registerTool({
+    name: "roost_report",
+    label: "Report to parent",
+    description: "Report to the job that started you: done (the task is finished), blocked (you need something " +
+      "you cannot get yourself) or idle (a progress note). It takes effect when your turn ends.",
+    parameters: Type.Object({
+      status: StringEnum(["done", "idle", "blocked"] as const),
+      text: Type.String({ description: "What to tell the parent: the result, or what you need" }),
+    }),
+    async execute(_toolCallId, params, signal) {
+      const result = await callRoost("report", { status: params.status, text: params.text }, signal);
+      return text(`reported ${params.status} (applies ${result.applies})`);
+    },
+  });
+
+  pi.registerTool({
+    name: "roost_children",
+    label: "List subagents",
+    description: "List the subagents you spawned, with their ids, states and titles.",
+    parameters: Type.Object({}),
+    async execute(_toolCallId, _params, signal) {
+      const rows: Row[] = await callRoost("children", {}, signal);
+      return text(rows.length ? rows.map(describe).join("\n") : "no subagents");
+    },
+  });
+}

@@ -1,0 +1,298 @@
+"""The pi driver end to end: the real pi from npm, run by the real daemon, against tests/fakellm.py.
+
+pi comes from the repository's package.json (``npm ci`` puts it in node_modules/.bin). Where node
+or pi is missing these tests skip, saying so, unless ``CI`` is set: in CI a missing pi fails them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from roost.client import ClientError
+from roost.drivers.pi import PiAdapter
+
+from conftest import DaemonHarness, pid_alive
+from fakellm import FakeLLM, message_text, models_json
+
+REPO = Path(__file__).resolve().parent.parent
+PI = REPO / "node_modules" / ".bin" / "pi"
+INSTALL = "npm ci --no-audit --no-fund"
+#: pi takes about 2 s to start; a turn against the fake model takes well under one.
+START = 30.0
+
+
+def _missing() -> str | None:
+    if shutil.which("node") is None:
+        return "node is not installed (pi runs on Node.js 20.6 or newer)"
+    if not PI.exists():
+        return f"pi is not installed: run `{INSTALL}` in the repository"
+    return None
+
+
+@pytest.fixture(scope="module")
+def pi_bin() -> Path:
+    reason = _missing()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} (CI is set, so the pi tests must run)")
+        pytest.skip(reason)
+    return PI
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeLLM]:
+    server = FakeLLM().start()
+    yield server
+    server.stop()
+
+
+def _toml(value: Any) -> str:
+    return json.dumps(str(value))
+
+
+@pytest.fixture
+def pi_daemon(pi_bin: Path, fake: FakeLLM, daemon_factory: Callable[[str], DaemonHarness],
+              tmp_path: Path) -> Callable[..., DaemonHarness]:
+    """A daemon whose pi drivers run the installed pi against the fake model, in a private agent dir
+    (models.json for the fake provider; pi's own provider retries off, so pi's auto-retry is what runs)."""
+    agent = tmp_path / "pi-agent"
+    agent.mkdir()
+    (agent / "models.json").write_text(json.dumps(models_json(fake.url)))
+    (agent / "settings.json").write_text(json.dumps(
+        {"retry": {"enabled": True, "maxRetries": 2, "baseDelayMs": 50, "provider": {"maxRetries": 0}}}))
+    home = tmp_path / "pi-home"
+    home.mkdir()
+
+    def make(args: tuple[str, ...] = ()) -> DaemonHarness:
+        """``args`` go to the ``pi`` profile's command line; ``pi-noretry`` has ``retry = false``."""
+        profile = (f'command = {_toml(pi_bin)}\nprovider = "fake"\nmodel = "fake-model"\n'
+                   f'agent_dir = {_toml(agent)}\nenv = {{ HOME = {_toml(home)} }}\n')
+        return daemon_factory(f"[drivers.pi]\n{profile}args = {json.dumps(list(args))}\n\n"
+                              f'[drivers.pi-noretry]\nkind = "pi"\n{profile}retry = false\n')
+
+    return make
+
+
+def timeline(daemon: DaemonHarness, job: str, kind: str) -> list[dict[str, Any]]:
+    return [e["data"] for e in daemon.timeline(job) if e["kind"] == kind]
+
+
+def assistant_stops(session: Path) -> list[str]:
+    """How each answer in a pi session file ended (pi appends one entry per message)."""
+    if not session.exists():
+        return []
+    entries = [json.loads(line) for line in session.read_text().splitlines()]
+    return [e["message"].get("stopReason") for e in entries
+            if e.get("type") == "message" and e["message"].get("role") == "assistant"]
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    return [message_text(m) for m in body["messages"] if m.get("role") == "user"]
+
+
+@pytest.mark.pi
+def test_a_prompt_turn_streams_text_usage_and_records_the_session(pi_daemon, fake, tmp_path):
+    daemon = pi_daemon()
+    job = daemon.spawn("hello pi", driver="pi")
+    row = daemon.wait_state(job, "idle", timeout=START)
+    assert row["last_text"] == "echo: hello pi"
+    assert daemon.texts(job) == ["echo: hello pi"], "the answer is one text entry, not one per delta"
+    assert len(fake.bodies_with("hello pi")) == 1
+    assert row["session"] and Path(row["session"]).exists()
+    assert Path(row["session"]).parent == daemon.paths.sessions_dir / "pi"
+    row = daemon.wait_row(job, lambda r: r["usage"].get("context_window"), what="usage from pi")
+    assert row["usage"]["context_window"] == 32000
+    assert row["usage"]["input"] == 120 and row["usage"]["output"] == 8
+    environ = dict(item.split("=", 1) for item in
+                   Path(f"/proc/{row['pid']}/environ").read_text().split("\0") if "=" in item)
+    assert environ["PI_OFFLINE"] == "1"
+    assert environ["ROOST_JOB_ID"] == job and environ["ROOST_TOKEN"]
+    assert environ["PI_CODING_AGENT_DIR"] == str(tmp_path / "pi-agent")
+    assert environ["TMPDIR"] == str(daemon.paths.state_dir / "pi-tmp")
+
+
+@pytest.mark.pi
+def test_roost_spawn_makes_a_child_whose_report_comes_back_as_the_next_prompt(pi_daemon, fake):
+    daemon = pi_daemon()
+    task = json.dumps({"task": "report done the child finished its part", "title": "kid"})
+    job = daemon.spawn(f"CALL roost_spawn {task}", driver="pi")
+    kids = daemon.wait_for(lambda: daemon.children(job), timeout=START, what="a child of the pi job")
+    assert [(k["parent"], k["title"], k["driver"]) for k in kids] == [(job, "kid", "builtin")]
+    kid = kids[0]["id"]
+    daemon.wait_state(kid, "done")
+    report = daemon.wait_for(lambda: fake.bodies_with(f'<roost-report child="{kid}"'), timeout=START,
+                             what="the child's report to reach the model as the pi job's prompt")
+    assert "the child finished its part" in user_texts(report[0])[-1]
+    [tool] = [t for t in timeline(daemon, job, "tool") if t["name"] == "roost_spawn"]
+    assert tool["error"] is False and kid in tool["result"]
+    assert json.loads(task) == tool["args"]
+    prompts = timeline(daemon, job, "reports")
+    assert prompts and f'child="{kid}"' in prompts[0]["text"]
+    daemon.wait_row(job, lambda r: r["state"] == "idle" and "echo: <roost-report" in r["last_text"],
+                    timeout=START, what="the pi job to take the report in")
+
+
+@pytest.mark.pi
+def test_tools_report_list_and_refusals_reach_the_model(pi_daemon, fake):
+    daemon = pi_daemon()
+    job = daemon.spawn('CALL roost_send {"job": "nosuchjob", "text": "hi"}', driver="pi")
+    daemon.wait_state(job, "idle", timeout=START)
+    [refused] = timeline(daemon, job, "tool")
+    assert refused["error"] is True and "no job with id 'nosuchjob'" in refused["result"]
+    assert daemon.show(job)["last_text"].startswith("tool said: ") and "nosuchjob" in daemon.show(job)["last_text"]
+
+    daemon.call("send", job=job, text="CALL roost_children {}")
+    daemon.wait_row(job, lambda r: r["last_text"] == "tool said: no subagents", timeout=START)
+
+    daemon.call("send", job=job, text='CALL roost_report {"status": "done", "text": "all finished"}')
+    daemon.wait_state(job, "done", timeout=START)
+    assert [e.get("report") for e in timeline(daemon, job, "turn_end")][-1] == "done"
+    assert timeline(daemon, job, "report") == [{"status": "done", "text": "all finished"}]
+
+
+@pytest.mark.pi
+def test_stop_mid_turn_aborts_pi_and_keeps_its_worker(pi_daemon, fake):
+    daemon = pi_daemon()
+    job = daemon.spawn("SLOW", driver="pi")
+    daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(job)["state"] == "working", timeout=START,
+                    what="pi streaming the slow answer")
+    assert daemon.call("stop", job=job)["stopped"] == 1
+    row = daemon.wait_state(job, "stopped")
+    daemon.wait_for(lambda: assistant_stops(Path(row["session"]))[-1:] == ["aborted"],
+                    what="pi to record its answer as aborted")
+    assert row["worker_up"] and pid_alive(row["pid"])
+    assert not any(e.get("outcome") in ("ok", "failed") for e in timeline(daemon, job, "turn_end"))
+
+
+@pytest.mark.pi
+def test_sigkill_between_turns_fails_then_resume_sends_the_history_again(pi_daemon, fake):
+    daemon = pi_daemon()
+    job = daemon.spawn("remember the word heron", driver="pi")
+    row = daemon.wait_state(job, "idle", timeout=START)
+    session = row["session"]
+    os.kill(row["pid"], signal.SIGKILL)
+    killed = time.monotonic()
+    daemon.wait_state(job, "failed", timeout=5)
+    assert time.monotonic() - killed < 2.0
+    assert any("killed by SIGKILL" in e["message"] for e in timeline(daemon, job, "error"))
+
+    assert daemon.call("send", job=job, text="what was the word?")["outcome"] == "resumed"
+    row = daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: what was the word?",
+                          timeout=START)
+    assert row["session"] == session
+    [resumed] = fake.bodies_with("what was the word?")
+    assert user_texts(resumed) == ["remember the word heron", "what was the word?"]
+    assert any(m.get("role") == "assistant" and "echo: remember the word heron" in message_text(m)
+               for m in resumed["messages"])
+
+
+@pytest.mark.pi
+def test_a_retried_request_does_not_end_the_turn_early(pi_daemon, fake):
+    daemon = pi_daemon()
+    job = daemon.spawn("FLAKY retry-on", driver="pi")
+    row = daemon.wait_state(job, "idle", "failed", timeout=START)
+    assert row["state"] == "idle" and row["last_text"] == "echo: FLAKY retry-on"
+    assert len(fake.bodies_with("FLAKY retry-on")) == 2, "one 503, then pi's retry"
+    ends = timeline(daemon, job, "turn_end")
+    assert [e["outcome"] for e in ends] == ["ok"]
+    assert [s["state"] for s in timeline(daemon, job, "state")] == ["working", "idle"]
+
+
+@pytest.mark.pi
+def test_retry_false_and_a_request_pi_cannot_retry_fail_the_turn_with_pis_error(pi_daemon, fake):
+    daemon = pi_daemon()
+    noretry = daemon.spawn("FLAKY retry-off", driver="pi-noretry")
+    bad = daemon.spawn("BAD400", driver="pi")
+    assert daemon.wait_state(noretry, "idle", "failed", timeout=START)["state"] == "failed"
+    assert daemon.wait_state(bad, "idle", "failed", timeout=START)["state"] == "failed"
+    [ended] = timeline(daemon, noretry, "turn_end")
+    assert ended["outcome"] == "failed" and "503 fake overloaded" in ended["error"]
+    assert len(fake.bodies_with("FLAKY retry-off")) == 1, "retry = false: pi's retry was cut short"
+    [ended] = timeline(daemon, bad, "turn_end")
+    assert ended == {"outcome": "failed", "error": "400 fake bad request"}
+
+
+@pytest.mark.pi
+def test_a_model_other_than_the_configured_one_fails_the_turn_clearly(pi_daemon, fake):
+    daemon = pi_daemon(args=("--model", "other-model"))
+    job = daemon.spawn("never reaches the model", driver="pi")
+    daemon.wait_state(job, "failed", timeout=START)
+    [ended] = timeline(daemon, job, "turn_end")
+    assert "pi runs the model fake/other-model, but the config asks for fake/fake-model" in ended["error"]
+    assert not fake.bodies_with("never reaches the model")
+
+
+@pytest.mark.pi
+def test_a_pi_that_exits_at_start_fails_the_job_with_pis_words(pi_daemon):
+    daemon = pi_daemon(args=("--provider", "nosuchprovider"))
+    job = daemon.spawn("hello", driver="pi")
+    daemon.wait_state(job, "failed", timeout=START)
+    [error] = [e["message"] for e in timeline(daemon, job, "error")]
+    assert error.startswith("worker exited with code 1") and 'Unknown provider "nosuchprovider"' in error
+
+
+@pytest.mark.pi
+def test_resume_fails_clearly_when_the_working_directory_is_gone(pi_daemon, tmp_path):
+    daemon = pi_daemon()
+    work = tmp_path / "work"
+    work.mkdir()
+    job = daemon.spawn("hello from a doomed dir", driver="pi", cwd=str(work))
+    daemon.wait_state(job, "idle", timeout=START)
+    assert daemon.call("close", job=job)["closed"]
+    daemon.wait_row(job, lambda r: r["reaped"] and not r["worker_up"])
+    work.rmdir()
+    with pytest.raises(ClientError) as info:
+        daemon.call("send", job=job, text="are you there?")
+    assert f"working directory {work} no longer exists" in info.value.message
+    assert daemon.show(job)["state"] == "failed"
+
+
+@pytest.mark.parametrize("command", ["/nonexistent/bin/pi", "roost-no-such-pi-program"])
+def test_a_missing_pi_is_refused_at_spawn_with_how_to_install_it(daemon_factory, command):
+    daemon = daemon_factory(f"[drivers.pi]\ncommand = {_toml(command)}\n")
+    with pytest.raises(ClientError) as info:
+        daemon.spawn("hello", driver="pi")
+    assert info.value.code == "driver"
+    assert "pi is not installed" in info.value.message
+    assert "npm install -g @mariozechner/pi-coding-agent" in info.value.message
+    assert daemon.call("list") == []
+
+
+# -- the adapter alone: what no well-behaved pi run shows -------------------------------------------------------
+def bound_adapter() -> tuple[PiAdapter, list[dict[str, Any]], list[bytes]]:
+    adapter = PiAdapter(provider="fake", model="fake-model", retry=True)
+    emitted: list[dict[str, Any]] = []
+    written: list[bytes] = []
+    adapter.bind(emitted.append, written.append)
+    return adapter, emitted, written
+
+
+def test_a_steer_is_refused_without_reaching_pi():
+    adapter, emitted, _ = bound_adapter()
+    assert adapter.encode({"type": "steer", "id": "q1", "message": "a report"}) == b""
+    assert [(e["id"], e["success"]) for e in emitted] == [("q1", False)]
+
+
+def test_an_answer_without_an_id_is_reported_not_waited_for():
+    adapter, _, _ = bound_adapter()
+    adapter.encode({"type": "get_state", "id": "s1"})
+    [event] = adapter.decode(b'{"type":"response","command":"parse","success":false,"error":"Failed to parse command"}')
+    assert event["type"] == "malformed" and "Failed to parse command" in event["line"]
+    [answer] = adapter.decode(b'{"id":"s1","type":"response","command":"get_state","success":true,'
+                              b'"data":{"model":{"provider":"fake","id":"fake-model"},"sessionFile":"/s.jsonl"}}')
+    assert answer["id"] == "s1" and answer["data"]["session"] == "/s.jsonl"
+
+
+def test_a_dialog_from_an_extension_is_cancelled_so_pi_never_blocks():
+    adapter, _, written = bound_adapter()
+    adapter.decode(b'{"type":"extension_ui_request","id":"u1","method":"confirm","title":"Sure?"}')
+    adapter.decode(b'{"type":"extension_ui_request","id":"u2","method":"notify","message":"fyi"}')
+    assert [json.loads(w) for w in written] == [{"type": "extension_ui_response", "id": "u1", "cancelled": True}]
