@@ -9,7 +9,10 @@ describes every operation.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 1024 * 1024
@@ -134,7 +137,7 @@ def err(req_id: Any, error: ProtocolError) -> dict[str, Any]:
     return {"id": req_id, "ok": False, "error": error.to_wire()}
 
 
-async def read_frame(reader: "asyncio.StreamReader") -> bytes | None:
+async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
     """The next line from a stream made with ``limit=MAX_FRAME``; None at end of stream.
 
     An over-long line is read to its end and thrown away, then reported as TOO_LARGE, so the

@@ -15,7 +15,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Protocol
 
 from roost.config import Config, ConfigError
 from roost.drivers import driver_for

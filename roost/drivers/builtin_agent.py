@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.client import AsyncClient, ClientError, job_identity
-from roost.worker_protocol import response, turn_end
+from roost.drivers.worker_process import WorkerProcess
 
 #: Prompts that start with this are reports from children: noted, never run as a script.
 REPORT_MARK = "<roost-report"
@@ -71,21 +71,16 @@ class Session:
         self._append({"type": "pending", "lines": self.pending})
 
 
-class BuiltinAgent:
+class BuiltinAgent(WorkerProcess):
+    steer_refusal = None  # it takes notes while it works
+
     def __init__(self, session: Session, environ: dict[str, str]) -> None:
+        super().__init__(session.path)
         self.session = session
         self.env = environ
-        self.turn: asyncio.Task[None] | None = None
-        self.turn_run: Any = None
-        self.turn_ended = True
         self.client: AsyncClient | None = None
         self.exit_after: float | None = None
         self.history: list[str] = []
-
-    # -- output ---------------------------------------------------------------------------
-    def emit(self, event: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(event) + "\n")
-        sys.stdout.flush()
 
     def say(self, text: str) -> None:
         self.session.add("assistant", text)
@@ -112,42 +107,10 @@ class BuiltinAgent:
         self.emit({"type": "tool", "name": name, "args": args, "result": summary, "error": False})
         return result
 
-    # -- commands -------------------------------------------------------------------------
-    async def handle(self, frame: dict[str, Any]) -> None:
-        kind, req_id = frame.get("type"), frame.get("id")
-        busy = self.turn is not None and not self.turn.done()
-        if kind == "get_state":
-            self.emit(response(req_id, kind, True, {"session": str(self.session.path), "busy": busy}))
-        elif kind == "prompt":
-            if busy:
-                self.emit(response(req_id, kind, False, error="a turn is running; use steer"))
-                return
-            self.emit(response(req_id, kind, True))
-            self.turn_run, self.turn_ended = frame.get("run"), False
-            self.turn = asyncio.create_task(self.run_turn(frame.get("run"), str(frame.get("message", ""))))
-        elif kind == "steer":
-            if not busy:
-                self.emit(response(req_id, kind, False, error="no turn is running; send a prompt"))
-                return
-            self.emit(response(req_id, kind, True))
-            self.session.add("user", str(frame.get("message", "")))
-            self.say(f"noted while working: {first_line(str(frame.get('message', '')))}")
-        elif kind == "abort":
-            if busy and self.turn is not None:
-                self.turn.cancel()
-                try:
-                    await self.turn
-                except asyncio.CancelledError:
-                    pass
-                if not self.turn_ended:  # cancelled before it began: the turn still ends, once
-                    self.end_turn(self.turn_run, "aborted")
-            self.emit(response(req_id, kind, True))
-        else:
-            self.emit(response(req_id, str(kind), False, error=f"unknown command: {kind}"))
-
-    def end_turn(self, run: Any, outcome: str, **fields: Any) -> None:
-        self.turn_ended = True
-        self.emit(turn_end(run, outcome, **fields))
+    # -- turns ----------------------------------------------------------------------------
+    def steer(self, message: str) -> None:
+        self.session.add("user", message)
+        self.say(f"noted while working: {first_line(message)}")
 
     async def run_turn(self, run: Any, message: str) -> None:
         self.emit({"type": "turn_start", "run": run})
@@ -219,24 +182,6 @@ class BuiltinAgent:
             if all(child["state"] in _SETTLED for child in children):
                 return
             await asyncio.sleep(0.1)
-
-    async def main(self) -> None:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=1 << 20)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        while True:
-            line = await reader.readline()
-            if not line:
-                break  # the daemon went away: nobody is left to answer to
-            try:
-                frame = json.loads(line)
-            except json.JSONDecodeError as exc:
-                self.emit(response(None, "parse", False, error=f"Failed to parse command: {exc}"))
-                continue
-            await self.handle(frame)
-        if self.turn is not None and not self.turn.done():
-            self.turn.cancel()
-
 
 def first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""

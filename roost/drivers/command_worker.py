@@ -24,7 +24,7 @@ from typing import Any
 
 from roost.config import substitute
 from roost.daemon.worker import describe_exit
-from roost.worker_protocol import response, turn_end
+from roost.drivers.worker_process import LINE_LIMIT, WorkerProcess
 
 #: Output lines arriving within this many seconds of each other go out as one text event.
 BURST = 0.05
@@ -33,7 +33,6 @@ KILL_GRACE = 2.0
 #: How long to wait for the command's pipes after it exited (a child it left may hold them).
 PIPE_GRACE = 1.0
 STDERR_LINES = 5
-LINE_LIMIT = 1 << 20
 
 
 class Transcript:
@@ -63,52 +62,30 @@ class Transcript:
             fh.write(json.dumps(entry) + "\n")
 
 
-class CommandWorker:
+class CommandWorker(WorkerProcess):
+    steer_refusal = "a command-line agent takes messages between turns only"
+
     def __init__(self, spec: dict[str, Any], transcript: Transcript) -> None:
+        super().__init__(transcript.path)
         self.command: list[str] = list(spec["command"])
         self.resume_args: list[str] = list(spec.get("resume_args") or [])
         self.via_stdin = spec.get("prompt_via") == "stdin"
         self.transcript = transcript
-        self.turn: asyncio.Task[None] | None = None
         self.proc: asyncio.subprocess.Process | None = None
         self.aborted = False
-
-    def emit(self, event: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(event) + "\n")
-        sys.stdout.flush()
 
     def argv(self, prompt: str) -> list[str]:
         values = {"prompt": prompt, "session": self.transcript.id, "cwd": os.getcwd()}
         args = self.command + (self.resume_args if self.transcript.turns else [])
         return [substitute(arg, values) for arg in args]
 
-    # -- commands ---------------------------------------------------------------------------------
-    async def handle(self, frame: dict[str, Any]) -> None:
-        kind, req_id = frame.get("type"), frame.get("id")
-        busy = self.turn is not None and not self.turn.done()
-        if kind == "get_state":
-            self.emit(response(req_id, kind, True, {"session": str(self.transcript.path), "busy": busy}))
-        elif kind == "prompt":
-            if busy:
-                self.emit(response(req_id, kind, False, error="a turn is running"))
-                return
-            self.emit(response(req_id, kind, True))
-            self.aborted = False
-            self.turn = asyncio.create_task(self.run_turn(frame.get("run"), str(frame.get("message", ""))))
-        elif kind == "steer":  # a command line cannot take a note mid-run: it waits for the next turn
-            self.emit(response(req_id, kind, False, error="a command-line agent takes messages between turns only"))
-        elif kind == "abort":
-            await self.abort()
-            self.emit(response(req_id, kind, True))
-        else:
-            self.emit(response(req_id, str(kind), False, error=f"unknown command: {kind}"))
-
     async def abort(self) -> None:
-        if self.turn is None or self.turn.done():
-            return
-        self.aborted = True
-        await self.kill()
-        await self.turn
+        """Kill the running command; its turn then ends by itself, as aborted."""
+        if self.busy and self.turn is not None:
+            self.aborted = True
+            await self.kill()
+            await asyncio.wait({self.turn})
+        await super().abort()
 
     async def kill(self) -> None:
         """End the running command and everything it started: SIGTERM to its group, then SIGKILL."""
@@ -128,6 +105,7 @@ class CommandWorker:
 
     # -- a turn -----------------------------------------------------------------------------------
     async def run_turn(self, run: Any, message: str) -> None:
+        self.aborted = False
         self.emit({"type": "turn_start", "run": run})
         argv = self.argv(message)
         self.transcript.append({"role": "user", "text": message})
@@ -137,7 +115,7 @@ class CommandWorker:
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
                 limit=LINE_LIMIT)
         except OSError as exc:
-            self.emit(turn_end(run, "failed", error=f"cannot run {argv[0]}: {exc.strerror or exc}"))
+            self.end_turn(run, "failed", error=f"cannot run {argv[0]}: {exc.strerror or exc}")
             return
         proc = self.proc
         self.transcript.append({"type": "turn", "argv": argv})
@@ -156,12 +134,12 @@ class CommandWorker:
         self.proc = None
         self.transcript.append({"role": "assistant", "text": "\n".join(output), "exit": returncode})
         if self.aborted:
-            self.emit(turn_end(run, "aborted"))
+            self.end_turn(run, "aborted")
         elif returncode == 0:
-            self.emit(turn_end(run, "ok"))
+            self.end_turn(run, "ok")
         else:
             reason = f"{Path(argv[0]).name} {describe_exit(returncode)}"
-            self.emit(turn_end(run, "failed", error=reason + (": " + " | ".join(tail) if tail else "")))
+            self.end_turn(run, "failed", error=reason + (": " + " | ".join(tail) if tail else ""))
 
     async def feed(self, proc: asyncio.subprocess.Process, message: str) -> None:
         assert proc.stdin is not None
@@ -213,22 +191,8 @@ class CommandWorker:
                 tail.append(text)
 
     # -- the process ------------------------------------------------------------------------------
-    async def main(self) -> None:
-        loop = asyncio.get_running_loop()
+    def on_start(self, loop: asyncio.AbstractEventLoop) -> None:
         loop.add_signal_handler(signal.SIGTERM, self.terminate)
-        reader = asyncio.StreamReader(limit=LINE_LIMIT)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        while True:
-            line = await reader.readline()
-            if not line:
-                break  # the daemon closed us: take the command down too
-            try:
-                frame = json.loads(line)
-            except json.JSONDecodeError as exc:
-                self.emit(response(None, "parse", False, error=f"Failed to parse command: {exc}"))
-                continue
-            await self.handle(frame)
-        await self.abort()
 
     def terminate(self) -> None:
         """SIGTERM: the command's group goes too, so no agent outlives its worker."""
