@@ -283,15 +283,26 @@ class Supervisor:
         """Close every worker on purpose (records say reaped, nothing is marked failed)."""
         self._closing_down = True
         closers = []
-        for job_id, live in self.live.items():
+        for live in self.live.values():
             if live.worker is not None:
                 live.closing = True
                 live.close_reason = "the daemon shut down"
-                closers.append(live.worker.close(grace=2.0))
+                closers.append(self._shut(live.worker, abort_first=live.in_turn))
         if closers:
             await asyncio.gather(*closers, return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()
+
+    @staticmethod
+    async def _shut(worker: Worker, abort_first: bool) -> None:
+        """Abort a turn in flight first, so the agent saves what it has (closing stdin mid-stream
+        loses pi's partial answer), then close."""
+        if abort_first:
+            try:
+                await worker.request("abort", timeout=2.0)
+            except (asyncio.TimeoutError, ConnectionError):
+                pass
+        await worker.close(grace=2.0)
 
     # -- spawning ---------------------------------------------------------------------------------
     async def spawn(self, args: dict[str, Any], caller: str | None) -> dict[str, Any]:
