@@ -1,0 +1,348 @@
+"""The home screen: one row per listed job, kept current by row key, and the keys that act on it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import events, on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import DataTable, Input, Static
+
+from roost.config import Config
+from roost.models import NEEDS_INPUT_STATES, TURN_STATES, Row
+from roost.rules.views import AgentViewRow, age_seconds, agent_view_rows, format_age, peek_line, usage_text
+from roost.tui.daemon_link import DaemonLink, LinkUpdate
+from roost.tui.dialogs import ConfirmBox, PromptBox
+from roost.tui.looks import BOLD, STATE_CELL_WIDTH, cell, state_text
+from roost.tui.roost_screen import OpenJob, RoostScreen, plural, send_outcome, stopped_text
+
+#: The command line's commands (``/`` or ``:``) and what each takes; docs/keys.md says what they do.
+COMMANDS = ("new PROMPT", "open ID", "send ID TEXT", "stop ID", "help", "quit")
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    width: int
+
+
+def table_columns(width: int, usage: bool) -> list[Column]:
+    """The agent view's columns for a table ``width`` cells wide; the activity column takes the rest.
+
+    Narrow tables leave out the id column; usage (when some job has any) gets a column of its
+    own only on wide ones, and is shown in the activity column otherwise.
+    """
+    wide = width >= 110 and usage
+    title = 32 if width >= 110 else 26 if width >= 90 else 20
+    columns = [Column("state", "state", STATE_CELL_WIDTH)]
+    if width >= 100:
+        columns.append(Column("id", "id", 6))
+    columns += [Column("title", "job", title), Column("age", "age", 4)]
+    if wide:
+        columns.append(Column("usage", "usage", 18))
+    used = sum(c.width + 2 for c in columns) + 2  # cell padding, and room for a scrollbar
+    columns.insert(len(columns) - (1 if wide else 0), Column("activity", "activity", max(width - used - 2, 10)))
+    return columns
+
+
+class JobTable(DataTable[Text]):
+    """The agent view's table: a row per job, keyed by job id."""
+
+    BINDINGS = [Binding("enter", "select_cursor", "open")]
+
+    def selected_id(self) -> str | None:
+        """The job under the cursor as the table is now (not as a queued message says)."""
+        if self.row_count == 0:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
+
+class CommandLine(Input):
+    """The command line; Enter runs what was typed, Esc goes back to the table."""
+
+    BINDINGS = [Binding("escape", "close", "back")]
+
+    class Run(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    class Closed(Message):
+        """The person left the command line without running anything."""
+
+    async def action_submit(self) -> None:
+        text = self.value.strip()
+        self.value = ""
+        self.post_message(self.Run(text))
+
+    def action_close(self) -> None:
+        self.value = ""
+        self.post_message(self.Closed())
+
+
+class AgentViewScreen(RoostScreen):
+    """Every listed job, newest first; Enter opens one."""
+
+    CSS_PATH = "agent_view.tcss"
+    BINDINGS = [
+        Binding("n", "new", "new"),
+        Binding("m", "message", "message"),
+        Binding("p", "pin", "pin"),
+        Binding("K", "stop_tree", "stop tree", key_display="K K"),
+        Binding("a", "archive", "archive"),
+        Binding("slash", "command", "command"),
+        Binding("colon", "command", "command", show=False),
+        Binding("j", "move(1)", "down", show=False),
+        Binding("k", "move(-1)", "up", show=False),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], select: str | None = None) -> None:
+        super().__init__(link, config, clock)
+        self._select = select
+        self._cells: dict[str, dict[str, tuple[str, object]]] = {}
+        self._columns: list[Column] = []
+        # Kept, not queried: the footer asks check_action even while the screen is taken down.
+        self.topbar = Static(id="topbar")
+        self.table = JobTable(id="jobs", cursor_type="row")
+        self.empty = Static("no jobs yet: press n to start one, or run  roost demo", id="empty")
+        self.command_line = CommandLine(placeholder=" · ".join(COMMANDS), id="command", select_on_focus=False)
+
+    def compose(self) -> ComposeResult:
+        yield self.topbar
+        yield self.table
+        yield self.empty
+        yield self.command_line
+        yield from self.compose_bottom()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.table.focus()
+        self._layout(self.size.width)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout(event.size.width)
+
+    # -- drawing ----------------------------------------------------------------------------------
+    def _layout(self, width: int) -> None:
+        """(Re)make the columns for this width; only a resize, the first draw, or the first
+        usage figures come here."""
+        usage = any(usage_text(row) for row in self.link.rows.values())
+        columns = table_columns(width, usage)
+        if columns == self._columns:
+            return
+        self._columns = columns
+        table = self.table
+        selected = table.selected_id()
+        table.clear(columns=True)
+        for column in columns:
+            table.add_column(column.label, width=column.width, key=column.key)
+        self._cells.clear()
+        self._sync(selected)
+
+    def rows_changed(self, update: LinkUpdate) -> None:
+        if update.rows:
+            self._layout(self.size.width)
+            self._sync(self.table.selected_id())
+
+    def tick(self) -> None:
+        self._sync(self.table.selected_id())
+
+    def restyle(self) -> None:
+        self._cells = {key: {} for key in self._cells}  # every cell of every row is drawn again
+        self._sync(self.table.selected_id())
+
+    def _sync(self, selected: str | None) -> None:
+        """Make the table match the listed rows: cells that changed, rows that came or went."""
+        if not self._columns or self.palette is None:
+            return
+        listed = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
+        wanted = [item.row.id for item in listed]
+        table = self.table
+        with self.app.batch_update():
+            for key in set(self._cells) - set(wanted):
+                table.remove_row(key)
+                del self._cells[key]
+            current = [r.key.value for r in table.ordered_rows]
+            if current != wanted[: len(current)]:
+                table.clear()  # the order changed (a new job sorts first): lay the rows out again
+                self._cells.clear()
+            for item in listed:
+                self._put(item)
+            if self._select in self._cells:
+                selected, self._select = self._select, None
+            if selected in self._cells:
+                table.move_cursor(row=table.get_row_index(selected), animate=False)
+        self.empty.display = not listed
+        self._draw_topbar(listed)
+
+    def _put(self, item: AgentViewRow) -> None:
+        """Add the row, or update only the cells whose text or colour changed."""
+        cells = self._row_cells(item)
+        table = self.table
+        old = self._cells.get(item.row.id)
+        if old is None:
+            table.add_row(*(cells[c.key] for c in self._columns), key=item.row.id)
+        else:
+            for key, text in cells.items():
+                if old.get(key) != (text.plain, text.style):
+                    table.update_cell(item.row.id, key, text)
+        self._cells[item.row.id] = {key: (text.plain, text.style) for key, text in cells.items()}
+
+    def _row_cells(self, item: AgentViewRow) -> dict[str, Text]:
+        assert self.palette is not None
+        palette, row = self.palette, item.row
+        asks = row.state in NEEDS_INPUT_STATES
+        widths = {c.key: c.width for c in self._columns}
+        usage = usage_text(row)
+        activity = [part for part in (item.summary, peek_line(row, widths["activity"])) if part]
+        if usage and "usage" not in widths:
+            activity.append(usage)
+        cells = {
+            "state": state_text(row, palette),
+            "title": cell(item.prefix + row.job.title, palette.warning + BOLD if asks else palette.text),
+            "age": cell(format_age(age_seconds(row, self.clock())), palette.muted),
+            "activity": cell(" · ".join(activity), palette.text if asks else palette.muted),
+        }
+        if "id" in widths:
+            cells["id"] = cell(row.id, palette.muted)
+        if "usage" in widths:
+            cells["usage"] = cell(usage, palette.muted)
+        return cells
+
+    def _draw_topbar(self, listed: list[AgentViewRow]) -> None:
+        assert self.palette is not None
+        rows = [item.row for item in listed]
+        working = sum(r.state in TURN_STATES for r in rows)
+        asking = sum(r.state in NEEDS_INPUT_STATES for r in rows)
+        bar = Text("roost", style="bold")
+        bar.append(f"  ·  {plural(len(rows), 'job')}  ·  {working} working")
+        if asking:
+            bar.append("  ·  ")
+            bar.append(f"{asking} need{'s' if asking == 1 else ''} you", style=self.palette.warning + BOLD)
+        self.topbar.update(bar)
+
+    # -- keys --------------------------------------------------------------------------------------
+    def _selected(self) -> Row | None:
+        job_id = self.table.selected_id()
+        return self.link.rows.get(job_id) if job_id else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("message", "pin", "stop_tree", "archive") and self._selected() is None:
+            return None
+        return super().check_action(action, parameters)
+
+    @on(DataTable.RowSelected)
+    def _open(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.post_message(OpenJob(event.row_key.value))
+
+    def action_move(self, step: int) -> None:
+        if step > 0:
+            self.table.action_cursor_down()
+        else:
+            self.table.action_cursor_up()
+
+    def action_new(self) -> None:
+        def spawn(prompt: str | None) -> None:
+            if prompt:
+                self._spawn(prompt)
+
+        driver = self.config.default_driver
+        self.app.push_screen(PromptBox(f"New job on the {driver} agent", "its prompt"), spawn)
+
+    def _spawn(self, prompt: str) -> None:
+        def started(result: dict[str, object]) -> str:
+            self._select = str(result["id"])
+            return f"started {result['title']} [{result['id']}]"
+
+        self.request("spawn", {"prompt": prompt, "driver": self.config.default_driver, "cwd": os.getcwd()}, started)
+
+    def action_message(self) -> None:
+        row = self._selected()
+        if row is not None:
+            self.write_to(row)
+
+    def action_pin(self) -> None:
+        row = self._selected()
+        if row is None:
+            return
+        op = "unpin" if row.job.pinned else "pin"
+        self.request(op, {"job": row.id}, lambda _: f"{op}ned {row.job.title}")
+
+    def action_stop_tree(self) -> None:
+        row = self._selected()
+        if row is not None:
+            self.stop_twice(row.id, f"{row.job.title} and everything below it", lambda: self._stop(row.id))
+
+    def _stop(self, job_id: str) -> None:
+        self.request("stop", {"job": job_id, "tree": True}, lambda result: stopped_text(result["ids"]))
+
+    def action_archive(self) -> None:
+        row = self._selected()
+        if row is None:
+            return
+        below = f" and its {plural(row.descendants, 'subagent')}" if row.descendants else ""
+
+        def archive(yes: bool | None) -> None:
+            if yes:
+                self.request("archive", {"job": row.id},
+                             lambda result: f"archived {plural(len(result['archived']), 'job')}")
+
+        self.app.push_screen(ConfirmBox(f"Archive {row.job.title}{below}?"), archive)
+
+    def action_command(self) -> None:
+        self.command_line.add_class("-open")
+        self.set_focus(self.command_line)  # now, so keys typed right after go to it
+
+    @on(CommandLine.Closed)
+    def _command_closed(self) -> None:
+        self.command_line.remove_class("-open")
+        self.set_focus(self.table)
+
+    @on(CommandLine.Run)
+    def _run(self, message: CommandLine.Run) -> None:
+        self._command_closed()
+        word, _, rest = message.text.lstrip("/:").strip().partition(" ")
+        rest = rest.strip()
+        usage = next((spec for spec in COMMANDS if spec.split()[0] == word), None)
+        if usage is None:
+            if word:
+                self.status.say(f"unknown command {word!r}: try help", error=True)
+            return
+        needed = len(usage.split()) - 1  # the last argument takes the rest of the line
+        if len(rest.split(None, max(needed - 1, 0)) if rest else []) < needed:
+            self.status.say(f"usage: {usage}", error=True)
+            return
+        if word == "new":
+            self._spawn(rest)
+        elif word == "open":
+            self._open_id(rest)
+        elif word == "send":
+            job_id, text = rest.split(None, 1)
+            row = self.link.rows.get(job_id)
+            if row is None:
+                self.status.say(f"no job with id {job_id!r}", error=True)
+            else:
+                self.request("send", {"job": job_id, "text": text}, lambda result: send_outcome(row, result))
+        elif word == "stop":
+            self._stop(rest)
+        elif word == "help":
+            self.status.say(" · ".join(COMMANDS))
+        elif word == "quit":
+            self.app.exit()
+
+    def _open_id(self, job_id: str) -> None:
+        if job_id in self.link.rows:
+            self.post_message(OpenJob(job_id))
+        else:
+            self.status.say(f"no job with id {job_id!r}", error=True)
+
+    def action_quit(self) -> None:
+        self.app.exit()

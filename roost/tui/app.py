@@ -1,0 +1,136 @@
+"""The Textual app: a client of the daemon that shows its jobs and sends it what a person asks for.
+
+The app owns the link to the daemon and pumps its events to every open screen; the screens
+decide what to show. Time comes from the clock given to the constructor, so views that say
+"12s" or expire after 30 s can be tested with a fake clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from textual import events, work
+from textual.app import App
+
+from roost import paths as paths_mod
+from roost.client import ClientError
+from roost.config import Config, ConfigError, load_config
+from roost.models import NEEDS_INPUT_STATES
+from roost.rules.views import agent_view_rows
+from roost.tui.agent_view import AgentViewScreen
+from roost.tui.daemon_link import DaemonLink, JobSource, LinkUpdate, default_source
+from roost.tui.job_screen import JobScreen
+from roost.tui.roost_screen import JobClosed, OpenJob, RoostScreen
+
+#: Seconds between refreshes of what depends on the time (ages, lifetimes, the footer hint).
+TICK_SECONDS = 1.0
+
+
+class RoostApp(App[None]):
+    """The agent view first; a job screen on top for each job opened."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "roost"
+    ENABLE_COMMAND_PALETTE = False
+
+    def __init__(self, source: JobSource, config: Config | None = None, clock: Callable[[], float] = time.time,
+                 select: str | None = None) -> None:
+        super().__init__()
+        self.link = DaemonLink(source)
+        self.config = config or Config()
+        self.clock = clock
+        self._select = select
+        self._asking: set[str] | None = None
+        self.config.check_theme(self.available_themes)
+        self.theme = self.config.theme
+
+    def on_mount(self) -> None:
+        self.push_screen(AgentViewScreen(self.link, self.config, self.clock, select=self._select))
+        self.set_interval(TICK_SECONDS, self.tick)
+        self._pump()
+
+    async def on_unmount(self) -> None:
+        await self.link.source.close()
+
+    def tick(self) -> None:
+        """Let every open screen refresh what depends on the time (the timer calls this)."""
+        for screen in self._roost_screens():
+            screen.tick()
+
+    def _roost_screens(self) -> list[RoostScreen]:
+        return [screen for screen in self.screen_stack if isinstance(screen, RoostScreen)]
+
+    # -- the daemon's events --------------------------------------------------------------------------
+    @work(exclusive=True, group="daemon")
+    async def _pump(self) -> None:
+        """Load the rows, then hand each batch of events to every open screen."""
+        try:
+            update = await self.link.connect()
+        except ClientError as exc:
+            self._tell_lost(exc.message)
+            return
+        self._ring_when_asked()
+        self._tell_changed(update)
+        async for batch in self.link.batches():
+            update = self.link.apply(batch)
+            if update.rows:
+                self._ring_when_asked()
+            self._tell_changed(update)
+        self._tell_lost("the daemon closed the connection")
+
+    def _tell_changed(self, update: LinkUpdate) -> None:
+        for screen in self._roost_screens():
+            screen.post_message(DaemonLink.Changed(update))
+
+    def _tell_lost(self, reason: str) -> None:
+        for screen in self._roost_screens():
+            screen.post_message(DaemonLink.Lost(reason))
+
+    def _ring_when_asked(self) -> None:
+        """Ring the bell once when a listed job starts to need input (not for those that already did)."""
+        listed = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
+        asking = {item.row.id for item in listed if item.row.state in NEEDS_INPUT_STATES}
+        if self._asking is not None and asking - self._asking and self.config.notify == "bell":
+            self.bell()
+        self._asking = asking
+
+    # -- keys ----------------------------------------------------------------------------------------
+    def on_key(self, event: events.Key) -> None:
+        """Keys typed ahead go where the screen says, before any binding sees them.
+
+        A key reaches the app after the widget that had the focus when it was sent passed on
+        it; bindings are looked up here, in key order, against the focus as it is now. So a
+        key typed right behind ``/`` lands in the command line, not on the ``n`` binding.
+        """
+        if not event.is_printable or event.character is None or not isinstance(self.screen, RoostScreen):
+            return
+        target = self.screen.typing_target(event)
+        if target is not None:
+            event.prevent_default()
+            event.stop()
+            target.insert_text_at_cursor(event.character)
+
+    # -- what screens ask for -------------------------------------------------------------------------
+    def on_open_job(self, message: OpenJob) -> None:
+        self.push_screen(JobScreen(self.link, self.config, self.clock, message.job_id))
+
+    def on_job_closed(self, message: JobClosed) -> None:
+        self._release(message.job_id)
+
+    @work(group="release")
+    async def _release(self, job_id: str) -> None:
+        try:
+            await self.link.call("release", job=job_id)
+        except ClientError:
+            pass  # the daemon forgets a gone connection's open jobs by itself
+
+
+def run_app(config: str | None = None, select: str | None = None) -> None:
+    """Open the app on this environment's daemon (``roost`` and ``roost demo`` call this)."""
+    try:
+        settings = load_config(paths_mod.config_file(config))
+        app = RoostApp(default_source(config), settings, select=select)
+    except ConfigError as exc:
+        raise SystemExit(f"roost: {exc}") from None
+    app.run()

@@ -1,0 +1,69 @@
+"""The composer at the foot of a job screen: a message for the job, or a ``/`` command."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.actions import SkipAction
+from textual.binding import Binding
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Input
+
+
+class Composer(Input):
+    """Enter sends what was typed: text starting with ``/`` is a command, anything else a message."""
+
+    BINDINGS = [
+        Binding("enter", "submit", "send"),
+        Binding("down", "subagents", "subagents", key_display="↓"),
+        Binding("up,pageup,pagedown", "leave_to_screen", show=False),
+    ]
+
+    #: Whether the open job has subagents, so ``↓`` has a panel to go to (the screen keeps it current).
+    subagents_below: reactive[bool] = reactive(False)
+
+    class Send(Message):
+        """A message for the open job."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    class Command(Message):
+        """A ``/`` command: its name and the rest of the line (``/subagents all``: subagents, all)."""
+
+        def __init__(self, name: str, argument: str) -> None:
+            super().__init__()
+            self.name = name
+            self.argument = argument
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(select_on_focus=False, **kwargs)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "subagents":
+            return self.subagents_below
+        return super().check_action(action, parameters)
+
+    def watch_subagents_below(self) -> None:
+        self.refresh_bindings()
+
+    def action_leave_to_screen(self) -> None:
+        """A one-line box has nothing to scroll: these keys are the screen's (panel, transcript)."""
+        raise SkipAction()
+
+    def action_subagents(self) -> None:
+        """``↓``: the screen takes the focus to the subagent panel (shown here, for the footer)."""
+        raise SkipAction()
+
+    async def action_submit(self) -> None:
+        text = self.value.strip()
+        if not text:
+            return
+        self.value = ""
+        if text.startswith("/"):
+            name, _, argument = text[1:].partition(" ")
+            self.post_message(self.Command(name.strip(), argument.strip()))
+        else:
+            self.post_message(self.Send(text))

@@ -1,0 +1,246 @@
+"""A job opened from the agent view or the subagent panel: its transcript, its subagents, a composer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+from textual import events, on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Input, Static
+
+from roost.client import ClientError
+from roost.config import Config
+from roost.rules.views import (SUBAGENT_HINT, age_seconds, format_age, subagent_hint_visible, tree_running_ids,
+                               usage_text)
+from roost.tui.composer import Composer
+from roost.tui.daemon_link import DaemonLink, LinkUpdate
+from roost.tui.looks import state_text
+from roost.tui.roost_screen import JobClosed, OpenJob, RoostScreen, plural, send_outcome
+from roost.tui.subagent_panel import SubagentPanel
+from roost.tui.transcript import Transcript
+
+#: What ``/subagents ARG`` does: the panel mode to enter, or "stop".
+SUBAGENT_COMMANDS = {"": "recent", "all": "all", "stop": "stop"}
+
+
+class JobScreen(RoostScreen):
+    """One job: what it said and did, its subagents, and a composer to write to it."""
+
+    CSS_PATH = "job_screen.tcss"
+    BINDINGS = [
+        Binding("escape", "leave_panel", "leave panel"),
+        Binding("up", "leave_panel", "leave panel", show=False),
+        Binding("escape", "back", "back"),
+        Binding("down", "enter_panel", "subagents", show=False),
+        Binding("K", "stop_subagents", "stop all", key_display="K K"),
+        Binding("pageup", "scroll(-1)", "scroll", show=False),
+        Binding("pagedown", "scroll(1)", "scroll", show=False),
+    ]
+
+    def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str) -> None:
+        super().__init__(link, config, clock)
+        self.job_id = job_id
+        #: Whether the timeline so far has been read (entries streamed before that wait in ``_early``).
+        self.loaded = False
+        self._early: list[dict[str, Any]] = []
+        # Kept, not queried: the footer asks check_action even while the screen is taken down.
+        self.jobbar = Static(id="jobbar")
+        self.transcript = Transcript(id="transcript")
+        self.panel = SubagentPanel(job_id, clock, config.finished_row_lifetime, id="panel")
+        self.composer = Composer(placeholder="message this job · /subagents · /subagents all · /subagents stop",
+                                 id="composer")
+
+    def compose(self) -> ComposeResult:
+        yield self.jobbar
+        yield self.transcript
+        yield self.panel
+        yield self.composer
+        yield from self.compose_bottom()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.restyle()
+        self.set_focus(self.composer)
+        self._load()
+
+    def on_unmount(self) -> None:
+        self.app.post_message(JobClosed(self.job_id))
+
+    @work(group="load")
+    async def _load(self) -> None:
+        """Tell the daemon the job is open, then read its timeline so far."""
+        try:
+            await self.link.call("attach", job=self.job_id)
+            entries = await self.link.call("logs", job=self.job_id)
+        except ClientError as exc:
+            self.status.say(exc.message, error=True)
+            return
+        self.transcript.add(entries)
+        self.transcript.add(self._early)  # what streamed in while the log was on its way
+        self._early.clear()
+        self.loaded = True
+
+    # -- keeping it current ------------------------------------------------------------------------
+    def rows_changed(self, update: LinkUpdate) -> None:
+        mine = [entry for entry in update.entries if entry["job"] == self.job_id]
+        if mine:
+            if self.loaded:
+                self.transcript.add(mine)
+            else:
+                self._early.extend(mine)
+        if update.rows:
+            self.panel.show_rows(self.link.rows.values())
+            self._after_change()
+
+    def tick(self) -> None:
+        self.panel.recompute()
+        self._after_change()
+
+    def restyle(self) -> None:
+        assert self.palette is not None
+        self.panel.palette = self.palette
+        self.transcript.restyle(self.palette)
+        self.panel.show_rows(self.link.rows.values())
+        self._after_change()
+
+    def _after_change(self) -> None:
+        if self.transcript.is_vertical_scroll_end:  # the panel may have grown: keep the end in view
+            self.call_after_refresh(self.transcript.scroll_end, animate=False)
+        if self.focused is self.panel and not self.panel.lines:
+            self.action_leave_panel()
+        rows = self.link.rows.values()
+        hint = subagent_hint_visible(rows, self.job_id, self.clock(), self.config.finished_row_lifetime)
+        self.status.hint = SUBAGENT_HINT if hint and self.panel.mode == "normal" else ""
+        row = self.link.rows.get(self.job_id)
+        self.composer.subagents_below = row is not None and row.descendants > 0
+        self._draw_jobbar()
+        self.refresh_bindings()
+
+    def _draw_jobbar(self) -> None:
+        row = self.link.rows.get(self.job_id)
+        if row is None or self.palette is None:
+            return
+        bar = Text(no_wrap=True, overflow="ellipsis", end="")
+        parent = self.link.rows.get(row.parent) if row.parent else None
+        if parent is not None:
+            bar.append(f"{parent.job.title} › ", style=self.palette.muted)
+        bar.append(row.job.title, style="bold")
+        bar.append(f"  {row.id}  ", style=self.palette.muted)
+        bar.append_text(state_text(row, self.palette))
+        details = [format_age(age_seconds(row, self.clock()))]
+        if row.descendants:
+            details.append(f"{plural(row.descendants, 'subagent')} ({row.running_descendants} running)")
+        if usage_text(row):
+            details.append(usage_text(row))
+        bar.append("  ·  " + " · ".join(details), style=self.palette.muted)
+        self.jobbar.update(bar)
+
+    # -- keys ----------------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        in_panel = self.focused is self.panel
+        if action in ("leave_panel", "stop_subagents"):
+            return in_panel
+        if action == "back":
+            return not in_panel
+        if action == "enter_panel":
+            return self.focused is self.composer
+        return super().check_action(action, parameters)
+
+    def typing_target(self, event: events.Key) -> Input | None:
+        """Typing in the panel leaves it, and what was typed goes to the composer."""
+        if self.focused is self.panel:
+            if event.character in SubagentPanel.KEYS:
+                return None
+            self.action_leave_panel()
+            return self.composer
+        return super().typing_target(event)
+
+    def action_enter_panel(self, mode: str = "recent") -> None:
+        """Select the panel (``↓``, ``/subagents``, ``/subagents all``); it lists more in these modes."""
+        panel = self.panel
+        panel.mode = mode
+        if not panel.lines:
+            panel.mode = "normal"
+            self.status.say("no subagents to show: /subagents all lists every one it ever had")
+            return
+        panel.select_first()
+        self.set_focus(panel)  # now, so keys right behind this one already go to the panel
+        self._after_change()
+
+    def action_leave_panel(self) -> None:
+        self.panel.mode = "normal"
+        self.panel.cursor = None
+        self.set_focus(self.composer)
+        self._after_change()
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_scroll(self, pages: int) -> None:
+        if pages < 0:
+            self.transcript.scroll_page_up()
+        else:
+            self.transcript.scroll_page_down()
+
+    def action_stop_subagents(self) -> None:
+        running = tree_running_ids(self.link.rows.values(), self.job_id)
+        if not running:
+            self.status.say("no subagent is running")
+            return
+        self.stop_twice(self.job_id, f"{plural(len(running), 'running subagent')}", self._stop_subagents)
+
+    @work(group="requests")
+    async def _stop_subagents(self) -> None:
+        """Stop every running row of the tree, nested ones too, as they are now; say how many."""
+        ids = tree_running_ids(self.link.rows.values(), self.job_id)
+        results = await asyncio.gather(*(self.link.call("stop", job=job_id) for job_id in ids),
+                                       return_exceptions=True)
+        stopped = sum(result["stopped"] for result in results if isinstance(result, dict))
+        self.status.say(f"stopped {plural(stopped, 'subagent')}")
+
+    # -- what the composer and the panel ask for ------------------------------------------------------
+    @on(Composer.Send)
+    def _send(self, message: Composer.Send) -> None:
+        row = self.link.rows.get(self.job_id)
+        if row is not None:
+            self.request("send", {"job": self.job_id, "text": message.text},
+                         lambda result: send_outcome(row, result))
+
+    @on(Composer.Command)
+    def _command(self, message: Composer.Command) -> None:
+        what = SUBAGENT_COMMANDS.get(message.argument) if message.name == "subagents" else None
+        if what is None:
+            self.status.say(f"unknown command /{message.name} {message.argument}".rstrip()
+                            + ": try /subagents, /subagents all or /subagents stop", error=True)
+        elif what == "stop":
+            if tree_running_ids(self.link.rows.values(), self.job_id):
+                self._stop_subagents()
+            else:
+                self.status.say("no subagent is running")
+        else:
+            self.action_enter_panel(what)
+
+    @on(SubagentPanel.Open)
+    def _open(self, message: SubagentPanel.Open) -> None:
+        self.post_message(OpenJob(message.job_id))
+
+    @on(SubagentPanel.WriteTo)
+    def _write(self, message: SubagentPanel.WriteTo) -> None:
+        row = self.link.rows.get(message.job_id)
+        if row is not None:
+            self.write_to(row)
+
+    @on(SubagentPanel.Stop)
+    def _stop(self, message: SubagentPanel.Stop) -> None:
+        row = self.link.rows.get(message.job_id)
+        title = row.job.title if row else message.job_id
+        self.request("stop", {"job": message.job_id},
+                     lambda result: f"stopped {title}" if result["stopped"] else f"{title} was not running")
+
+    @on(SubagentPanel.Hidden)
+    def _hidden(self, message: SubagentPanel.Hidden) -> None:
+        self.status.say(f"hid {message.row.job.title}: /subagents all still lists it")

@@ -1,0 +1,47 @@
+"""The line above the footer: what the last action did (or why it was refused), and a hint."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+#: Seconds a notice stays before the line clears itself.
+NOTICE_SECONDS = 8.0
+
+
+class StatusLine(Static):
+    """A notice on the left (``error`` class when it is a refusal), a hint on the right."""
+
+    notice: reactive[str] = reactive("")
+    hint: reactive[str] = reactive("")
+
+    def say(self, text: str, error: bool = False) -> None:
+        """Show a notice until the next one, or for NOTICE_SECONDS."""
+        self.notice = text
+        self.set_class(error, "error")
+        self.set_timer(NOTICE_SECONDS, lambda: self._expire(text))
+
+    def _expire(self, text: str) -> None:
+        if self.notice == text:
+            self.notice = ""
+            self.remove_class("error")
+
+    def watch_notice(self) -> None:
+        self._show()
+
+    def watch_hint(self) -> None:
+        self._show()
+
+    def on_resize(self) -> None:
+        self._show()
+
+    def _show(self) -> None:
+        width = self.content_size.width or 80
+        line = Text(self.notice, no_wrap=True, overflow="ellipsis", end="")
+        if self.hint:
+            room = width - len(self.hint) - 2
+            line.truncate(max(room, 0), overflow="ellipsis")
+            line.append(" " * max(width - line.cell_len - len(self.hint), 2))
+            line.append(self.hint, style="bold")
+        self.update(line)

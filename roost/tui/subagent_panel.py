@@ -1,0 +1,200 @@
+"""The subagent panel: the open job's subagents as a tree, above the composer.
+
+Which rows it shows comes from ``roost.rules.views.panel_rows``; the panel keeps its own view
+state (mode, hidden rows, the row under the cursor, by job id) and says what a person asked for
+with messages. Keys that would take the focus elsewhere are the screen's (``SkipAction``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from rich.text import Text
+from textual.actions import SkipAction
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from roost.models import STOPPABLE_STATES, Row
+from roost.rules.views import PanelRow, age_seconds, format_age, panel_rows, peek_line
+from roost.tui.looks import Palette, state_marks
+
+class SubagentPanel(Widget, can_focus=True):
+    """The open job's subagents; the cursor row is the one keys act on."""
+
+    COMPONENT_CLASSES = {"subagent-panel--cursor"}
+    BINDINGS = [
+        Binding("up", "cursor(-1)", "up", show=False),
+        Binding("down", "cursor(1)", "move", key_display="↑↓"),
+        Binding("enter", "open", "open"),
+        Binding("m", "write", "message"),
+        Binding("x", "stop_or_hide", "stop / hide"),
+    ]
+    #: Printable keys the panel (or its screen) acts on; any other printable key is typing.
+    KEYS = frozenset("mxK")
+
+    mode: reactive[str] = reactive("normal")
+    cursor: reactive[str | None] = reactive(None)
+
+    class Open(Message):
+        """Open this subagent's own job screen."""
+
+        def __init__(self, job_id: str) -> None:
+            super().__init__()
+            self.job_id = job_id
+
+    class WriteTo(Message):
+        """Ask for a message for this subagent."""
+
+        def __init__(self, job_id: str) -> None:
+            super().__init__()
+            self.job_id = job_id
+
+    class Stop(Message):
+        """Stop this running subagent."""
+
+        def __init__(self, job_id: str) -> None:
+            super().__init__()
+            self.job_id = job_id
+
+    class Hidden(Message):
+        """A finished row was hidden with ``x``."""
+
+        def __init__(self, row: Row) -> None:
+            super().__init__()
+            self.row = row
+
+    def __init__(self, open_job: str, clock: Callable[[], float], lifetime: float, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.open_job = open_job
+        self.clock = clock
+        self.lifetime = lifetime
+        self.hidden: set[str] = set()
+        self.lines: list[PanelRow] = []
+        self.palette: Palette | None = None
+        self._rows: list[Row] = []
+        self._index = 0
+
+    # -- what it shows ------------------------------------------------------------------------------
+    def show_rows(self, rows: Iterable[Row]) -> None:
+        """Take the current rows (all of them; the rule picks this job's subagents)."""
+        self._rows = list(rows)
+        self.recompute()
+
+    def recompute(self) -> None:
+        """Apply the rule again (rows changed, time passed, the mode or hidden rows changed)."""
+        self.lines = panel_rows(self._rows, self.open_job, self.clock(), self.mode, frozenset(self.hidden),
+                                self.lifetime)
+        ids = [line.row.id for line in self.lines]
+        if self.cursor is not None and self.cursor not in ids:
+            # the row under the cursor left: stay at the same place in the list
+            self.cursor = ids[min(self._index, len(ids) - 1)] if ids else None
+        self.display = bool(self.lines)
+        self._update_title()
+        self.refresh(layout=True)
+
+    def watch_mode(self) -> None:
+        self.recompute()
+
+    def watch_cursor(self, cursor: str | None) -> None:
+        ids = [line.row.id for line in self.lines]
+        if cursor in ids:
+            self._index = ids.index(cursor)
+        self._update_title()
+        self.refresh()
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    def selected(self) -> PanelRow | None:
+        """The row under the cursor, as the panel shows it now."""
+        return next((line for line in self.lines if line.row.id == self.cursor), None)
+
+    def select_first(self) -> None:
+        self.cursor = self.lines[0].row.id if self.lines else None
+
+    def max_rows(self) -> int:
+        """How many rows fit: about a quarter of the screen, at least three."""
+        return max(3, self.screen.size.height // 4)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return min(len(self.lines), self.max_rows())
+
+    def _window(self) -> tuple[int, list[PanelRow]]:
+        """The rows that fit, scrolled so the cursor row is among them."""
+        shown = self.max_rows()
+        start = min(max(self._index - shown + 1, 0), max(len(self.lines) - shown, 0)) if self.cursor else 0
+        return start, self.lines[start:start + shown]
+
+    def render(self) -> Text:
+        palette = self.palette
+        if palette is None or not self.lines:
+            return Text()
+        width = self.content_size.width
+        start, window = self._window()
+        label_width = min(max(len(line.label) for line in window), max(width * 2 // 5, 12))
+        now = self.clock()
+        out = Text(no_wrap=True, overflow="ellipsis", end="")
+        for number, line in enumerate(window):
+            row = line.row
+            marked = row.id == self.cursor and self.has_focus
+            text = Text(no_wrap=True, overflow="ellipsis", end="")
+            text.append("› " if marked else "  ")
+            text.append(f"{state_marks(row)} ", style=palette.for_state(row.state))
+            label = line.label if len(line.label) <= label_width else line.label[: label_width - 1] + "…"
+            text.append(f"{label:<{label_width}}  ", style=palette.text)
+            text.append(f"{row.state.value:<8}", style=palette.for_state(row.state))
+            text.append(f"{format_age(age_seconds(row, now)):>4}  ", style=palette.muted)
+            text.append(peek_line(row, max(width - text.cell_len, 0)), style=palette.muted)
+            if marked:
+                text.pad_right(width - text.cell_len)
+                text.stylize(self.get_component_rich_style("subagent-panel--cursor"))
+            if number:
+                out.append("\n")
+            out.append_text(text)
+        return out
+
+    def _update_title(self) -> None:
+        """What the panel lists, and how many rows lie below the ones that fit."""
+        running = sum(line.row.state in STOPPABLE_STATES for line in self.lines)
+        title = {"normal": f"subagents · {running} running",
+                 "recent": f"subagents · {running} running, and those finished in the last {self.lifetime:g}s",
+                 "all": "all subagents"}[self.mode]
+        start, window = self._window()
+        more = len(self.lines) - start - len(window)
+        self.border_title = title + (f" · {more} more ↓" if more > 0 else "")
+
+    # -- keys -----------------------------------------------------------------------------------------
+    def action_cursor(self, step: int) -> None:
+        ids = [line.row.id for line in self.lines]
+        index = ids.index(self.cursor) + step if self.cursor in ids else 0
+        if index < 0:
+            raise SkipAction()  # ↑ at the top: the screen takes the focus back to the composer
+        self.cursor = ids[min(index, len(ids) - 1)]
+
+    def action_open(self) -> None:
+        line = self.selected()
+        if line is not None:
+            self.post_message(self.Open(line.row.id))
+
+    def action_write(self) -> None:
+        line = self.selected()
+        if line is not None:
+            self.post_message(self.WriteTo(line.row.id))
+
+    def action_stop_or_hide(self) -> None:
+        """``x``: a running row is stopped, a finished one leaves the panel at once."""
+        line = self.selected()
+        if line is None:
+            return
+        if line.row.state in STOPPABLE_STATES:
+            self.post_message(self.Stop(line.row.id))
+        else:
+            self.hidden.add(line.row.id)
+            self.recompute()
+            self.post_message(self.Hidden(line.row))

@@ -1,0 +1,168 @@
+"""``roost`` in a real terminal (tmux), driven with send-keys as a person would, read with capture-pane.
+
+Pilot waits for the app to go idle after every key; a terminal does not, so these tests also
+send keys in a burst. Each test gets its own tmux server (a private socket) and an explicit
+environment: no COLUMNS/LINES (pytest's readline leaves them behind), truecolor, UTF-8.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import DaemonHarness
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+ROOST = str(Path(sys.executable).parent / "roost")
+
+
+class Tmux:
+    """One tmux server on a private socket, running ``roost`` in a 120x40 window."""
+
+    def __init__(self, socket: Path, daemon: DaemonHarness) -> None:
+        self.socket = socket
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", str(daemon.home)),
+            "LANG": "C.UTF-8",
+            "TERM": "xterm-256color",
+            "COLORTERM": "truecolor",
+            "ROOST_HOME": str(daemon.home),
+            "ROOST_CONFIG": str(daemon.config_path),
+        }
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-u", "-S", str(self.socket), *args], env=self.env, capture_output=True,
+                              text=True, timeout=10)
+        if done.returncode:
+            raise AssertionError(f"tmux {' '.join(args)} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def start(self) -> None:
+        self.tmux("new-session", "-d", "-s", "app", "-x", "120", "-y", "40", "-e", "COLORTERM=truecolor", ROOST)
+        self.wait_for(lambda screen: "quit" in screen, "the agent view's footer")
+
+    def keys(self, *keys: str) -> None:
+        """Send keys in one go, as a terminal delivers a burst."""
+        self.tmux("send-keys", "-t", "app", *keys)
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-t", "app", "-l", text)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-t", "app", "-p")
+
+    def wait_for(self, check: Callable[[str], bool], what: str, timeout: float = 15.0) -> str:
+        """Poll the screen until ``check`` holds; fail with the last screen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if check(screen):
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}; the screen:\n{screen}")
+            time.sleep(0.1)
+
+    def wait_text(self, text: str, timeout: float = 15.0) -> str:
+        return self.wait_for(lambda screen: text in screen, repr(text), timeout)
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-S", str(self.socket), "kill-server"], env=self.env, capture_output=True, timeout=10)
+
+
+@pytest.fixture
+def term(daemon: DaemonHarness, tmp_path: Path) -> Iterator[Tmux]:
+    tmux = Tmux(tmp_path / "tmux.sock", daemon)
+    try:
+        yield tmux
+    finally:
+        tmux.kill()
+
+
+def cli(daemon: DaemonHarness, *args: str) -> str:
+    """Run the real ``roost`` command against the test's daemon."""
+    done = subprocess.run([ROOST, *args], env=daemon.env, capture_output=True, text=True, timeout=20,
+                          cwd=daemon.home)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_tree_spawned_from_the_cli_shows_up(daemon, term):
+    term.start()
+    root = cli(daemon, "spawn", "--title", "tree from the cli", "spawn work 30\nspawn work 30\nwork 30")
+    screen = term.wait_text("2 subagents (2 running)")
+    line = next(line for line in screen.splitlines() if "tree from the cli" in line)
+    assert root in line and "working" in line
+    assert "work 30" not in screen, "its subagents are not rows of their own"
+
+
+def test_a_done_childs_row_leaves_and_the_hint_appears(daemon, term):
+    root = daemon.spawn("spawn work 1.5; report done child finished\nspawn work 30\nwork 30", title="parent")
+    daemon.wait_for(lambda: len(daemon.children(root)) == 2, what="two children")
+    term.start()
+    term.wait_text("parent")
+    term.keys("Enter")
+    term.wait_text("subagents · 2 running")
+    screen = term.wait_text("/subagents to see subagents")
+    panel = screen.split("subagents ·", 1)[1]
+    assert "work 1.5" not in panel, "the done row left the panel"
+    assert "work 30" in panel
+
+
+def test_K_twice_stops_a_tree(daemon, term):
+    root = daemon.spawn("spawn*2 work 30\nwork 30", title="to stop")
+    daemon.wait_for(lambda: [c["state"] for c in daemon.children(root)] == ["working", "working"],
+                    what="two working children")
+    term.start()
+    term.wait_text("2 subagents (2 running)")
+    term.keys("K")
+    term.wait_text("press K again")
+    term.keys("K")
+    term.wait_text("stopped 3 jobs")
+    assert daemon.show(root)["state"] == "stopped"
+    assert [c["state"] for c in daemon.children(root)] == ["stopped", "stopped"]
+
+
+def test_a_message_resumes_a_done_child(daemon, term):
+    root = daemon.spawn("spawn report done first pass\nsay parent waits", title="parent")
+    child = daemon.wait_for(lambda: daemon.children(root), what="a child")[0]["id"]
+    daemon.wait_row(child, lambda r: r["reaped"], timeout=15, what="the child's worker closed")
+    term.start()
+    term.wait_text("parent")
+    term.keys("Enter")
+    term.wait_text("message this job")
+    term.type("/subagents all")
+    term.keys("Enter")
+    term.wait_text("all subagents")
+    term.keys("Enter")
+    term.wait_text(f"parent › report done first pass  {child}")
+    term.type("say second pass")
+    term.keys("Enter")
+    term.wait_text("resumed report done first pass with your message")
+    screen = term.wait_text("second pass\n")
+    assert "first pass" in screen
+    daemon.wait_for(lambda: "second pass" in daemon.texts(child), what="the resumed turn")
+
+
+def test_keys_sent_in_a_burst_act_on_the_right_row(daemon, term):
+    jobs = [daemon.spawn("work 30", title=f"burst {n}") for n in range(3)]
+    for job in jobs:
+        daemon.wait_state(job, "working")
+    term.start()
+    term.wait_for(lambda screen: all(f"burst {n}" in screen for n in range(3)), "three rows")
+    term.keys("j", "j", "K", "K")  # one write: down, down, and the stop pressed twice
+    term.wait_text("stopped 1 job")
+    states = {job: daemon.show(job)["state"] for job in jobs}
+    assert states == {jobs[0]: "stopped", jobs[1]: "working", jobs[2]: "working"}, \
+        "the oldest job is the third row, newest first"

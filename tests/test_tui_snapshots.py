@@ -1,0 +1,158 @@
+"""What the app looks like (pytest-textual-snapshot), on fixed rows and a fixed clock.
+
+A live daemon gives random ids and real times, so these shots run the app on ``FixedRows``: an
+in-memory source with the same interface the app uses for the daemon, fed one fixed set of jobs.
+Behaviour is tested against the real daemon in test_tui_pilot.py and test_e2e_tmux.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from roost.config import Config
+from roost.models import Job, Row, State
+from roost.tui.app import RoostApp
+
+NOW = 1_800_000_000.0
+ROOT = "r7kp"
+
+
+def row(job_id: str, title: str, state: State, *, parent: str | None = None, age: float = 60.0,
+        since: float = 20.0, up: bool = True, text: str = "", descendants: int = 0, running: int = 0,
+        parent_open: bool = True, **job: Any) -> dict[str, Any]:
+    """A wire row created ``age`` seconds before NOW, in ``state`` for ``since`` seconds."""
+    record = Job(id=job_id, title=title, driver="builtin", cwd="~/src/parser", state=state, state_since=NOW - since,
+                 created_at=NOW - age, updated_at=NOW - since, parent=parent, pid=4000 if up else None,
+                 reaped=not up, last_text=text, **job)
+    return Row(record, parent_open=parent_open, descendants=descendants, running_descendants=running).to_wire()
+
+
+ROWS = [
+    row(ROOT, "refactor the parser", State.WORKING, age=95, text="planning the refactor", descendants=6,
+        running=4, usage={"input": 18200, "output": 2400, "context_tokens": 41000, "context_window": 200000}),
+    row("c1gr", "read the grammar", State.WORKING, parent=ROOT, age=90, text="reading grammar.ebnf"),
+    row("c2ts", "write tests", State.WORKING, parent=ROOT, age=89, text="writing tests for the lexer",
+        descendants=2, running=2),
+    row("g1fx", "build fixtures", State.WORKING, parent="c2ts", age=80, text="fixtures for 12 cases",
+        descendants=1, running=1),
+    row("g2sm", "generate samples", State.WORKING, parent="g1fx", age=70, text="sample 7 of 20"),
+    row("c3qc", "quick check", State.DONE, parent=ROOT, age=88, since=5, up=False, text="quick check passed"),
+    row("c4ln", "lint the grammar", State.FAILED, parent=ROOT, age=87, since=10, up=False,
+        text="ruff: 3 errors in parser.py"),
+    row("c5sp", "old spike", State.DONE, parent=ROOT, age=86, since=70, up=False, text="spike notes written"),
+    row("w2rv", "review the release notes", State.WAITING, age=400, since=30,
+        text="which version should the notes cover?", descendants=1),
+    row("w2c1", "find the changelog", State.DONE, parent="w2rv", age=390, since=300, up=False, text="found it"),
+    row("b3db", "migrate the database", State.BLOCKED, age=3600, since=600, up=False,
+        text="need credentials for the staging database"),
+    row("h4hi", "say hello", State.IDLE, age=7200, since=7100, text="hello from the built-in agent",
+        pinned=True),
+    row("d5cl", "clean up old branches", State.DONE, age=90000, since=86000, up=False,
+        text="deleted 14 merged branches", descendants=1, running=1),
+    row("o6or", "prune the cache", State.WORKING, parent="d5cl", age=4000, text="pruned 3.1 GB so far",
+        parent_open=False),
+    row("f7fl", "flaky build", State.FAILED, age=500, since=480, up=False, text="the turn failed: exit 2"),
+]
+
+
+def entry(seq: int, kind: str, **data: Any) -> dict[str, Any]:
+    return {"seq": seq, "job": ROOT, "ts": NOW - 95 + seq, "kind": kind, "data": data}
+
+
+LOGS = {ROOT: [
+    entry(1, "spawned", parent=None, driver="builtin", lifetime="task", by="person"),
+    entry(2, "worker", pid=4000, resumed=False),
+    entry(3, "prompt", text="refactor the parser: split the lexer out\nkeep the public API", run=1),
+    entry(4, "state", state="working"),
+    entry(5, "text", text="planning the refactor"),
+    *[entry(6 + n, "tool", name="roost_spawn", args={"prompt": title}, result=f"spawned {job_id}", error=False)
+      for n, (job_id, title) in enumerate([("c1gr", "read the grammar"), ("c2ts", "write tests"),
+                                           ("c3qc", "quick check"), ("c4ln", "lint the grammar")])],
+    entry(10, "reports", text='<roost-report child="c3qc" title="quick check" state="done" kind="report">\n'
+                              'quick check passed\n</roost-report>', run=2),
+    entry(11, "text", text="noted: the quick check passed; waiting for the tests"),
+    entry(12, "reports", text='<roost-report child="c4ln" title="lint the grammar" state="failed" '
+                              'kind="report">\nruff: 3 errors in parser.py\n</roost-report>', run=3),
+]}
+
+
+class FixedRows:
+    """An in-memory JobSource: fixed rows and timelines, and events only when fed some."""
+
+    def __init__(self, rows: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]]) -> None:
+        self.rows = rows
+        self.logs = logs
+        self.fed: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def watch(self) -> list[dict[str, Any]]:
+        return self.rows
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            yield await self.fed.get()
+
+    async def call(self, op: str, **args: Any) -> Any:
+        if op == "logs":
+            return self.logs.get(args["job"], [])
+        if op in ("attach", "release"):
+            return None
+        raise AssertionError(f"a snapshot asked the daemon to {op}")
+
+    async def close(self) -> None:
+        return None
+
+
+def fixed_app(theme: str = "textual-dark", select: str | None = None) -> RoostApp:
+    return RoostApp(FixedRows(ROWS, LOGS), Config(theme=theme), clock=lambda: NOW, select=select)
+
+
+def settle(*keys: str) -> Callable[[Pilot], Awaitable[None]]:
+    """Wait for the rows, press ``keys``, and stop the text cursor blinking so the shot is stable."""
+
+    async def run(pilot: Pilot) -> None:
+        await pilot.pause()
+        await pilot.press(*keys)
+        await pilot.pause()
+        for box in pilot.app.screen.query(Input):
+            box.cursor_blink = False
+        await pilot.pause()
+
+    return run
+
+
+SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24")]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_agent_view(snap_compare, size):
+    assert snap_compare(fixed_app(), run_before=settle(), terminal_size=size)
+
+
+def test_the_agent_view_in_the_light_theme(snap_compare):
+    assert snap_compare(fixed_app("textual-light"), run_before=settle(), terminal_size=(120, 40))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_job_screen_with_a_three_level_panel_and_the_footer_hint(snap_compare, size):
+    assert snap_compare(fixed_app(select=ROOT), run_before=settle("enter"), terminal_size=size)
+
+
+def test_the_panel_selected_with_down_lists_recently_finished_rows(snap_compare):
+    assert snap_compare(fixed_app(select=ROOT), run_before=settle("enter", "down", "down"), terminal_size=(120, 40))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_subagents_all(snap_compare, size):
+    keys = ("enter", *"/subagents", "space", *"all", "enter")
+    assert snap_compare(fixed_app(select=ROOT), run_before=settle(*keys), terminal_size=size)
+
+
+def test_a_job_screen_in_the_light_theme(snap_compare):
+    assert snap_compare(fixed_app("textual-light", select=ROOT), run_before=settle("enter", "down"),
+                        terminal_size=(120, 40))
