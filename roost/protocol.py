@@ -72,7 +72,7 @@ OPS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "report": {"status": (_STR, True), "text": (_STR, False)},
     "logs": {"job": (_STR, True), "after": ((int,), False)},
     "watch": {},
-    "attach": {"job": (_STR, True)},
+    "attach": {"job": (_STR, True), "resume": (_BOOL, False)},
     "release": {"job": (_STR, True)},
     "archive": {"job": (_STR, True)},
     "detach": {"job": (_STR, True)},

@@ -145,14 +145,13 @@ def test_a_message_resumes_a_done_child(daemon, term):
     term.type("/subagents all")
     term.keys("Enter")
     term.wait_text("all subagents")
-    term.keys("Enter")
-    term.wait_text(f"parent › report done first pass  {child}")
+    term.keys("m")  # message the selected (done, closed) child from the panel
+    term.wait_text("Message report done first pass")
     term.type("say second pass")
     term.keys("Enter")
     term.wait_text("resumed report done first pass with your message")
-    screen = term.wait_text("second pass\n")
-    assert "first pass" in screen
     daemon.wait_for(lambda: "second pass" in daemon.texts(child), what="the resumed turn")
+    assert daemon.show(child)["worker_up"]
 
 
 def test_keys_sent_in_a_burst_act_on_the_right_row(daemon, term):

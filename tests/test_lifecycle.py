@@ -346,3 +346,21 @@ def test_the_hold_is_bounded_by_report_hold_max(daemon_factory):
     assert 0.9 <= delivered - done_at < 3, "held about report_hold_max, not until the turn ends"
     assert daemon.show(parent)["state"] == "working"
     daemon.call("stop", job=parent)
+
+
+def test_opening_a_closed_job_resumes_it_and_delivers_what_waited(daemon):
+    parent = daemon.spawn("say parent")
+    daemon.wait_state(parent, "idle")
+    daemon.call("close", job=parent)
+    daemon.wait_row(parent, lambda r: r["reaped"])
+    daemon.spawn("ask may I?", parent=parent)
+    with daemon.client() as app:
+        app.call("attach", job=parent)  # a plain attach only holds it
+        time.sleep(0.3)
+        assert not daemon.show(parent)["worker_up"]
+        app.call("attach", job=parent, resume=True)
+        daemon.wait_row(parent, lambda r: r["worker_up"], what="the resume on open")
+        batch = daemon.wait_for(lambda: reports_in(daemon, parent), what="the waiting question")[0]
+        assert "may I?" in batch["text"]
+        row = daemon.wait_state(parent, "idle")
+        assert row["last_text"] == "parent", "a turn that only took in reports keeps the peek line"

@@ -446,14 +446,12 @@ async def test_a_message_resumes_a_done_child_whose_worker_was_closed(daemon):
         await open_job(pilot, app, root)
         await type_text(pilot, "/subagents all")
         await pilot.press("enter")
-        await pilot.press("enter")
-        screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen.job_id == child
-                             and app.screen, "the child's screen")
+        await pilot.press("m")  # message the selected (done, closed) child without opening it
+        await until(pilot, lambda: isinstance(app.screen, PromptBox), "the message box")
         await type_text(pilot, "say second pass")
         await pilot.press("enter")
         await until(pilot, lambda: notice(app) == "resumed report done first pass with your message", "resumed")
-        await until(pilot, lambda: "second pass" in transcript_text(screen), "the resumed turn in the transcript")
-        await pilot.press("escape")
+        daemon.wait_for(lambda: "second pass" in daemon.texts(child), what="the resumed turn")
         assert isinstance(app.screen, JobScreen) and app.screen.job_id == root
 
 
@@ -727,3 +725,16 @@ async def test_the_theme_comes_from_the_config(daemon):
         await pilot.pause()
         assert app.theme == "textual-light"
         assert not app.current_theme.dark
+
+
+async def test_enter_on_a_closed_job_resumes_it(daemon):
+    job = daemon.spawn("say earlier\nreport done first", title="sleeper")
+    daemon.wait_state(job, "done")
+    daemon.call("close", job=job)
+    daemon.wait_row(job, lambda r: r["reaped"] and not r["worker_up"], what="the worker closed")
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(pilot, app, job)
+        daemon.wait_row(job, lambda r: r["worker_up"], what="the resume on open")
+        assert "earlier" in transcript_text(screen)
+        assert daemon.show(job)["state"] == "done", "resuming starts the worker; it runs no turn by itself"

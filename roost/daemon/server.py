@@ -234,7 +234,7 @@ class Daemon:
             sup.subscribers[conn.conn_id] = conn
             return sup.rows()
         if op == "attach":
-            return sup.attach(args["job"], conn.conn_id)
+            return sup.attach(args["job"], conn.conn_id, resume=bool(args.get("resume")))
         if op == "release":
             sup.release(args["job"], conn.conn_id)
             return None

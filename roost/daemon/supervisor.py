@@ -62,6 +62,7 @@ class Live:
     #: What started the turn in flight ("prompt" or "reports") and the state before it.
     turn_kind: str = "prompt"
     state_before: State | None = None
+    text_before: str = ""
     held_since: float | None = None
 
 
@@ -464,6 +465,7 @@ class Supervisor:
         live.turn_report = None
         live.turn_kind = kind
         live.state_before = before
+        live.text_before = job.last_text
         live.held_since = None
         try:
             resp = await live.worker.request("prompt", timeout=PROMPT_TIMEOUT, message=text, run=run)
@@ -545,6 +547,7 @@ class Supervisor:
             elif quiet:
                 assert live.state_before is not None
                 self._set_state(job, live.state_before)
+                job.last_text = live.text_before  # the peek keeps the question or the result
                 self._timeline(job, "turn_end", outcome="ok", report=None, note="reports taken in")
             elif outcome == "ok":
                 status = report[0] if report else "idle"
@@ -807,12 +810,18 @@ class Supervisor:
         self.get(job_id)
         return [self.row(k).to_wire() for k in sorted(self._kids(job_id), key=lambda j: j.created_at)]
 
-    def attach(self, job_id: str, conn_id: int) -> dict[str, Any]:
+    def attach(self, job_id: str, conn_id: int, resume: bool = False) -> dict[str, Any]:
+        """A client opened the job. With ``resume``, a job whose worker is closed is started again
+        from its session file (opening a job resumes it), taking any messages and reports waiting."""
         job = self.get(job_id)
         first = not self.attachments.get(job.id)
         self.attachments.setdefault(job.id, set()).add(conn_id)
         if first:
             self._push_rows(job, with_children=True)
+        live = self._live(job.id)
+        if (resume and live.worker is None and not live.starting and job.archived_at is None
+                and job.state in (State.IDLE, State.DONE, State.WAITING, State.BLOCKED)):
+            self._spawn_task(self._resume(job))
         return self.row(job).to_wire()
 
     def release(self, job_id: str, conn_id: int) -> None:

@@ -72,9 +72,9 @@ class JobScreen(RoostScreen):
 
     @work(group="load")
     async def _load(self) -> None:
-        """Tell the daemon the job is open, then read its timeline so far."""
+        """Tell the daemon the job is open (which resumes a closed one), then read its timeline."""
         try:
-            await self.link.call("attach", job=self.job_id)
+            await self.link.call("attach", job=self.job_id, resume=True)  # opening a job resumes it
             entries = await self.link.call("logs", job=self.job_id)
         except ClientError as exc:
             self.status.say(exc.message, error=True)
