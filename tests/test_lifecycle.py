@@ -364,3 +364,18 @@ def test_opening_a_closed_job_resumes_it_and_delivers_what_waited(daemon):
         assert "may I?" in batch["text"]
         row = daemon.wait_state(parent, "idle")
         assert row["last_text"] == "parent", "a turn that only took in reports keeps the peek line"
+
+
+def test_the_reaper_keeps_a_session_child_while_its_owner_runs(daemon_factory):
+    daemon = daemon_factory("idle_timeout = 0.5\n")
+    owner = daemon.spawn("say owner")
+    daemon.wait_state(owner, "idle")
+    with daemon.client() as holder:
+        holder.call("attach", job=owner)  # keeps the owner itself from the reaper
+        kept = daemon.spawn("say companion", parent=owner, lifetime="session")
+        task = daemon.spawn("say helper", parent=owner)
+        daemon.wait_state(kept, "idle")
+        daemon.wait_row(task, lambda r: r["reaped"], timeout=5, what="the task child reaped")
+        assert daemon.show(kept)["worker_up"]
+        daemon.call("close", job=owner)
+        daemon.wait_row(kept, lambda r: r["reaped"], timeout=5, what="the companion reaped after its owner")

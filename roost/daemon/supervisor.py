@@ -178,7 +178,8 @@ class Supervisor:
             up=live.worker is not None, in_turn=live.in_turn,
             busy=live.starting or live.closing, attached=bool(self.attachments.get(job.id)),
             queued=queued, idle_since=live.idle_since, last_report_at=live.last_report_at,
-            done_at=live.done_at)
+            done_at=live.done_at,
+            owner_up=job.parent is not None and self._live(job.parent).worker is not None)
 
     # -- what clients see -------------------------------------------------------------------------
     def parent_open(self, job: Job) -> bool:

@@ -37,6 +37,8 @@ class WorkerFacts:
     last_report_at: float | None = None
     #: When it last handed back ``done`` (a turn that ended after ``report done``).
     done_at: float | None = None
+    #: Whether its owner (the parent) has a worker up: what keeps a workflow or session child.
+    owner_up: bool = False
 
 
 def close_blocker(job: Job, worker: WorkerFacts, children: Iterable[Job]) -> str | None:
@@ -59,10 +61,13 @@ def close_blocker(job: Job, worker: WorkerFacts, children: Iterable[Job]) -> str
 
 
 def reap_due(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig, now: float) -> bool:
-    """The idle reaper: a worker idle for ``idle_timeout`` with nothing holding it."""
+    """The idle reaper: a worker idle for ``idle_timeout`` with nothing holding it. A ``workflow``
+    or ``session`` child is kept while its owner's worker is up: its owner closes it."""
     if config.idle_timeout <= 0:  # 0 turns the reaper off
         return False
     if close_blocker(job, worker, children) is not None or worker.idle_since is None:
+        return False
+    if job.lifetime != "task" and worker.owner_up:  # kept for as long as its owner runs
         return False
     return now - worker.idle_since >= config.idle_timeout
 

@@ -1,0 +1,84 @@
+"""The daemon's lifecycle rules as pure functions, with the clock passed in."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from roost.config import Config
+from roost.models import Job, State
+from roost.rules.lifecycle import WorkerFacts, auto_close_due, close_blocker, reap_due, report_action
+
+CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60)
+UP = WorkerFacts(up=True, idle_since=0.0)
+
+
+def job(state: State = State.IDLE, parent: str | None = "p", **kw) -> Job:
+    return Job(id="c", title="t", driver="builtin", cwd="/", state=state, parent=parent, **kw)
+
+
+@pytest.mark.parametrize("facts, pinned, expected", [
+    (WorkerFacts(), False, "no worker"),
+    (UP, True, "pinned"),
+    (replace(UP, attached=True), False, "attached"),
+    (replace(UP, in_turn=True), False, "a turn is running"),
+    (replace(UP, busy=True), False, "starting or stopping"),
+    (replace(UP, queued=1), False, "messages are queued"),
+    (UP, False, None),
+])
+def test_what_holds_a_worker_open(facts, pinned, expected):
+    assert close_blocker(job(pinned=pinned), facts, []) == expected
+
+
+def test_a_running_child_holds_its_parent_but_an_archived_one_does_not():
+    assert close_blocker(job(), UP, [job(State.WORKING)]) == "a child is still running"
+    assert close_blocker(job(), UP, [job(State.WORKING, archived_at=1.0)]) is None
+
+
+def test_the_reaper_waits_for_idle_timeout_and_is_off_at_zero():
+    assert not reap_due(job(), UP, [], CFG, now=99.9)
+    assert reap_due(job(), UP, [], CFG, now=100)
+    assert not reap_due(job(), UP, [], replace(CFG, idle_timeout=0), now=10_000)
+
+
+@pytest.mark.parametrize("lifetime", ["workflow", "session"])
+def test_a_kept_child_is_reaped_only_once_its_owner_is_gone(lifetime):
+    kept = job(lifetime=lifetime)
+    assert not reap_due(kept, replace(UP, owner_up=True), [], CFG, now=1000)
+    assert reap_due(kept, UP, [], CFG, now=1000)
+
+
+def test_auto_close_waits_the_delay_after_the_last_report_and_half_of_it_after_done():
+    done = job(State.DONE, state_since=10.0)
+    facts = replace(UP, done_at=10.0, last_report_at=12.0)
+    assert not auto_close_due(done, facts, [], CFG, now=15.9)
+    assert auto_close_due(done, facts, [], CFG, now=16.0)
+    assert not auto_close_due(done, facts, [], replace(CFG, subagent_auto_close=False), now=100)
+    assert not auto_close_due(job(State.DONE, parent=None, state_since=10.0), facts, [], CFG, now=100)
+    assert not auto_close_due(job(State.DONE, lifetime="session", state_since=10.0), facts, [], CFG, now=100)
+    assert not auto_close_due(job(State.BLOCKED, state_since=10.0), facts, [], CFG, now=100)
+
+
+def test_a_done_handback_then_idle_still_closes():
+    assert auto_close_due(job(State.IDLE, state_since=20.0), replace(UP, done_at=10.0), [], CFG, now=20.0)
+    assert not auto_close_due(job(State.IDLE, state_since=20.0), UP, [], CFG, now=20.0)
+
+
+@pytest.mark.parametrize("parent, facts, question, oldest, now, expected", [
+    (job(archived_at=1.0), UP, False, 0.0, 1.0, "drop"),
+    (job(State.STOPPED), UP, False, 0.0, 1.0, "queue"),
+    (job(), WorkerFacts(), False, 0.0, 1.0, "queue"),
+    (job(State.FAILED), WorkerFacts(), False, 0.0, 1.0, "queue"),
+    (job(), UP, False, 0.0, 1.0, "deliver"),
+    (job(State.WORKING), replace(UP, in_turn=True), True, 0.0, 1.0, "steer"),
+    (job(State.WORKING), replace(UP, in_turn=True), False, 0.0, 59.0, "hold"),
+    (job(State.WORKING), replace(UP, in_turn=True), False, 0.0, 60.0, "steer"),
+    (job(), replace(UP, busy=True), False, 0.0, 1.0, "hold"),
+])
+def test_what_happens_to_a_report(parent, facts, question, oldest, now, expected):
+    assert report_action(parent, facts, question, oldest, CFG, now) == expected
+
+
+def test_a_reaped_parent_is_woken_only_when_configured():
+    assert report_action(job(), WorkerFacts(), False, 0.0, replace(CFG, wake_reaped_parent=True), 1.0) == "wake"
