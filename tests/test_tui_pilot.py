@@ -18,6 +18,7 @@ import pytest
 from textual import events
 from textual.pilot import Pilot
 
+from roost.client import daemon_running
 from roost.config import Config, ConfigError, parse_config
 from roost.rules.views import SUBAGENT_HINT
 from roost.tui.agent_view import AgentViewScreen, CommandLine
@@ -710,13 +711,24 @@ def test_roost_refuses_to_open_on_a_theme_that_does_not_exist(daemon_factory):
     assert "key 'theme'" in done.stderr and "did you mean 'textual-light'" in done.stderr
 
 
-async def test_the_app_says_so_when_the_daemon_goes_away(daemon):
+async def test_the_app_says_so_when_the_daemon_goes_away_and_comes_back_with_it(daemon):
+    job = daemon.spawn("say still here", title="survivor")
+    daemon.wait_state(job, "idle")
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, AgentViewScreen), "the agent view")
-        await pilot.pause(0.2)
+        await open_job(pilot, app, job)
+        await until(pilot, lambda: daemon.show(job)["attached"], "the job open")
         daemon.stop()
         await until(pilot, lambda: "lost the daemon" in notice(app), "the notice")
+        try:
+            # The app starts a daemon again by itself, and opens the job on it again.
+            await until(pilot, lambda: daemon_running(daemon.paths.socket) and daemon.show(job)["attached"],
+                        "the job attached on the new daemon", timeout=20)
+            newcomer = daemon.spawn("say hello again", title="newcomer")
+            await until(pilot, lambda: newcomer in app.link.rows, "a job spawned after the restart")
+        finally:
+            if daemon_running(daemon.paths.socket):
+                daemon.call("shutdown")
 
 
 async def test_the_theme_comes_from_the_config(daemon):

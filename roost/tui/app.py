@@ -7,6 +7,7 @@ decide what to show. Time comes from the clock given to the constructor, so view
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -25,6 +26,8 @@ from roost.tui.roost_screen import JobClosed, OpenJob, RoostScreen
 
 #: Seconds between refreshes of what depends on the time (ages, lifetimes, the footer hint).
 TICK_SECONDS = 1.0
+#: Seconds between attempts to reach the daemon again after losing it.
+RECONNECT_SECONDS = 1.0
 
 
 class RoostApp(App[None]):
@@ -64,20 +67,39 @@ class RoostApp(App[None]):
     # -- the daemon's events --------------------------------------------------------------------------
     @work(exclusive=True, group="daemon")
     async def _pump(self) -> None:
-        """Load the rows, then hand each batch of events to every open screen."""
-        try:
-            update = await self.link.connect()
-        except ClientError as exc:
-            self._tell_lost(exc.message)
-            return
-        self._ring_when_asked()
-        self._tell_changed(update)
-        async for batch in self.link.batches():
-            update = self.link.apply(batch)
-            if update.rows:
-                self._ring_when_asked()
+        """Load the rows, then hand each batch of events to every open screen. When the daemon
+        goes away (a restart, an upgrade), say so and connect again — starting it if need be —
+        and tell it again which jobs are open."""
+        reconnecting = False
+        while True:
+            try:
+                update = await self.link.connect()
+            except ClientError as exc:
+                self._tell_lost(f"{exc.message}; trying again")
+                await asyncio.sleep(RECONNECT_SECONDS)
+                continue
+            if reconnecting:
+                await self._reattach()
+            self._ring_when_asked()
             self._tell_changed(update)
-        self._tell_lost("the daemon closed the connection")
+            async for batch in self.link.batches():
+                update = self.link.apply(batch)
+                if update.rows:
+                    self._ring_when_asked()
+                self._tell_changed(update)
+            await self.link.source.close()
+            self._tell_lost("the daemon closed the connection; reconnecting")
+            reconnecting = True
+            await asyncio.sleep(RECONNECT_SECONDS)
+
+    async def _reattach(self) -> None:
+        """A new connection has nothing open: open again the jobs whose screens are up."""
+        for screen in self.screen_stack:
+            if isinstance(screen, JobScreen):
+                try:
+                    await self.link.call("attach", job=screen.job_id)
+                except ClientError:
+                    pass  # archived meanwhile: the screen shows what it has
 
     def _tell_changed(self, update: LinkUpdate) -> None:
         for screen in self._roost_screens():
