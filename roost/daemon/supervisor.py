@@ -474,7 +474,7 @@ class Supervisor:
             refusal = str(resp.get("error", "refused"))
         except (asyncio.TimeoutError, ConnectionError) as exc:
             accepted, refusal = False, f"the worker did not take the prompt: {exc or 'timeout'}"
-        if not accepted and live.run == run and live.in_turn:
+        if not accepted and live.run == run:  # (a worker that died meanwhile has cleared in_turn)
             live.in_turn = False
             with self.store.transaction():  # undo: it was never delivered
                 if kind == "prompt":
