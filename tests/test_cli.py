@@ -140,3 +140,42 @@ def test_pin_and_unpin_from_the_cli(run):
     assert json.loads(run("show", job, "--json").stdout)["pinned"] is True
     assert run("unpin", job).stdout.strip() == f"unpinned {job}"
     assert json.loads(run("show", job, "--json").stdout)["pinned"] is False
+
+
+def cli_proc(roost_home, *args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["ROOST_HOME"] = str(roost_home)
+    return subprocess.Popen([sys.executable, "-m", "roost.cli", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_daemon_start_in_the_foreground_serves_until_sigterm(run, roost_home):
+    import signal as signals
+    import time
+
+    proc = cli_proc(roost_home, "daemon", "start", "--foreground")
+    deadline = time.monotonic() + 15
+    while run("daemon", "status", check=False).returncode != 0:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.05)
+    proc.send_signal(signals.SIGTERM)
+    assert proc.wait(15) == 0
+    assert "serving on" in proc.stderr.read()
+    assert run("daemon", "status", check=False).returncode == 1
+
+
+def test_logs_follow_prints_entries_as_they_happen(run, roost_home):
+    job = run("spawn", "say first\nwork 0.5\nsay second").stdout.strip()
+    follower = cli_proc(roost_home, "logs", "-f", job)
+    try:
+        seen = []
+        assert follower.stdout is not None
+        for line in follower.stdout:
+            seen.append(line)
+            if "second" in line:
+                break
+        text = "".join(seen)
+        assert text.index("first") < text.index("second")
+    finally:
+        follower.kill()
+        follower.wait(5)
