@@ -750,3 +750,16 @@ async def test_enter_on_a_closed_job_resumes_it(daemon):
         daemon.wait_row(job, lambda r: r["worker_up"], what="the resume on open")
         assert "earlier" in transcript_text(screen)
         assert daemon.show(job)["state"] == "done", "resuming starts the worker; it runs no turn by itself"
+
+
+async def test_text_typed_in_a_burst_behind_n_and_m_lands_in_the_box(daemon):
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, AgentViewScreen), "the agent view")
+        await burst(pilot, app, "n", *"say early", "enter")
+        job = (await until(pilot, lambda: daemon.call("list"), "the new job"))[0]["id"]
+        assert daemon.show(job)["title"] == "say early"
+        await until(pilot, lambda: job in table_ids(app) and daemon.show(job)["state"] == "idle", "its row")
+        await burst(pilot, app, "m", *"say later", "enter")
+        daemon.wait_for(lambda: "later" in daemon.texts(job), what="the message's turn")
+        assert isinstance(app.screen, AgentViewScreen), "the Enter that sent it opened nothing"

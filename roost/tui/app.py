@@ -20,6 +20,7 @@ from roost.config import Config, ConfigError, load_config
 from roost.models import NEEDS_INPUT_STATES
 from roost.rules.views import agent_view_rows
 from roost.tui.agent_view import AgentViewScreen
+from roost.tui.dialogs import PromptBox
 from roost.tui.daemon_link import DaemonLink, JobSource, LinkUpdate, default_source
 from roost.tui.job_screen import JobScreen
 from roost.tui.roost_screen import JobClosed, OpenJob, RoostScreen
@@ -125,6 +126,16 @@ class RoostApp(App[None]):
         it; bindings are looked up here, in key order, against the focus as it is now. So a
         key typed right behind ``/`` lands in the command line, not on the ``n`` binding.
         """
+        if isinstance(self.screen, PromptBox):  # typed right behind the key that opened it
+            if event.key == "enter":
+                event.prevent_default()
+                event.stop()
+                self.screen.submit()
+            elif event.is_printable and event.character is not None:
+                event.prevent_default()
+                event.stop()
+                self.screen.box.insert_text_at_cursor(event.character)
+            return
         if not event.is_printable or event.character is None or not isinstance(self.screen, RoostScreen):
             return
         target = self.screen.typing_target(event)

@@ -29,8 +29,15 @@ class PromptBox(ModalScreen[str | None]):
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        text = event.value.strip()
-        self.dismiss(text or None)
+        self.submit()
+
+    def submit(self) -> None:
+        """Give back what was typed (None for nothing)."""
+        self.dismiss(self.box.value.strip() or None)
+
+    @property
+    def box(self) -> Input:
+        return self.query_one("#prompt-input", Input)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
