@@ -32,8 +32,6 @@ TURN_STATES = frozenset({State.STARTING, State.WORKING})
 STOPPABLE_STATES = frozenset({State.STARTING, State.WORKING, State.WAITING, State.BLOCKED})
 #: States that mean "this job needs a person".
 NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
-#: A message to a job in one of these states starts or continues a turn.
-RESUMABLE_STATES = frozenset({State.IDLE, State.DONE, State.WAITING, State.BLOCKED, State.FAILED})
 
 LIFETIMES = ("task", "workflow", "session")
 

@@ -24,12 +24,6 @@ from __future__ import annotations
 from typing import Any
 
 OUTCOMES = ("ok", "failed", "aborted", "waiting")
-EVENT_TYPES = ("turn_start", "text", "tool", "usage", "turn_end", "response")
-
-
-def command(kind: str, req_id: str, **fields: Any) -> dict[str, Any]:
-    """A command frame for the worker."""
-    return {"type": kind, "id": req_id, **fields}
 
 
 def response(req_id: Any, cmd: str, success: bool, data: Any = None, error: str | None = None) -> dict[str, Any]:

@@ -226,6 +226,7 @@ class Daemon:
                 raise ProtocolError(ErrorCode.BAD_ARGS, "children: give a job id (no calling job to default to)")
             return sup.children_of(target)
         if op == "report":
+            assert caller is not None  # JOB_ONLY_OPS
             return sup.report(caller, args["status"], args.get("text", ""))
         if op == "logs":
             sup.get(args["job"])

@@ -136,6 +136,12 @@ class Store:
                                (job_id, ts, kind, json.dumps(data)))
         return {"seq": cur.lastrowid, "job": job_id, "ts": ts, "kind": kind, "data": data}
 
+    def last_entry(self, job_id: str, kind: str) -> dict[str, Any] | None:
+        """The job's newest timeline entry of one kind (say, its last error), read by index."""
+        row = self._db.execute("SELECT data FROM timeline WHERE job=? AND kind=? ORDER BY seq DESC LIMIT 1",
+                               (job_id, kind)).fetchone()
+        return json.loads(row["data"]) if row else None
+
     def timeline(self, job_id: str, after: int = 0, limit: int = 10000) -> list[dict[str, Any]]:
         rows = self._db.execute(
             "SELECT seq, job, ts, kind, data FROM timeline WHERE job=? AND seq>? ORDER BY seq LIMIT ?",

@@ -31,6 +31,8 @@ from roost.rules.lifecycle import (WorkerFacts, auto_close_due, reap_due, report
 log = logging.getLogger("roost.daemon")
 
 ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
+#: The state a turn leaves the job in, by what it reported ("idle", or no report, is IDLE).
+REPORT_STATES = {"done": State.DONE, "blocked": State.BLOCKED}
 PROMPT_TIMEOUT = 10.0
 ABORT_TIMEOUT = 5.0
 
@@ -554,7 +556,7 @@ class Supervisor:
                 status = report[0] if report else "idle"
                 if report and report[1]:
                     text = report[1]
-                new = {"done": State.DONE, "blocked": State.BLOCKED}.get(status, State.IDLE)
+                new = REPORT_STATES.get(status, State.IDLE)
                 if new == State.DONE:
                     live.done_at = now
                 self._set_state(job, new)
@@ -611,10 +613,8 @@ class Supervisor:
         self._start_queued()
 
     def _last_error(self, job: Job) -> str:
-        for entry in reversed(self.store.timeline(job.id)[-20:]):
-            if entry["kind"] == "error":
-                return str(entry["data"].get("message", ""))
-        return "failed"
+        entry = self.store.last_entry(job.id, "error")
+        return str(entry.get("message", "failed")) if entry else "failed"
 
     # -- reports to parents -----------------------------------------------------------------------------
     def _route_report(self, child: Job, state: State, text: str) -> None:
@@ -780,9 +780,8 @@ class Supervisor:
         self._push_rows(job)
         return self.row(job).to_wire()
 
-    def report(self, caller: str | None, status: str, text: str) -> dict[str, Any]:
-        if caller is None:
-            raise ProtocolError(ErrorCode.AUTH, "report is for jobs: call it from a worker (ROOST_JOB_ID is not set)")
+    def report(self, caller: str, status: str, text: str) -> dict[str, Any]:
+        """A job's report on its own turn (the server lets only a job's connection call this)."""
         if status not in REPORT_STATUSES:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"report status {status!r} is not one of {', '.join(REPORT_STATUSES)}")
         job = self.get(caller)
@@ -796,7 +795,7 @@ class Supervisor:
             live.turn_report = (status, text)
             return {"recorded": True, "applies": "at the end of this turn"}
         # Outside a turn (a shell tool after the fact): it takes effect at once.
-        new = {"done": State.DONE, "blocked": State.BLOCKED}.get(status, State.IDLE)
+        new = REPORT_STATES.get(status, State.IDLE)
         if job.state != State.STOPPED:
             with self.store.transaction():
                 self._set_state(job, new)

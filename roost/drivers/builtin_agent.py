@@ -213,11 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="roost-builtin-agent", description=__doc__)
     parser.add_argument("--session", required=True, help="the session file (created when missing)")
     args = parser.parse_args(argv)
-    agent = BuiltinAgent(Session(Path(args.session)), dict(os.environ))
-    try:
-        asyncio.run(agent.main())
-    except KeyboardInterrupt:
-        pass
+    BuiltinAgent(Session(Path(args.session)), dict(os.environ)).run()
 
 
 if __name__ == "__main__":

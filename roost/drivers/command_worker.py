@@ -209,11 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--session", required=True, help="the session file (created when missing)")
     parser.add_argument("--spec", required=True, help="JSON: command, resume_args, prompt_via")
     args = parser.parse_args(argv)
-    worker = CommandWorker(json.loads(args.spec), Transcript(Path(args.session)))
-    try:
-        asyncio.run(worker.main())
-    except KeyboardInterrupt:
-        pass
+    CommandWorker(json.loads(args.spec), Transcript(Path(args.session))).run()
 
 
 if __name__ == "__main__":

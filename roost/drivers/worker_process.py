@@ -84,6 +84,13 @@ class WorkerProcess:
     def on_start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Set up process-level handlers before the first command (signals, say)."""
 
+    def run(self) -> None:
+        """Serve the daemon until it closes stdin (what a worker program's ``main`` calls)."""
+        try:
+            asyncio.run(self.main())
+        except KeyboardInterrupt:
+            pass
+
     async def main(self) -> None:
         loop = asyncio.get_running_loop()
         self.on_start(loop)

@@ -8,7 +8,6 @@ from typing import Any
 
 from textual import events, work
 from textual.app import ComposeResult
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
@@ -18,24 +17,17 @@ from roost.models import Row
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
 from roost.tui.dialogs import PromptBox
 from roost.tui.double_press import DoublePress
+from roost.tui.job_message import JobMessage
 from roost.tui.looks import Palette
 from roost.tui.status_line import StatusLine
 
 
-class OpenJob(Message):
+class OpenJob(JobMessage):
     """Open a job's screen on top of this one (the app pushes it)."""
 
-    def __init__(self, job_id: str) -> None:
-        super().__init__()
-        self.job_id = job_id
 
-
-class JobClosed(Message):
+class JobClosed(JobMessage):
     """A job's screen closed: the app tells the daemon the job is no longer open here."""
-
-    def __init__(self, job_id: str) -> None:
-        super().__init__()
-        self.job_id = job_id
 
 
 def plural(n: int, noun: str) -> str:

@@ -19,6 +19,7 @@ from textual.widget import Widget
 
 from roost.models import STOPPABLE_STATES, Row
 from roost.rules.views import PanelRow, age_seconds, format_age, panel_rows, peek_line
+from roost.tui.job_message import JobMessage
 from roost.tui.looks import Palette, state_marks
 
 class SubagentPanel(Widget, can_focus=True):
@@ -38,26 +39,14 @@ class SubagentPanel(Widget, can_focus=True):
     mode: reactive[str] = reactive("normal")
     cursor: reactive[str | None] = reactive(None)
 
-    class Open(Message):
+    class Open(JobMessage):
         """Open this subagent's own job screen."""
 
-        def __init__(self, job_id: str) -> None:
-            super().__init__()
-            self.job_id = job_id
-
-    class WriteTo(Message):
+    class WriteTo(JobMessage):
         """Ask for a message for this subagent."""
 
-        def __init__(self, job_id: str) -> None:
-            super().__init__()
-            self.job_id = job_id
-
-    class Stop(Message):
+    class Stop(JobMessage):
         """Stop this running subagent."""
-
-        def __init__(self, job_id: str) -> None:
-            super().__init__()
-            self.job_id = job_id
 
     class Hidden(Message):
         """A finished row was hidden with ``x``."""
