@@ -11,13 +11,12 @@ import asyncio
 import os
 import secrets
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from roost.config import Config, ConfigError
 from roost.daemon import messages as m
 from roost.daemon.engine import Engine
 from roost.daemon.index import JobIndex
-from roost.daemon.publisher import Publisher
 from roost.daemon.recovery import recover
 from roost.daemon.slot import Phase
 from roost.daemon.store import Store
@@ -29,6 +28,9 @@ from roost.drivers.base import DriverError
 from roost.models import LIFETIMES, STOPPABLE_STATES, Job, State
 from roost.paths import Paths
 from roost.protocol import REPORT_STATUSES, ErrorCode, ProtocolError
+
+if TYPE_CHECKING:
+    from roost.daemon.publisher import Publisher
 
 ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 #: How long shutdown waits for workers to close before it stops waiting.
@@ -49,7 +51,10 @@ class Supervisor:
         self._config = config
         self.clock = clock
         self.index = JobIndex()
-        self.publisher = publisher if publisher is not None else Publisher(self.index, store)
+        if publisher is None:
+            from roost.daemon.publisher import Publisher
+            publisher = Publisher(self.index, store)
+        self.publisher = publisher
         self.engine = Engine(store, self.index, self.publisher, config,
                              make_worker or process_factory(paths, config), clock, monotonic)
         self._lost: list[Job] = []
