@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
 
 from roost.config import Config
 from roost.daemon.index import JobIndex
-from roost.daemon.messages import Due, Message, Start
+from roost.daemon.messages import Due, Message, Start, WorkerMessage
 from roost.daemon.slot import Phase, Slot
 from roost.daemon.store import Store
 from roost.daemon.workers import WorkerFactory
@@ -164,6 +164,22 @@ class Engine:
         for kid in kids:
             if kid.id in self.slots:
                 self.post(kid.id, Due())
+
+    # -- small shared reads ---------------------------------------------------------------------------
+    def current(self, job: Job, msg: WorkerMessage) -> Slot | None:
+        """The job's slot if the message comes from its present worker (a late word from an old
+        worker is ignored)."""
+        slot = self.slots.get(job.id)
+        return slot if slot is not None and slot.worker is msg.worker else None
+
+    def last_error(self, job: Job) -> str:
+        entry = self.store.last_entry(job.id, "error")
+        return str(entry.get("message", "failed")) if entry else "failed"
+
+    def recheck_parent(self, job: Job) -> None:
+        """A child's turn or worker ended: its parent's close rules read its children."""
+        if job.parent and job.parent in self.slots:
+            self.post(job.parent, Due())
 
     # -- what the rules read -------------------------------------------------------------------------
     def facts(self, job: Job) -> WorkerFacts:

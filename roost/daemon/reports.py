@@ -3,9 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roost.daemon.index import JobIndex
+from roost.daemon.messages import Reports
+from roost.models import Job, State
+from roost.rules.lifecycle import reports_opted_out
+
+if TYPE_CHECKING:
+    from roost.daemon.engine import Engine
 
 
 def structured(pending: list[dict[str, Any]], index: JobIndex) -> list[dict[str, Any]]:
@@ -31,3 +37,23 @@ def prompt_text(reports: list[dict[str, Any]]) -> str:
 
 def _attr(text: str) -> str:
     return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace("\n", " ")
+
+
+def route(eng: "Engine", child: Job, state: State, text: str) -> None:
+    """Put a child's finished turn or question in its parent's outbox; the parent's mailbox
+    decides what to do with it."""
+    if child.parent is None or child.archived_at is not None:
+        return
+    parent = eng.index.get(child.parent)
+    if parent is None or reports_opted_out(parent.labels) or reports_opted_out(child.labels):
+        return
+    question = state in (State.WAITING, State.BLOCKED)
+    limit = eng.config.report_text_max
+    body = text if not limit or len(text) <= limit else text[: limit - 1] + "…"
+    with eng.store.transaction():
+        eng.store.add_report(parent.id, child.id, state.value, body, question, eng.clock())
+        eng.timeline(child, "reported", to=parent.id, state=state.value)
+    slot = eng.slots.get(child.id)
+    if slot is not None:
+        slot.last_report_at = eng.monotonic()
+    eng.post(parent.id, Reports())

@@ -8,6 +8,7 @@ here; everything that changes a record afterwards goes through that job's mailbo
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 import time
@@ -21,7 +22,7 @@ from roost.daemon.recovery import recover
 from roost.daemon.slot import Phase
 from roost.daemon.store import Store
 from roost.daemon.transitions import RESUMABLE_ON_OPEN
-from roost.daemon.worker_life import route_report, last_error
+from roost.daemon import reports
 from roost.daemon.workers import WorkerFactory, process_factory
 from roost.drivers import driver_for
 from roost.drivers.base import DriverError
@@ -31,6 +32,8 @@ from roost.protocol import REPORT_STATUSES, ErrorCode, ProtocolError
 
 if TYPE_CHECKING:
     from roost.daemon.publisher import Publisher
+
+log = logging.getLogger("roost.daemon")
 
 ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 #: How long shutdown waits for workers to close before it stops waiting.
@@ -88,7 +91,7 @@ class Supervisor:
         """Once the event loop runs: tell parents about children the restart failed, deliver (or
         wake for) reports left in the outbox, start queued spawns."""
         for job in self._lost:
-            route_report(self.engine, job, State.FAILED, last_error(self.engine, job))
+            reports.route(self.engine, job, State.FAILED, self.engine.last_error(job))
         self._lost = []
         for parent_id in self.store.parents_with_reports():
             if parent_id in self.index.jobs:
@@ -114,7 +117,10 @@ class Supervisor:
                 slot.close_reason = "the daemon shut down"
                 waits.append(_shut(slot.worker, abort_first=slot.turn is not None))
         if waits:
-            await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), SHUTDOWN_WAIT)
+            try:
+                await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), SHUTDOWN_WAIT)
+            except asyncio.TimeoutError:
+                log.error("shutdown: %d workers did not close within %.0fs", len(eng.slots), SHUTDOWN_WAIT)
         # Let the exits reach the mailboxes (their handlers write the records).
         for _ in range(50):
             if not eng.slots:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from roost.daemon import messages as m
+from roost.daemon import reports
+from roost.daemon import turns as t
 from roost.daemon import worker_life as w
 from roost.daemon.slot import Phase
 from roost.models import STOPPABLE_STATES, Job, State
@@ -50,7 +52,7 @@ def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
         if msg.reply is not None:
             slot.resume_replies.append(msg.reply)
     elif slot is not None:
-        if w.deliver_next(eng, job):
+        if t.deliver_next(eng, job):
             turn = eng.slots[job.id].turn
             assert turn is not None
             turn.reply = msg.reply
@@ -60,7 +62,7 @@ def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
         if msg.reply is not None:
             eng.slots[job.id].resume_replies.append(msg.reply)
     else:
-        raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} could not be resumed: {w.last_error(eng, job)}; "
+        raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} could not be resumed: {eng.last_error(job)}; "
                                                "the message is kept for its next resume")
 
 
@@ -75,8 +77,8 @@ def on_stop(eng: "Engine", job: Job, msg: m.Stop) -> None:
         eng.save(job)
     slot = eng.slots.get(job.id)
     if slot is not None:
-        w.abort(eng, job, slot, bounded=True)
-    w.recheck_parent(eng, job)
+        t.abort(eng, job, slot, bounded=True)
+    eng.recheck_parent(job)
     eng.pump()
     msg.answer(True)
 
@@ -125,14 +127,14 @@ def on_report(eng: "Engine", job: Job, msg: m.Report) -> None:
         msg.answer({"recorded": True, "applies": "at the end of this turn"})
         return
     # Outside a turn (a shell tool after the fact): it takes effect at once.
-    new = w.REPORT_STATES.get(msg.status, State.IDLE)
+    new = t.REPORT_STATES.get(msg.status, State.IDLE)
     if job.state != State.STOPPED:
         with eng.store.transaction():
             eng.set_state(job, new)
             eng.save(job)
         if new == State.DONE and slot is not None:
             slot.done_at = eng.monotonic()
-        w.route_report(eng, job, new, msg.text or job.last_text)
+        reports.route(eng, job, new, msg.text or job.last_text)
     msg.answer({"recorded": True, "applies": "now"})
 
 
@@ -149,9 +151,9 @@ def on_archive(eng: "Engine", job: Job, msg: m.Archive) -> None:
         eng.save(job)
     slot = eng.slots.get(job.id)
     if slot is not None:
-        w.abort(eng, job, slot, bounded=True)
+        t.abort(eng, job, slot, bounded=True)
         w.close_worker(eng, job, slot, "archived", bounded=True)
-    w.recheck_parent(eng, job)
+    eng.recheck_parent(job)
     eng.pump()
     msg.answer(job.id)
 
@@ -194,11 +196,11 @@ def on_reports(eng: "Engine", job: Job, msg: m.Reports) -> None:
         with eng.store.transaction():
             eng.store.mark_reports([r["id"] for r in pending], eng.clock())
     elif action == "deliver":
-        w.deliver_next(eng, job)
+        t.deliver_next(eng, job)
     elif action == "wake":
         w.begin_start(eng, job)
     elif action == "steer" and slot is not None:
-        w.steer(eng, job, slot)
+        t.steer(eng, job, slot)
     elif action == "hold" and slot is not None and slot.held_since is None:
         slot.held_since = eng.monotonic()
 
@@ -216,7 +218,7 @@ def on_due(eng: "Engine", job: Job, msg: m.Due) -> None:
     elif reap_due(job, facts, kids, config, now):
         w.close_worker(eng, job, slot, f"idle for {config.idle_timeout:g}s")
     elif slot.held_since is not None and slot.turn is not None and now - slot.held_since >= config.report_hold_max:
-        w.steer(eng, job, slot)
+        t.steer(eng, job, slot)
 
 
 HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
@@ -224,6 +226,6 @@ HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
     m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume,
     m.Reports: on_reports, m.Due: on_due,
     m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,
-    m.PromptAnswer: w.on_prompt_answer, m.SteerAnswer: w.on_steer_answer, m.AbortAnswer: w.on_abort_answer,
-    m.Event: w.on_event, m.Exited: w.on_exited,
+    m.PromptAnswer: t.on_prompt_answer, m.SteerAnswer: t.on_steer_answer, m.AbortAnswer: t.on_abort_answer,
+    m.Event: t.on_event, m.Exited: w.on_exited,
 }
