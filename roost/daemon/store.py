@@ -7,6 +7,7 @@ or pushes it to subscribers, so a crash of the daemon loses nothing that was ack
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from roost.models import Job
+from roost.paths import open_private
 from roost.protocol import PAGE_BYTES
 
 SCHEMA_VERSION = 1
@@ -65,6 +67,8 @@ class Store:
         self.path = path
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []
+        if not path.exists():  # owner-only from the first byte; SQLite gives -wal and -shm its mode
+            os.close(open_private(path))
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.row_factory = sqlite3.Row
