@@ -206,6 +206,11 @@ class Store:
             "SELECT id, job, text, created_at FROM inbox WHERE job=? AND delivered_at IS NULL ORDER BY id", (job_id,))
         return [dict(r) for r in rows]
 
+    def pending_counts(self) -> dict[str, int]:
+        """How many messages wait for each job (loaded once at start; the engine keeps them)."""
+        rows = self._db.execute("SELECT job, COUNT(*) FROM inbox WHERE delivered_at IS NULL GROUP BY job")
+        return {r[0]: int(r[1]) for r in rows}
+
     def mark_message(self, msg_id: int, ts: float) -> None:
         self._db.execute("UPDATE inbox SET delivered_at=? WHERE id=?", (ts, msg_id))
 
