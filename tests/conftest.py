@@ -89,8 +89,27 @@ class DaemonHarness:
     def show(self, job_id: str) -> dict[str, Any]:
         return self.call("show", job=job_id)
 
+    def rows(self, **list_args: Any) -> list[dict[str, Any]]:
+        """Every row ``list`` gives with these arguments, paged with its cursor."""
+        out: list[dict[str, Any]] = []
+        cursor = None
+        with self.client() as client:
+            while True:
+                page = client.call("list", cursor=cursor, **list_args)
+                out.extend(page["rows"])
+                cursor = page["next"]
+                if cursor is None:
+                    return out
+
     def timeline(self, job_id: str) -> list[dict[str, Any]]:
-        return self.call("logs", job=job_id)
+        """Every timeline entry of a job, oldest first, paged forward with ``after``."""
+        out: list[dict[str, Any]] = []
+        with self.client() as client:
+            while True:
+                page = client.call("logs", job=job_id, after=out[-1]["seq"] if out else 0, limit=2000)
+                out.extend(page["entries"])
+                if not page["more"]:
+                    return out
 
     def texts(self, job_id: str) -> list[str]:
         return [e["data"]["text"] for e in self.timeline(job_id) if e["kind"] == "text"]
