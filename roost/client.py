@@ -134,7 +134,7 @@ class Client:
         try:
             return decode(line)
         except ProtocolError as exc:  # unreadable: it answers whatever waits, like an id-less error
-            return err(None, exc)
+            return err(exc.req_id, exc)
 
     def _exchange(self, op: str, args: dict[str, Any], timeout: float,
                   snapshot: list[dict[str, Any]] | None = None) -> Any:
@@ -267,7 +267,7 @@ class AsyncClient:
                         break
                     frame = decode(line)
                 except ProtocolError as exc:  # a frame too big or broken still answers someone
-                    frame = err(None, exc)
+                    frame = err(exc.req_id, exc)
                 if frame.get("event") == "lagged":
                     code, reason = LAGGED, _lagged().message
                     break
