@@ -226,6 +226,8 @@ class AgentViewScreen(RoostScreen):
         if asking:
             bar.append("  ·  ")
             bar.append(f"{asking} need{'s' if asking == 1 else ''} you", style=self.palette.warning + BOLD)
+        if self.link.more:
+            bar.append(f"  ·  {self.link.more:,} older not listed: roost ls --all", style=self.palette.muted)
         self.topbar.update(bar)
 
     # -- keys --------------------------------------------------------------------------------------
