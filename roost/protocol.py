@@ -157,9 +157,14 @@ def request_id(head: bytes) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def dumps(obj: Any) -> str:
+    """Compact JSON, non-ASCII kept: how every frame is written."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
 def encode(obj: dict[str, Any]) -> bytes:
     """One frame: compact JSON and a newline."""
-    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    return (dumps(obj) + "\n").encode()
 
 
 def decode(line: bytes) -> dict[str, Any]:
