@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from roost import paths as paths_mod
+from roost.client import Client
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -279,9 +280,10 @@ def test_logs_follow_gets_every_entry_when_the_daemon_drops_it_and_it_subscribes
             read_until(marker)
         follower.send_signal(signals.SIGSTOP)
         filler = "x" * 60_000
-        for turn in range(8):
-            run("send", job, "\n".join(f"say big-{turn}-{n} {filler}" for n in range(15)))
-            wait_json_state(run, job, "idle")
+        with Client.connect(paths_mod.resolve().socket) as client:  # a prompt too big for argv
+            for turn in range(8):
+                client.call("send", job=job, text="\n".join(f"say big-{turn}-{n} {filler}" for n in range(15)))
+                wait_json_state(run, job, "idle")
         run("send", job, "say marker-end")
         wait_json_state(run, job, "idle")
         follower.send_signal(signals.SIGCONT)
