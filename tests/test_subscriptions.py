@@ -231,3 +231,52 @@ def test_subtree_and_timeline_need_a_known_job(world):
     with pytest.raises(ProtocolError) as info:
         publisher.subscribe(FakeConn(), 1, "timeline", job="nope")
     assert info.value.code == "unknown_job"
+
+
+# -- a real daemon ----------------------------------------------------------------------------------------
+def read_until(client, done) -> list[dict[str, Any]]:
+    """Frames up to and including the first for which ``done`` is true (each read has a deadline)."""
+    frames = []
+    while True:
+        frames.append(client.frame())
+        if done(frames[-1]):
+            return frames
+
+
+def row_says(job_id: str, text: str):
+    return lambda f: f.get("event") == "row" and f["row"]["id"] == job_id and f["row"]["last_text"] == text
+
+
+def test_each_subscriber_gets_only_what_it_subscribed_to(daemon):
+    parent = daemon.spawn("say parent")
+    daemon.wait_state(parent, "idle")  # its worker stays up: its children are not orphans
+    child = daemon.spawn("say child", parent=parent)
+    other = daemon.spawn("say other")
+    for job_id in (child, other):
+        daemon.wait_state(job_id, "idle")
+    transcript, panel, view = daemon.raw(), daemon.raw(), daemon.raw()
+    transcript.call("subscribe", what="timeline", job=child, after=daemon.timeline(child)[-1]["seq"])
+    snapshot: list[dict[str, Any]] = []
+    panel.send({"id": 1, "op": "subscribe", "args": {"what": "subtree", "job": parent}})
+    assert panel.reply(1, snapshot)["result"]["count"] == 1
+    assert [r["id"] for r in snapshot[0]["rows"]] == [child]
+    view.send({"id": 1, "op": "subscribe", "args": {"what": "agent_view"}})
+    snapshot = []
+    view.reply(1, snapshot)
+    assert {r["id"] for f in snapshot for r in f["rows"]} == {parent, other}
+
+    daemon.call("send", job=other, text="say elsewhere")
+    daemon.wait_state(other, "idle")
+    daemon.call("send", job=child, text="say marker")
+    daemon.wait_state(child, "idle")
+    daemon.call("send", job=other, text="say after the marker")
+
+    seen = read_until(transcript, lambda f: f["entry"]["data"].get("text") == "marker")
+    assert {f["entry"]["job"] for f in seen} == {child}
+    seen = read_until(panel, row_says(child, "marker"))
+    assert {f["row"]["id"] for f in seen} <= {parent, child}
+    seen = read_until(view, row_says(other, "after the marker"))
+    assert child not in {f["row"]["id"] for f in seen}, "a child of an open parent is not in the view"
+    assert any(f["row"]["id"] == other and f["row"]["last_text"] == "elsewhere" for f in seen)
+    for client in (transcript, panel, view):
+        client.close()

@@ -125,6 +125,7 @@ class Daemon:
             await asyncio.sleep(1.0)
             if self.watcher.poll():
                 log.info("config reloaded from %s", self.watcher.config.source)
+                self.supervisor.config_changed()  # type: ignore[union-attr]
             error = self.watcher.last_error
             if error is not None and str(error) != reported:
                 log.error("config not reloaded, keeping the old settings: %s", error)
