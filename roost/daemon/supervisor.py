@@ -291,7 +291,7 @@ class Supervisor:
 
     def status(self) -> dict[str, Any]:
         return {"jobs": len(self.index.jobs), "workers": len(self.engine.slots),
-                "queued": self.engine.queued_count()}
+                "queued": self.engine.queued_count(), "store_notice": self.store.notice()}
 
 
 async def _shut(worker: Any, abort_first: bool) -> None:
