@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.models import Job
+from roost.worker_protocol import Oversize, note
 
 
 class DriverError(Exception):
@@ -61,6 +62,11 @@ class Adapter:
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
         return [event]
+
+    def oversize(self, line: Oversize) -> list[dict[str, Any]]:
+        """Events for a stdout line over the frame limit, which the daemon skipped unread: a note, so
+        the timeline says what was lost. An adapter that can tell what the line was may say more."""
+        return [note(f"skipped {line.describe()} from the worker")]
 
 
 class Driver:
