@@ -17,20 +17,20 @@ Events (no id) come out on stdout as the turn goes::
     {"type": "note", "message": "..."}                        (for the job's timeline: what was left out)
     {"type": "turn_end", "run": 3, "outcome": "ok"|"failed"|"aborted"|"waiting", "error"?, "question"?}
 
-No line is over ``MAX_FRAME`` either way, as on the control socket: the worker side cuts big output
-into several ``text`` events, and the reader of either side skips a longer line and says so.
+Lines are encoded as on the control socket (``roost.protocol.encode``: compact UTF-8 JSON), and no
+line is over ``MAX_FRAME`` either way: the worker side cuts big output into several ``text`` events,
+and the reader of either side skips a longer line and says so.
 docs/protocols.md is the reference; drivers translate other agents' streams into these events.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 from dataclasses import dataclass
 from typing import Any
 
-from roost.protocol import MAX_FRAME
+from roost.protocol import MAX_FRAME, encode
 
 OUTCOMES = ("ok", "failed", "aborted", "waiting")
 #: The most text one event (and so one timeline entry) carries, in UTF-8 bytes. Even escaped as
@@ -103,10 +103,10 @@ def text_events(text: str) -> list[dict[str, Any]]:
 def encode_event(event: dict[str, Any]) -> bytes:
     """A worker's line for one event or response; a note in its place when it would be over MAX_FRAME
     (text never is: it goes through ``text_events`` first)."""
-    line = (json.dumps(event) + "\n").encode()
+    line = encode(event)
     if len(line) > MAX_FRAME:
-        line = (json.dumps(note(f"left out a {event.get('type')} event of {len(line)} bytes: "
-                                f"over the {MAX_FRAME}-byte frame limit")) + "\n").encode()
+        line = encode(note(f"left out a {event.get('type')} event of {len(line)} bytes: "
+                           f"over the {MAX_FRAME}-byte frame limit"))
     return line
 
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
-import json
 import os
 import signal
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from roost.drivers.base import Adapter, Launch
-from roost.protocol import MAX_FRAME
+from roost.protocol import MAX_FRAME, encode
 from roost.worker_protocol import Oversize, describe_exit, read_line, response
 
 EventHandler = Callable[[dict[str, Any]], None]
@@ -155,7 +154,7 @@ class Worker:
         """Write one command; ConnectionError once stdin is closed, CommandTooLarge over MAX_FRAME."""
         if self.proc is None or self.proc.stdin is None or self.proc.stdin.is_closing():
             raise ConnectionError("worker stdin is closed")
-        size = len(json.dumps(command)) + 1  # the adapters' frames are no bigger than this
+        size = len(encode(command))  # an adapter's frame holds no more than the command
         if size > MAX_FRAME:
             raise CommandTooLarge(f"a {command.get('type')} command of {size} bytes is over the {MAX_FRAME}-byte "
                              f"frame limit of the worker protocol")

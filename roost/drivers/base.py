@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.models import Job
+from roost.protocol import encode
 from roost.worker_protocol import Oversize, note
 
 
@@ -51,7 +52,7 @@ class Adapter:
         The identity adapter needs neither."""
 
     def encode(self, command: dict[str, Any]) -> bytes:
-        return (json.dumps(command) + "\n").encode()
+        return encode(command)
 
     def decode(self, line: bytes) -> list[dict[str, Any]]:
         """Worker-protocol events for one line of the agent's stdout."""

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 
 from roost.drivers.base import Adapter, Driver, DriverError, Launch, LaunchContext, inherited_env
 from roost.models import Job
+from roost.protocol import encode
 from roost.worker_protocol import Oversize, note, response, text_events, turn_end
 
 EXTENSION = Path(__file__).parent / "pi_extension" / "roost-tools.ts"
@@ -109,10 +110,6 @@ class PiDriver(Driver):
                          retry=bool(options.get("retry", True)))
 
 
-def _line(frame: dict[str, Any]) -> bytes:
-    return (json.dumps(frame) + "\n").encode()
-
-
 def _field(data: bytes, name: str, last: bool = False) -> Any:
     """The first (or last) string or boolean value of ``"name":`` in a piece of a JSON line pi wrote
     (compact, as JSON.stringify writes it), or None."""
@@ -189,7 +186,7 @@ class PiAdapter(Adapter):
             self._emit(response(req_id, kind, False, error=f"unknown command: {kind}"))
             return b""
         self.asked[str(req_id)] = kind
-        return _line(frame)
+        return encode(frame)
 
     def _fail_at_once(self, req_id: Any, run: Any, error: str) -> None:
         """Take the prompt and fail its turn now: the reason lands on the job, not in a log."""
@@ -309,7 +306,7 @@ class PiAdapter(Adapter):
     def _on_retry_start(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         self._cancel_timer()
         if not self.retry:  # the config turned retries off: cut pi's short; its auto_retry_end ends the turn
-            self._write(_line({"type": "abort_retry", "id": OWN_ID + "no-retry"}))
+            self._write(encode({"type": "abort_retry", "id": OWN_ID + "no-retry"}))
         return []
 
     def _on_retry_end(self, event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -331,7 +328,7 @@ class PiAdapter(Adapter):
 
     def _on_ui_request(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         if event.get("method") in DIALOGS:
-            self._write(_line({"type": "extension_ui_response", "id": event.get("id"), "cancelled": True}))
+            self._write(encode({"type": "extension_ui_response", "id": event.get("id"), "cancelled": True}))
         return []
 
     # -- ending the turn --------------------------------------------------------------------------
@@ -351,7 +348,7 @@ class PiAdapter(Adapter):
         run = self.run
         self._cancel_timer()
         self.run, self.started, self.aborting, self.error = None, False, False, None
-        self._write(_line({"type": "get_session_stats", "id": OWN_ID + "stats"}))  # usage follows the turn
+        self._write(encode({"type": "get_session_stats", "id": OWN_ID + "stats"}))  # usage follows the turn
         return [turn_end(run, outcome, **({"error": error} if error else {}))]
 
     def _cancel_timer(self) -> None:
