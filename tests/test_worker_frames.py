@@ -23,22 +23,14 @@ from roost.programs.turn_output import HEAD_KEEP, TAIL_KEEP, TurnOutput
 from roost.protocol import MAX_FRAME, encode
 from roost.worker_protocol import ENTRY_MAX, split_bytes, text_events
 
+from agent_script import build_log, flat
+
 #: Lets the test read any line a worker writes, so an over-long one fails an assertion, not the read.
 READ_LIMIT = 64 * 1024 * 1024
-#: A command that prints a file's bytes in one write: one burst.
-CAT = "import sys; sys.stdout.buffer.write(open(sys.argv[1], 'rb').read())"
-
-
-def build_log(size: int) -> bytes:
-    """``size`` bytes of numbered 80-byte lines, as a build log looks."""
-    lines = size // 80 + 1
-    return b"".join(b"line %07d %s\n" % (i, b"x" * 66) for i in range(lines))[:size]
-
-
-def flat(data: str | bytes) -> str:
-    """Output without its newlines: how text events add up whatever pauses cut them."""
-    text = data.decode() if isinstance(data, bytes) else data
-    return text.replace("\n", "")
+TESTS = Path(__file__).resolve().parent
+#: A command that prints a build log of as many bytes as its argument says, in one write: one burst
+#: (the workers run in this directory, so it imports agent_script).
+PRINT = "import sys; from agent_script import build_log; sys.stdout.buffer.write(build_log(int(sys.argv[1])))"
 
 
 class WorkerPipe:
@@ -51,7 +43,7 @@ class WorkerPipe:
     @classmethod
     async def start(cls, *argv: str) -> "WorkerPipe":
         proc = await asyncio.create_subprocess_exec(sys.executable, "-m", *argv, stdin=asyncio.subprocess.PIPE,
-                                                    stdout=asyncio.subprocess.PIPE, limit=READ_LIMIT)
+                                                    stdout=asyncio.subprocess.PIPE, limit=READ_LIMIT, cwd=TESTS)
         return cls(proc)
 
     def send(self, line: bytes) -> None:
@@ -76,11 +68,9 @@ class WorkerPipe:
         await asyncio.wait_for(self.proc.wait(), 10)
 
 
-async def command_turn(tmp_path: Path, printed: bytes) -> tuple[WorkerPipe, list[dict[str, Any]]]:
-    """One turn of the command worker whose command prints ``printed`` in one write."""
-    source = tmp_path / "output.log"
-    source.write_bytes(printed)
-    spec = {"command": [sys.executable, "-c", CAT, str(source)]}
+async def command_turn(tmp_path: Path, size: int) -> tuple[WorkerPipe, list[dict[str, Any]]]:
+    """One turn of the command worker whose command prints ``size`` bytes in one write."""
+    spec = {"command": [sys.executable, "-c", PRINT, str(size)]}
     worker = await WorkerPipe.start("roost.programs.command_worker", "--session", str(tmp_path / "s.jsonl"),
                                     "--spec", json.dumps(spec))
     worker.send(b'{"type": "prompt", "id": "p1", "message": "build", "run": 1}')
@@ -100,7 +90,7 @@ def assert_bounded(worker: WorkerPipe, events: list[dict[str, Any]]) -> None:
 
 async def test_two_megabytes_in_one_burst_all_arrive_as_text_events(tmp_path):
     printed = build_log(2_000_000)
-    worker, events = await command_turn(tmp_path, printed)
+    worker, events = await command_turn(tmp_path, len(printed))
     assert events[-1] == {"type": "turn_end", "run": 1, "outcome": "ok"}
     assert_bounded(worker, events)
     assert flat("".join(texts(events))) == flat(printed)
@@ -110,7 +100,7 @@ async def test_two_megabytes_in_one_burst_all_arrive_as_text_events(tmp_path):
 
 async def test_twenty_megabytes_keep_the_first_and_last_bytes_and_say_exactly_what_was_left_out(tmp_path):
     printed = build_log(20_000_000)
-    worker, events = await command_turn(tmp_path, printed)
+    worker, events = await command_turn(tmp_path, len(printed))
     assert events[-1]["outcome"] == "ok"
     assert_bounded(worker, events)
     [note] = [i for i, e in enumerate(events) if e["type"] == "note"]
