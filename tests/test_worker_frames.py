@@ -211,3 +211,14 @@ def test_output_just_past_the_head_is_all_kept_without_a_note():
     output.feed(b"a" * 99 + b"\n" + b"b" * 40 + b"\n")
     output.close()
     assert texts(sent) == ["a" * 99 + "\n" + "b" * 40]
+
+
+def test_the_worker_programs_and_the_daemon_do_not_import_each_other():
+    roost = Path(__file__).resolve().parent.parent / "roost"
+    imports = re.compile(r"^\s*(?:from|import)\s+roost\.(\w+)", re.M)
+
+    def used(package: str) -> set[str]:
+        return {name for path in (roost / package).rglob("*.py") for name in imports.findall(path.read_text())}
+
+    assert not used("programs") & {"daemon", "drivers"}
+    assert "programs" not in used("daemon") | used("drivers")
