@@ -11,6 +11,7 @@ from typing import Any
 class State(str, enum.Enum):
     """Where a job is in its life (docs/lifecycle.md draws the transitions)."""
 
+    QUEUED = "queued"
     STARTING = "starting"
     WORKING = "working"
     WAITING = "waiting"
@@ -24,16 +25,22 @@ class State(str, enum.Enum):
         return self.value
 
 
-#: States in which a job still works or waits for someone: live work that must never go unseen.
-ACTIVE_STATES = frozenset({State.STARTING, State.WORKING, State.WAITING})
-#: States in which a turn is in flight (a stop has something to cut short).
-TURN_STATES = frozenset({State.STARTING, State.WORKING})
+#: "Running": a job that still works, will work (queued) or waits for someone. Live work that
+#: must never go unseen, that keeps its parent's worker open, and that a parent's
+#: "N subagents (k running)" counts. ``blocked`` is not running: it handed back and needs a person.
+ACTIVE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State.WAITING})
+#: States in which a turn is in flight or about to be (a stop has something to cut short).
+TURN_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING})
 #: States a job can be stopped from: a turn in flight, or a question nobody answered yet.
-STOPPABLE_STATES = frozenset({State.STARTING, State.WORKING, State.WAITING, State.BLOCKED})
+STOPPABLE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State.WAITING, State.BLOCKED})
 #: States that mean "this job needs a person".
 NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
 
 LIFETIMES = ("task", "workflow", "session")
+#: How much of a job's last text a row carries (the peek line); ``show`` gives all of it.
+PEEK_MAX = 200
+#: Record fields a row leaves out: what no view shows and only ``show`` needs.
+_FULL_ONLY = ("driver_opts", "session")
 
 
 @dataclass
@@ -88,6 +95,16 @@ class Job:
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
 
 
+def peek_text(text: str) -> str:
+    """What a row carries of a job's last text: its last non-empty line, whitespace collapsed,
+    at most PEEK_MAX characters (the views cut it further to their width)."""
+    for line in reversed(text.splitlines()):
+        line = " ".join(line.split())
+        if line:
+            return line if len(line) <= PEEK_MAX else line[:PEEK_MAX - 1] + "…"
+    return ""
+
+
 @dataclass
 class Row:
     """A job as clients see it: the record plus what the daemon derives for views.
@@ -115,9 +132,15 @@ class Row:
     def state(self) -> State:
         return self.job.state
 
-    def to_wire(self) -> dict[str, Any]:
-        """The row as the daemon pushes it: the record's fields plus the derived ones."""
+    def to_wire(self, full: bool = False) -> dict[str, Any]:
+        """The row as the daemon sends it: the record's fields plus the derived ones. A slim row
+        (the default: lists and pushes) leaves out what no view shows and cuts the last text to
+        the peek line, so a row's size does not grow with what the agent said."""
         data = self.job.to_dict()
+        if not full:
+            for name in _FULL_ONLY:
+                del data[name]
+            data["last_text"] = peek_text(data["last_text"])
         data.update(
             parent_open=self.parent_open,
             attached=self.attached,

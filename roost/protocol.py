@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 1024 * 1024
+#: How many bytes of rows or entries one page of ``list`` or ``logs`` carries, at most about:
+#: half a frame, so escaping never pushes a page over MAX_FRAME.
+PAGE_BYTES = 512 * 1024
 
 
 class ErrorCode:

@@ -82,6 +82,7 @@ ALWAYS = {"normal": (True, True), "recent": (True, True), "all": (True, True)}
 FINISHED = {"normal": (False, False), "recent": (True, False), "all": (True, True)}
 LINGERING = {"normal": (True, False), "recent": (True, False), "all": (True, True)}
 PANEL_EXPECTED = {
+    State.QUEUED: ALWAYS,
     State.STARTING: ALWAYS,
     State.WORKING: ALWAYS,
     State.WAITING: ALWAYS,

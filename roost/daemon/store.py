@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from roost.models import Job
+from roost.protocol import PAGE_BYTES
 
 SCHEMA_VERSION = 1
 
@@ -142,12 +143,35 @@ class Store:
                                (job_id, kind)).fetchone()
         return json.loads(row["data"]) if row else None
 
-    def timeline(self, job_id: str, after: int = 0, limit: int = 10000) -> list[dict[str, Any]]:
-        rows = self._db.execute(
-            "SELECT seq, job, ts, kind, data FROM timeline WHERE job=? AND seq>? ORDER BY seq LIMIT ?",
-            (job_id, after, limit))
-        return [{"seq": r["seq"], "job": r["job"], "ts": r["ts"], "kind": r["kind"], "data": json.loads(r["data"])}
-                for r in rows]
+    def timeline_page(self, job_id: str, limit: int = 200, before: int | None = None,
+                      after: int | None = None, budget: int = PAGE_BYTES) -> dict[str, Any]:
+        """One page of a job's timeline, oldest first, read through the (job, seq) index.
+
+        No ``before``/``after``: the newest ``limit`` entries (tail first). ``before``: the ones
+        just before that seq. ``after``: the first ones after it. A page also stops at about
+        ``budget`` bytes of entries. ``more`` says whether the page left entries out on its far
+        side (older ones, or with ``after`` newer ones)."""
+        if after is not None:
+            cur = self._db.execute("SELECT seq, job, ts, kind, data FROM timeline WHERE job=? AND seq>? "
+                                   "ORDER BY seq LIMIT ?", (job_id, after, limit + 1))
+        else:
+            cur = self._db.execute("SELECT seq, job, ts, kind, data FROM timeline WHERE job=? AND seq<? "
+                                   "ORDER BY seq DESC LIMIT ?",
+                                   (job_id, before if before is not None else 2 ** 62, limit + 1))
+        entries: list[dict[str, Any]] = []
+        size = 0
+        more = False
+        for r in cur:
+            if len(entries) >= limit or (entries and size + len(r["data"]) > budget):
+                more = True
+                break
+            size += len(r["data"]) + 96
+            entries.append({"seq": r["seq"], "job": r["job"], "ts": r["ts"], "kind": r["kind"],
+                            "data": json.loads(r["data"])})
+        if after is None:
+            entries.reverse()
+        return {"entries": entries, "more": more, "oldest": entries[0]["seq"] if entries else None,
+                "newest": entries[-1]["seq"] if entries else None}
 
     # -- reports to parents -------------------------------------------------------------------
     def add_report(self, parent: str, child: str, state: str, text: str, question: bool, ts: float) -> int:
@@ -181,6 +205,11 @@ class Store:
         rows = self._db.execute(
             "SELECT id, job, text, created_at FROM inbox WHERE job=? AND delivered_at IS NULL ORDER BY id", (job_id,))
         return [dict(r) for r in rows]
+
+    def pending_counts(self) -> dict[str, int]:
+        """How many messages wait for each job (loaded once at start; the engine keeps them)."""
+        rows = self._db.execute("SELECT job, COUNT(*) FROM inbox WHERE delivered_at IS NULL GROUP BY job")
+        return {r[0]: int(r[1]) for r in rows}
 
     def mark_message(self, msg_id: int, ts: float) -> None:
         self._db.execute("UPDATE inbox SET delivered_at=? WHERE id=?", (ts, msg_id))

@@ -1,7 +1,8 @@
 """The daemon's lifecycle rules: when a worker is closed, and what happens to a child's report.
 
 Pure functions of a job's record, what the daemon knows about its worker, its children, the
-config and the time (passed in). The daemon calls them on every tick; tests call them directly.
+config and the time (passed in; the daemon's monotonic clock). The engine asks ``next_due`` when
+to look at a job again and arms one timer for it; tests call them directly.
 docs/lifecycle.md explains them.
 """
 
@@ -39,6 +40,8 @@ class WorkerFacts:
     done_at: float | None = None
     #: Whether its owner (the parent) has a worker up: what keeps a workflow or session child.
     owner_up: bool = False
+    #: Since when children's reports wait for its turn to end.
+    held_since: float | None = None
 
 
 def close_blocker(job: Job, worker: WorkerFacts, children: Iterable[Job]) -> str | None:
@@ -60,35 +63,60 @@ def close_blocker(job: Job, worker: WorkerFacts, children: Iterable[Job]) -> str
     return None
 
 
-def reap_due(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig, now: float) -> bool:
-    """The idle reaper: a worker idle for ``idle_timeout`` with nothing holding it. A ``workflow``
-    or ``session`` child is kept while its owner's worker is up: its owner closes it."""
+def reap_at(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig) -> float | None:
+    """When the idle reaper closes the worker (``idle_timeout`` after its last turn ended), or
+    None while something holds it. A ``workflow`` or ``session`` child is kept while its owner's
+    worker is up: its owner closes it."""
     if config.idle_timeout <= 0:  # 0 turns the reaper off
-        return False
+        return None
     if close_blocker(job, worker, children) is not None or worker.idle_since is None:
-        return False
+        return None
     if job.lifetime != "task" and worker.owner_up:  # kept for as long as its owner runs
-        return False
-    return now - worker.idle_since >= config.idle_timeout
+        return None
+    return worker.idle_since + config.idle_timeout
+
+
+def auto_close_at(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig) -> float | None:
+    """Subagent auto-close: when a ``task`` child that handed back ``done`` is closed (``delay``
+    after its last report, and done for half the delay), or None while it may not be."""
+    if not config.subagent_auto_close or job.parent is None or job.lifetime != "task":
+        return None
+    if close_blocker(job, worker, children) is not None or worker.done_at is None:
+        return None
+    if job.state not in (State.DONE, State.IDLE):
+        return None
+    delay = config.subagent_auto_close_delay
+    last_report = max(worker.last_report_at or worker.done_at, worker.done_at)
+    return max(last_report + delay, worker.done_at + delay / 2)
+
+
+def reap_due(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig, now: float) -> bool:
+    """Whether the idle reaper closes the worker now."""
+    at = reap_at(job, worker, children, config)
+    return at is not None and now >= at
 
 
 def auto_close_due(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig,
                    now: float) -> bool:
-    """Subagent auto-close: a ``task`` child that handed back ``done`` closes ``delay`` after its
-    last report, once done for half the delay, under the reaper's checks."""
-    if not config.subagent_auto_close or job.parent is None or job.lifetime != "task":
-        return False
-    if close_blocker(job, worker, children) is not None:
-        return False
-    if job.state == State.DONE:
-        done_at = max(job.state_since, worker.done_at or 0.0)
-    elif job.state == State.IDLE and worker.done_at is not None:
-        done_at = worker.done_at
-    else:
-        return False
-    delay = config.subagent_auto_close_delay
-    last_report = max(worker.last_report_at or done_at, done_at)
-    return now - last_report >= delay and now - done_at >= delay / 2
+    """Whether subagent auto-close closes the worker now."""
+    at = auto_close_at(job, worker, children, config)
+    return at is not None and now >= at
+
+
+def hold_until(worker: WorkerFacts, config: LifecycleConfig) -> float | None:
+    """When reports held during a turn must be steered in anyway (the bounded hold)."""
+    if worker.held_since is None or not worker.in_turn:
+        return None
+    return worker.held_since + config.report_hold_max
+
+
+def next_due(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig) -> float | None:
+    """The next moment a time rule may act on this job (auto-close, reap, the report hold), or
+    None: the engine arms one timer per job for it, so an idle daemon does nothing."""
+    kids = list(children)
+    times = [t for t in (auto_close_at(job, worker, kids, config), reap_at(job, worker, kids, config),
+                         hold_until(worker, config)) if t is not None]
+    return min(times) if times else None
 
 
 def report_action(parent: Job, worker: WorkerFacts, question: bool, oldest_held: float | None,

@@ -17,6 +17,7 @@ from roost.models import NEEDS_INPUT_STATES, Row, State
 
 #: One symbol per state; the dot before it says whether a worker is up (see ``worker_dot``).
 STATE_SYMBOLS: dict[State, str] = {
+    State.QUEUED: "⋯",
     State.STARTING: "…",
     State.WORKING: "▸",
     State.WAITING: "?",
@@ -29,6 +30,7 @@ STATE_SYMBOLS: dict[State, str] = {
 
 #: Which palette colour each state is drawn in.
 _STATE_TONES: dict[State, str] = {
+    State.QUEUED: "muted",
     State.STARTING: "primary",
     State.WORKING: "primary",
     State.WAITING: "warning",
@@ -53,7 +55,7 @@ def worker_up(row: Row) -> bool:
 def worker_dot(row: Row) -> str:
     """● worker up, ○ closed, ◌ not started yet; ◉/◎ the same for a pinned job."""
     up = worker_up(row)
-    if row.state is State.STARTING and not up:
+    if row.state in (State.QUEUED, State.STARTING) and not up:
         return "◌"
     if row.job.pinned:
         return "◉" if up else "◎"

@@ -1,0 +1,251 @@
+"""The engine: one ordered mailbox per job, one transition function, deadlines instead of polls.
+
+Every command about a job (send, stop, close, pin, archive, …) and every event of its worker is a
+message posted to that job's mailbox; ``apply`` hands each, in order, to the one handler for its
+type (``transitions.HANDLERS``). Handlers are synchronous: they change the record, commit, and start
+effects (start a process, send a prompt, abort) as tasks whose outcome comes back as another
+message. So nothing mutates a job between two messages, and every race — the reaper against a
+message, a stop against a new turn, a report while a turn ends — is a question of order.
+
+Time rules are deadlines: after each message the engine asks the pure rules when the job is next
+due (``rules.lifecycle.next_due``) and arms one timer for it on the monotonic clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
+
+from roost.config import Config
+from roost.daemon.index import JobIndex
+from roost.daemon.messages import Due, Message, Start, WorkerMessage
+from roost.daemon.slot import Phase, Slot
+from roost.daemon.store import Store
+from roost.daemon.workers import WorkerFactory
+from roost.models import TURN_STATES, Job, State
+from roost.protocol import ENTRY_MAX, ProtocolError
+from roost.rules.lifecycle import WorkerFacts, next_due
+
+if TYPE_CHECKING:
+    from roost.daemon.publisher import Publisher
+
+log = logging.getLogger("roost.daemon")
+
+#: How many effects of one tree operation (aborts, closes) run at once.
+FAN_OUT = 32
+
+
+class Engine:
+    """The state every handler works on, and the machinery that orders them."""
+
+    def __init__(self, store: Store, index: JobIndex, publisher: "Publisher", config: Callable[[], Config],
+                 make_worker: WorkerFactory, clock: Callable[[], float], monotonic: Callable[[], float]) -> None:
+        self.store = store
+        self.index = index
+        self.publisher = publisher
+        self._config = config
+        self.make_worker = make_worker
+        self.clock = clock
+        self.monotonic = monotonic
+        self.slots: dict[str, Slot] = {}
+        #: Messages waiting in each job's inbox (kept here so no timer or rule runs SQL).
+        self.inbox: collections.Counter[str] = collections.Counter()
+        self.run_queue: collections.deque[str] = collections.deque()
+        #: Jobs the run queue released whose Start is still in their mailbox.
+        self.releasing: set[str] = set()
+        self.closing_down = False
+        self.runs = itertools.count(1)
+        self.fan_out = asyncio.Semaphore(FAN_OUT)
+        self._mailboxes: dict[str, collections.deque[Message]] = {}
+        self._ready: collections.deque[str] = collections.deque()
+        self._draining = False
+        self._due: dict[str, float] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def config(self) -> Config:
+        return self._config()
+
+    # -- mailboxes --------------------------------------------------------------------------------
+    def post(self, job_id: str, message: Message) -> None:
+        """Queue a message for a job; it is applied after everything posted before it."""
+        box = self._mailboxes.get(job_id)
+        if box is None:
+            box = self._mailboxes[job_id] = collections.deque()
+            self._ready.append(job_id)
+        box.append(message)
+        if not self._draining:
+            self._drain()
+
+    def _drain(self) -> None:
+        from roost.daemon.transitions import HANDLERS
+
+        self._draining = True
+        try:
+            while self._ready:
+                job_id = self._ready.popleft()
+                box = self._mailboxes.pop(job_id, None)
+                job = self.index.get(job_id)
+                while box:
+                    message = box.popleft()
+                    if job is None:
+                        message.refuse_unknown(job_id)
+                        continue
+                    try:
+                        HANDLERS[type(message)](self, job, message)
+                    except ProtocolError as exc:  # a refusal, for the sender
+                        message.fail(exc)
+                    except Exception as exc:  # a handler bug must not take the daemon down
+                        log.exception("job %s: %s failed", job_id, type(message).__name__)
+                        message.fail(exc)
+                if job is not None:
+                    self._arm(job)
+        finally:
+            self._draining = False
+
+    # -- effects ------------------------------------------------------------------------------------
+    def spawn_task(self, coro: Coroutine[Any, Any, Any], bounded: bool = False) -> None:
+        """Run an effect in the background, kept (asyncio holds tasks weakly) and logged if it fails."""
+        task = asyncio.get_running_loop().create_task(self._bounded(coro) if bounded else coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    async def _bounded(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        async with self.fan_out:
+            return await coro
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed", exc_info=task.exception())
+
+    def cancel_tasks(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+    # -- writing records (one transaction per message; pushes go out after the commit) --------------
+    def timeline(self, job: Job, kind: str, **data: Any) -> dict[str, Any]:
+        text = data.get("text")
+        if isinstance(text, str) and len(text) > ENTRY_MAX:
+            data["text"] = text[:ENTRY_MAX]
+            data["cut"] = len(text) - ENTRY_MAX  # says how much of it was not kept
+        entry = self.store.add_timeline(job.id, kind, data, self.clock())
+        self.store.after_commit(lambda: self.publisher.timeline(entry))
+        return entry
+
+    def save(self, job: Job) -> None:
+        job.updated_at = self.clock()
+        self.store.save_job(job)
+        self.changed(self.index.update(job))
+
+    def changed(self, ids: Iterable[str]) -> None:
+        """Rows to push once the current transaction commits (the publisher coalesces them)."""
+        ids = set(ids)
+        self.store.after_commit(lambda: self.publisher.rows_changed(ids))
+
+    def set_state(self, job: Job, state: State, **data: Any) -> None:
+        if job.state != state:
+            job.state = state
+            job.state_since = self.clock()
+            self.timeline(job, "state", state=state.value, **data)
+
+    def kids_changed(self, job: Job) -> None:
+        """Whether the job's worker is up or it is open changed: its children's ``parent_open``
+        did, and so may their time rules (a kept child's owner)."""
+        kids = self.index.kids(job.id)
+        self.changed(k.id for k in kids)
+        for kid in kids:
+            if kid.id in self.slots:
+                self.post(kid.id, Due())
+
+    # -- small shared reads ---------------------------------------------------------------------------
+    def current(self, job: Job, msg: WorkerMessage) -> Slot | None:
+        """The job's slot if the message comes from its present worker (a late word from an old
+        worker is ignored)."""
+        slot = self.slots.get(job.id)
+        return slot if slot is not None and slot.worker is msg.worker else None
+
+    def last_error(self, job: Job) -> str:
+        entry = self.store.last_entry(job.id, "error")
+        return str(entry.get("message", "failed")) if entry else "failed"
+
+    def recheck_parent(self, job: Job) -> None:
+        """A child's turn or worker ended: its parent's close rules read its children."""
+        if job.parent and job.parent in self.slots:
+            self.post(job.parent, Due())
+
+    # -- what the rules read -------------------------------------------------------------------------
+    def facts(self, job: Job) -> WorkerFacts:
+        slot = self.slots.get(job.id)
+        parent = self.slots.get(job.parent) if job.parent else None
+        if slot is None:
+            return WorkerFacts(attached=self.index.attached(job.id), queued=self.inbox[job.id])
+        return WorkerFacts(
+            up=True, in_turn=slot.turn is not None, busy=slot.phase is not Phase.READY,
+            attached=self.index.attached(job.id), queued=self.inbox[job.id], idle_since=slot.idle_since,
+            last_report_at=slot.last_report_at, done_at=slot.done_at,
+            owner_up=parent is not None and parent.phase is not Phase.CLOSING, held_since=slot.held_since)
+
+    # -- timers ------------------------------------------------------------------------------------------
+    def _arm(self, job: Job) -> None:
+        """One timer per job with a worker, for the next moment a time rule may act on it."""
+        old = self._timers.pop(job.id, None)
+        if old is not None:
+            old.cancel()
+        self._due.pop(job.id, None)
+        if job.id not in self.slots or self.closing_down:
+            return
+        due = next_due(job, self.facts(job), self.index.kids(job.id), self.config)
+        if due is None:
+            return
+        self._due[job.id] = due
+        delay = max(0.0, due - self.monotonic())
+        self._timers[job.id] = asyncio.get_running_loop().call_later(delay, self.post, job.id, Due())
+
+    def fire_due(self) -> None:
+        """Post ``Due`` to every job whose deadline has passed on the engine's clock (what the
+        timers do; tests with a fake clock call it after moving the clock)."""
+        now = self.monotonic()
+        for job_id in [j for j, due in self._due.items() if due <= now]:
+            self.post(job_id, Due())
+
+    def next_deadline(self, job_id: str) -> float | None:
+        return self._due.get(job_id)
+
+    # -- the run queue (max_running_jobs) -----------------------------------------------------------------
+    def running(self) -> int:
+        """Jobs holding a slot under ``max_running_jobs``: a worker starting or in a turn, and no
+        running children (a parent waiting for its subagents has handed its work down; counting
+        it could deadlock a small cap)."""
+        count = sum(1 for job_id in self.releasing if job_id not in self.slots)
+        for job_id, slot in self.slots.items():
+            job = self.index.get(job_id)
+            if job is None or job.state not in TURN_STATES:
+                continue
+            if (slot.phase is Phase.STARTING or slot.turn is not None) and not self.index.counts(job_id)[1]:
+                count += 1
+        return count
+
+    def pump(self) -> None:
+        """Start queued spawns while there is room under the cap (after a slot frees, a spawn, or a
+        config reload that raised it)."""
+        cap = self.config.max_running_jobs
+        while self.run_queue and not self.closing_down:
+            if cap and self.running() >= cap:
+                return
+            job_id = self.run_queue.popleft()
+            job = self.index.get(job_id)
+            if job is None or job.archived_at is not None or job.state != State.QUEUED:
+                continue
+            self.releasing.add(job_id)
+            self.post(job_id, Start())
+
+    def queued_count(self) -> int:
+        return sum(1 for j in self.run_queue if (job := self.index.get(j)) is not None and job.state == State.QUEUED)

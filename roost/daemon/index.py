@@ -1,0 +1,302 @@
+"""The job index: every record in memory, the tree, kept counts, and the rows clients read.
+
+Descendant and running-descendant counts are kept, not recomputed: when a job changes, its
+contribution to its ancestors is updated by walking up once (``update``). Listing pages through
+jobs in creation order with a cursor, and stops at a byte budget, so no reply outgrows a frame.
+Only the engine mutates records; it tells the index after each change.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from roost.models import ACTIVE_STATES, Job, Row
+from roost.protocol import PAGE_BYTES, ErrorCode, ProtocolError
+
+#: How much a row costs on the wire beyond its texts (keys, numbers, punctuation), a safe estimate.
+_ROW_OVERHEAD = 512
+
+
+def _cursor(job: Job) -> str:
+    return f"{job.created_at!r}/{job.id}"
+
+
+def _parse_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        ts, job_id = cursor.split("/", 1)
+        return float(ts), job_id
+    except ValueError:
+        raise ProtocolError(ErrorCode.BAD_ARGS, f"list: cursor {cursor!r} is not one this daemon gave") from None
+
+
+class JobIndex:
+    """Records by id, children by parent, counts by job, and who has each job open."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, Job] = {}
+        self._children: dict[str, set[str]] = {}
+        self._order: list[tuple[float, str]] = []
+        #: [descendants, running descendants] of each job, over its non-archived subtree.
+        self._counts: dict[str, list[int]] = {}
+        #: What each job adds to each of its ancestors' counts, as last counted.
+        self._contrib: dict[str, tuple[int, int]] = {}
+        self._attached: dict[str, set[int]] = {}
+
+    # -- loading and changing -------------------------------------------------------------------
+    def load(self, jobs: Iterable[Job]) -> None:
+        """Index every record at start-up, counting in one pass from the deepest jobs up."""
+        for job in jobs:
+            self.jobs[job.id] = job
+            self._counts[job.id] = [0, 0]
+            if job.parent:
+                self._children.setdefault(job.parent, set()).add(job.id)
+        self._order = sorted((j.created_at, j.id) for j in self.jobs.values())
+        for job in sorted(self.jobs.values(), key=lambda j: -j.depth):
+            contrib = self._contribution(job)
+            self._contrib[job.id] = contrib
+            parent = self._counts.get(job.parent) if job.parent else None
+            if parent is not None:
+                parent[0] += contrib[0]
+                parent[1] += contrib[1]
+
+    def add(self, job: Job) -> set[str]:
+        """A new record; returns the ids whose rows changed (it and its ancestors)."""
+        self.jobs[job.id] = job
+        self._counts[job.id] = [0, 0]
+        self._contrib[job.id] = (0, 0)
+        if job.parent:
+            self._children.setdefault(job.parent, set()).add(job.id)
+        bisect.insort(self._order, (job.created_at, job.id))
+        return self.update(job)
+
+    def update(self, job: Job) -> set[str]:
+        """Re-count what ``job`` adds to its ancestors after its state or archived flag changed;
+        returns the ids whose rows changed."""
+        new = self._contribution(job)
+        old = self._contrib.get(job.id, (0, 0))
+        self._contrib[job.id] = new
+        changed = {job.id}
+        if new != old:
+            changed.update(self._propagate(job.parent, new[0] - old[0], new[1] - old[1]))
+        return changed
+
+    def reparent(self, job: Job, parent: str | None) -> set[str]:
+        """Move ``job`` (and its subtree) under ``parent`` (None: a root), fixing depths and counts;
+        returns the ids whose rows changed, the whole moved subtree included."""
+        contrib = self._contrib.get(job.id, (0, 0))
+        changed = set(self._propagate(job.parent, -contrib[0], -contrib[1]))
+        if job.parent:
+            self._children.get(job.parent, set()).discard(job.id)
+        job.parent = parent
+        if parent:
+            self._children.setdefault(parent, set()).add(job.id)
+        base = self.jobs[parent].depth + 1 if parent and parent in self.jobs else 0
+        shift = base - job.depth
+        for member in [job, *self.descendants(job.id, archived=True)]:
+            member.depth += shift
+            changed.add(member.id)
+        changed.update(self._propagate(parent, contrib[0], contrib[1]))
+        return changed
+
+    def _contribution(self, job: Job) -> tuple[int, int]:
+        if job.archived_at is not None:
+            return (0, 0)
+        mine = self._counts.get(job.id, [0, 0])
+        return (1 + mine[0], mine[1] + (job.state in ACTIVE_STATES))
+
+    def _propagate(self, parent: str | None, d_desc: int, d_run: int) -> list[str]:
+        """Add a change to every ancestor up to the first archived one (which adds nothing above)."""
+        touched: list[str] = []
+        seen: set[str] = set()
+        while parent and parent in self.jobs and parent not in seen and (d_desc or d_run):
+            seen.add(parent)
+            counts = self._counts[parent]
+            counts[0] += d_desc
+            counts[1] += d_run
+            touched.append(parent)
+            job = self.jobs[parent]
+            if job.archived_at is not None:
+                break
+            old = self._contrib[parent]
+            self._contrib[parent] = (old[0] + d_desc, old[1] + d_run)
+            parent = job.parent
+        return touched
+
+    # -- reading the tree -----------------------------------------------------------------------
+    def get(self, job_id: str) -> Job | None:
+        return self.jobs.get(job_id)
+
+    def require(self, job_id: str) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise ProtocolError(ErrorCode.UNKNOWN_JOB, f"no job with id {job_id!r}")
+        return job
+
+    def kids(self, job_id: str, archived: bool = False) -> list[Job]:
+        """Direct children, oldest first."""
+        kids = [self.jobs[c] for c in self._children.get(job_id, ()) if c in self.jobs]
+        if not archived:
+            kids = [k for k in kids if k.archived_at is None]
+        return sorted(kids, key=lambda j: (j.created_at, j.id))
+
+    def descendants(self, job_id: str, archived: bool = False) -> list[Job]:
+        """Every job below ``job_id``, parents before their children."""
+        out: list[Job] = []
+        stack = [job_id]
+        seen = {job_id}
+        while stack:
+            for kid in self.kids(stack.pop(), archived):
+                if kid.id not in seen:
+                    seen.add(kid.id)
+                    out.append(kid)
+                    stack.append(kid.id)
+        return out
+
+    def ancestors(self, job_id: str) -> list[str]:
+        """The ids above ``job_id``, nearest first."""
+        out: list[str] = []
+        seen = {job_id}
+        job = self.jobs.get(job_id)
+        while job is not None and job.parent and job.parent in self.jobs and job.parent not in seen:
+            seen.add(job.parent)
+            out.append(job.parent)
+            job = self.jobs[job.parent]
+        return out
+
+    def under(self, job_id: str, ancestor: str) -> bool:
+        """Whether ``job_id`` is in ``ancestor``'s subtree (the job itself included)."""
+        return job_id == ancestor or ancestor in self.ancestors(job_id)
+
+    def counts(self, job_id: str) -> tuple[int, int]:
+        counts = self._counts.get(job_id, [0, 0])
+        return counts[0], counts[1]
+
+    # -- who has a job open ---------------------------------------------------------------------
+    def attach(self, job_id: str, conn_id: int) -> bool:
+        """Record that a client has the job open; True when it is the first."""
+        holders = self._attached.setdefault(job_id, set())
+        first = not holders
+        holders.add(conn_id)
+        return first
+
+    def release(self, job_id: str, conn_id: int) -> bool:
+        """A client closed the job; True when nobody has it open any more."""
+        holders = self._attached.get(job_id)
+        if not holders or conn_id not in holders:
+            return False
+        holders.discard(conn_id)
+        if holders:
+            return False
+        del self._attached[job_id]
+        return True
+
+    def attached_by(self, conn_id: int) -> list[str]:
+        return [job_id for job_id, holders in self._attached.items() if conn_id in holders]
+
+    def attached(self, job_id: str) -> bool:
+        return bool(self._attached.get(job_id))
+
+    def parent_open(self, job: Job) -> bool:
+        """Whether something live holds the job's parent: its worker is up or a client has it open."""
+        if job.parent is None:
+            return True
+        parent = self.jobs.get(job.parent)
+        if parent is None or parent.archived_at is not None:
+            return False
+        return parent.worker_up or self.attached(parent.id)
+
+    # -- rows ------------------------------------------------------------------------------------
+    def row(self, job_id: str, full: bool = False) -> dict[str, Any]:
+        """The job as clients see it (slim unless ``full``)."""
+        job = self.require(job_id)
+        desc, running = self.counts(job_id)
+        return Row(job=job, parent_open=self.parent_open(job), attached=self.attached(job_id),
+                   descendants=desc, running_descendants=running).to_wire(full=full)
+
+    def page(self, limit: int = 500, cursor: str | None = None, roots: bool = False,
+             states: list[str] | None = None, under: str | None = None, archived: bool = False,
+             full: bool = False, newest_first: bool = False) -> dict[str, Any]:
+        """One page of ``list``: rows in creation order after ``cursor``, filtered, at most
+        ``limit`` of them and about PAGE_BYTES of text; ``next`` is null on the last page."""
+        if under is not None:
+            self.require(under)
+        wanted = set(states) if states else None
+        below = {j.id for j in self.descendants(under, archived=True)} if under is not None else None
+
+        def match(job: Job) -> bool:
+            return ((archived or job.archived_at is None) and (not roots or job.parent is None)
+                    and (wanted is None or job.state.value in wanted) and (below is None or job.id in below))
+
+        rows: list[dict[str, Any]] = []
+        size = 0
+        last: Job | None = None
+        more = False
+        for job in self._walk(cursor, newest_first):
+            if not match(job):
+                continue
+            if len(rows) >= limit or (rows and size >= PAGE_BYTES):
+                more = True
+                break
+            rows.append(self.row(job.id, full=full))
+            size += _row_size(job, full)
+            last = job
+        total = sum(1 for j in self.jobs.values() if match(j)) if cursor is None else None
+        return {"rows": rows, "next": _cursor(last) if more and last is not None else None, "total": total}
+
+    def _walk(self, cursor: str | None, newest_first: bool) -> Iterator[Job]:
+        order = self._order
+        if newest_first:
+            start = len(order) if cursor is None else bisect.bisect_left(order, _parse_cursor(cursor))
+            keys: Iterable[tuple[float, str]] = (order[i] for i in range(start - 1, -1, -1))
+        else:
+            start = 0 if cursor is None else bisect.bisect_right(order, _parse_cursor(cursor))
+            keys = (order[i] for i in range(start, len(order)))
+        for _, job_id in keys:
+            job = self.jobs.get(job_id)
+            if job is not None:
+                yield job
+
+    def agent_view(self, limit: int = 200, inline: bool = False) -> tuple[list[dict[str, Any]], int]:
+        """The agent view's snapshot: every root (or, inline, every job) with live work, every
+        orphan that still works or waits, and the ``limit`` newest other roots; with how many
+        matching rows were left out."""
+        rows: list[dict[str, Any]] = []
+        left = 0
+        for job in self._walk(None, newest_first=True):
+            if not self.in_agent_view(job.id, inline):
+                continue
+            if job.state in ACTIVE_STATES or job.worker_up or self.attached(job.id) or job.parent is not None:
+                rows.append(self.row(job.id))
+            elif limit > 0:
+                rows.append(self.row(job.id))
+                limit -= 1
+            else:
+                left += 1
+        return rows, left
+
+    def in_agent_view(self, job_id: str, inline: bool = False) -> bool:
+        """Whether the agent view shows (or may show) this job: roots, listed orphans, or with
+        ``inline`` every job. An orphan counts while it still works or waits."""
+        job = self.jobs.get(job_id)
+        if job is None or job.archived_at is not None:
+            return False
+        if job.parent is None or inline:
+            return True
+        return not self.parent_open(job) and job.state in ACTIVE_STATES
+
+    def subtree(self, job_id: str, cap: int = 5000) -> tuple[list[dict[str, Any]], int]:
+        """The rows below a job (its panel), parents first, at most ``cap``; with how many more."""
+        below = self.descendants(self.require(job_id).id)
+        return [self.row(j.id) for j in below[:cap]], max(0, len(below) - cap)
+
+
+def _row_size(job: Job, full: bool) -> int:
+    """About how many bytes a row takes on the wire (texts in UTF-8, the rest estimated)."""
+    size = _ROW_OVERHEAD + len(job.title.encode()) + len(job.cwd.encode()) + 64 * len(job.labels)
+    if full:
+        size += len(job.last_text.encode()) + len(repr(job.driver_opts)) + len(repr(job.usage))
+    else:
+        size += 4 * 200 + len(repr(job.usage))
+    return size

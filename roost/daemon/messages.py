@@ -1,0 +1,154 @@
+"""The messages a job's mailbox takes: commands from clients and the daemon's rules, and what
+its worker did. Each is applied by one handler in ``roost.daemon.transitions``.
+
+A message may carry ``reply``, a future its sender awaits; the handler answers it at once or
+keeps it until the outcome is known (a resume answers when the worker is ready)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from roost.daemon.slot import WorkerHandle
+from roost.protocol import ErrorCode, ProtocolError
+
+
+@dataclass
+class Message:
+    reply: asyncio.Future[Any] | None = field(default=None, kw_only=True)
+
+    def answer(self, value: Any) -> None:
+        if self.reply is not None and not self.reply.done():
+            self.reply.set_result(value)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.reply is not None and not self.reply.done():
+            if not isinstance(exc, ProtocolError):
+                exc = ProtocolError(ErrorCode.INTERNAL, f"internal error: {exc}")
+            self.reply.set_exception(exc)
+
+    def refuse_unknown(self, job_id: str) -> None:
+        self.fail(ProtocolError(ErrorCode.UNKNOWN_JOB, f"no job with id {job_id!r}"))
+
+
+# -- commands ---------------------------------------------------------------------------------------
+@dataclass
+class Start(Message):
+    """The run queue let a queued spawn start."""
+
+
+@dataclass
+class Send(Message):
+    text: str
+    caller: str | None
+
+
+@dataclass
+class Stop(Message):
+    caller: str | None
+
+
+@dataclass
+class Close(Message):
+    reason: str
+
+
+@dataclass
+class Pin(Message):
+    pinned: bool
+
+
+@dataclass
+class Label(Message):
+    key: str
+    value: str | None
+
+
+@dataclass
+class Report(Message):
+    """The job's own report on its turn (from its roost_report tool)."""
+
+    status: str
+    text: str
+
+
+@dataclass
+class Archive(Message):
+    pass
+
+
+@dataclass
+class Detach(Message):
+    pass
+
+
+@dataclass
+class Resume(Message):
+    """Start the worker again if it is closed (opening a job, or a wake for reports)."""
+
+
+@dataclass
+class Reports(Message):
+    """Children's reports wait in this job's outbox: deliver, hold, steer, wake or drop them."""
+
+
+@dataclass
+class Due(Message):
+    """A deadline may have passed, or something a time rule reads changed: look again."""
+
+
+# -- what the worker did --------------------------------------------------------------------------------
+@dataclass
+class WorkerMessage(Message):
+    worker: WorkerHandle
+
+
+@dataclass
+class Spawned(WorkerMessage):
+    """The process runs (it has a pid); it has not answered yet."""
+
+
+@dataclass
+class StartFailed(WorkerMessage):
+    reason: str
+
+
+@dataclass
+class Ready(WorkerMessage):
+    data: dict[str, Any]
+
+
+@dataclass
+class NotReady(WorkerMessage):
+    reason: str
+
+
+@dataclass
+class PromptAnswer(WorkerMessage):
+    run: int
+    accepted: bool
+    refusal: str = ""
+
+
+@dataclass
+class SteerAnswer(WorkerMessage):
+    ids: list[int]
+    accepted: bool
+
+
+@dataclass
+class AbortAnswer(WorkerMessage):
+    run: int
+    ok: bool
+
+
+@dataclass
+class Event(WorkerMessage):
+    event: dict[str, Any]
+
+
+@dataclass
+class Exited(WorkerMessage):
+    returncode: int
+    stderr_tail: list[str]

@@ -1,0 +1,82 @@
+"""Recovery at start: load every record, and make sure no job claims a worker that did not
+survive the last daemon. Runs before the event loop, so it writes the store directly."""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from roost.daemon.index import JobIndex
+from roost.daemon.store import Store
+from roost.models import TURN_STATES, Job, State
+
+
+@dataclass
+class Recovered:
+    """What the engine has to follow up once it runs."""
+
+    #: Jobs the restart failed (their parents are told).
+    lost: list[Job] = field(default_factory=list)
+    #: Spawns that had not started: back in the run queue, oldest first.
+    queued: list[str] = field(default_factory=list)
+
+
+def recover(store: Store, index: JobIndex, clock: Callable[[], float]) -> Recovered:
+    index.load(store.jobs())
+    out = Recovered()
+    now = clock()
+
+    def note(job: Job, kind: str, **data: Any) -> None:
+        store.add_timeline(job.id, kind, data, now)
+
+    def set_state(job: Job, state: State, **data: Any) -> None:
+        job.state, job.state_since = state, now
+        note(job, "state", state=state.value, **data)
+
+    with store.transaction():
+        for job in sorted(index.jobs.values(), key=lambda j: (j.created_at, j.id)):
+            changed = True
+            if job.pid is not None:
+                kill_stale_worker(job)
+                job.pid = None
+                job.reaped = True
+                if job.state in TURN_STATES:
+                    set_state(job, State.FAILED, reason="the daemon restarted while its turn ran")
+                    note(job, "error", message="worker lost: the daemon restarted during the turn")
+                    out.lost.append(job)
+                else:
+                    note(job, "closed", reason="the daemon restarted")
+            elif job.state in (State.QUEUED, State.STARTING) and job.archived_at is None:
+                if job.state != State.QUEUED:
+                    set_state(job, State.QUEUED, reason="the daemon restarted before it started")
+                out.queued.append(job.id)
+            elif job.state == State.WORKING:
+                set_state(job, State.FAILED, reason="no worker after a restart")
+                out.lost.append(job)
+            else:
+                changed = False
+            if changed:
+                job.updated_at = now
+                store.save_job(job)
+                index.update(job)
+    return out
+
+
+def kill_stale_worker(job: Job) -> None:
+    """Kill a worker left by a daemon that died, if that pid is still that job's worker."""
+    pid = job.pid
+    if pid is None:
+        return
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return
+    if f"ROOST_JOB_ID={job.id}".encode() not in environ.split(b"\0"):
+        return  # the pid was reused by something else
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

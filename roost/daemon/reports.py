@@ -1,0 +1,59 @@
+"""What children report to their parents, defined once: the structured form the timeline keeps
+(and the app shows), and the prompt text an agent receives (format in docs/protocols.md)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from roost.daemon.index import JobIndex
+from roost.daemon.messages import Reports
+from roost.models import Job, State
+from roost.rules.lifecycle import reports_opted_out
+
+if TYPE_CHECKING:
+    from roost.daemon.engine import Engine
+
+
+def structured(pending: list[dict[str, Any]], index: JobIndex) -> list[dict[str, Any]]:
+    """Outbox rows as the timeline keeps them: one dict per report, nothing to parse."""
+    out = []
+    for rep in pending:
+        child = index.get(rep["child"])
+        out.append({"child": rep["child"], "title": child.title if child else rep["child"],
+                    "state": rep["state"], "kind": "question" if rep["question"] else "report",
+                    "text": rep["text"]})
+    return out
+
+
+def prompt_text(reports: list[dict[str, Any]]) -> str:
+    """The prompt that carries children's reports to their parent's agent."""
+    blocks = []
+    for rep in reports:
+        body = rep["text"].replace("</roost-report", "&lt;/roost-report")  # the block's end stays unique
+        blocks.append(f'<roost-report child="{rep["child"]}" title="{_attr(rep["title"])}" state="{rep["state"]}" '
+                      f'kind="{rep["kind"]}">\n{body}\n</roost-report>')
+    return "\n".join(blocks)
+
+
+def _attr(text: str) -> str:
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace("\n", " ")
+
+
+def route(eng: "Engine", child: Job, state: State, text: str) -> None:
+    """Put a child's finished turn or question in its parent's outbox; the parent's mailbox
+    decides what to do with it."""
+    if child.parent is None or child.archived_at is not None:
+        return
+    parent = eng.index.get(child.parent)
+    if parent is None or reports_opted_out(parent.labels) or reports_opted_out(child.labels):
+        return
+    question = state in (State.WAITING, State.BLOCKED)
+    limit = eng.config.report_text_max
+    body = text if not limit or len(text) <= limit else text[: limit - 1] + "…"
+    with eng.store.transaction():
+        eng.store.add_report(parent.id, child.id, state.value, body, question, eng.clock())
+        eng.timeline(child, "reported", to=parent.id, state=state.value)
+    slot = eng.slots.get(child.id)
+    if slot is not None:
+        slot.last_report_at = eng.monotonic()
+    eng.post(parent.id, Reports())

@@ -1,0 +1,231 @@
+"""The transition function: one handler per message type, applied in order from a job's mailbox.
+
+The commands (what people, owners and the time rules ask of a job) are here; what the worker did
+is in ``worker_life``. ``HANDLERS`` maps each message type to its handler.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from roost.daemon import messages as m
+from roost.daemon import reports
+from roost.daemon import turns as t
+from roost.daemon import worker_life as w
+from roost.daemon.slot import Phase
+from roost.models import STOPPABLE_STATES, Job, State
+from roost.protocol import ErrorCode, ProtocolError
+from roost.rules.lifecycle import auto_close_due, reap_due, report_action
+
+if TYPE_CHECKING:
+    from roost.daemon.engine import Engine
+
+#: States from which opening a job in the app starts its worker again.
+RESUMABLE_ON_OPEN = frozenset({State.IDLE, State.DONE, State.WAITING, State.BLOCKED})
+
+
+def on_start(eng: "Engine", job: Job, msg: m.Start) -> None:
+    eng.releasing.discard(job.id)
+    if job.state != State.QUEUED or job.archived_at is not None:
+        eng.pump()
+        return
+    eng.releasing.add(job.id)  # it holds a place under the cap until its worker is ready or gone
+    if not w.begin_start(eng, job):
+        eng.releasing.discard(job.id)
+
+
+def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
+    if job.archived_at is not None:
+        raise ProtocolError(ErrorCode.ARCHIVED, f"job {job.id} is archived; it takes no messages")
+    if job.state == State.STOPPED:
+        raise ProtocolError(ErrorCode.STOPPED, f"job {job.id} is stopped; a stopped job takes no messages")
+    with eng.store.transaction():
+        eng.store.add_message(job.id, msg.text, eng.clock())
+        eng.inbox[job.id] += 1
+        eng.timeline(job, "message", text=msg.text, by=msg.caller or "person")
+        eng.changed([job.id])
+    slot = eng.slots.get(job.id)
+    if job.state == State.QUEUED or (slot is not None and (slot.phase is Phase.STARTING or slot.turn is not None)):
+        msg.answer({"outcome": "queued", "job": job.id})
+    elif slot is not None and slot.phase is Phase.CLOSING:  # it goes once the closing worker is gone
+        slot.reopen = True
+        if msg.reply is not None:
+            slot.resume_replies.append(msg.reply)
+    elif slot is not None:
+        if t.deliver_next(eng, job):
+            turn = eng.slots[job.id].turn
+            assert turn is not None
+            turn.reply = msg.reply
+        else:
+            msg.answer({"outcome": "queued", "job": job.id})
+    elif w.begin_start(eng, job):
+        if msg.reply is not None:
+            eng.slots[job.id].resume_replies.append(msg.reply)
+    else:
+        raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} could not be resumed: {eng.last_error(job)}; "
+                                               "the message is kept for its next resume")
+
+
+def on_stop(eng: "Engine", job: Job, msg: m.Stop) -> None:
+    if job.state not in STOPPABLE_STATES or job.archived_at is not None:
+        msg.answer(False)
+        return
+    with eng.store.transaction():
+        eng.set_state(job, State.STOPPED, by=msg.caller or "person")
+        eng.store.drop_messages(job.id, eng.clock())
+        eng.inbox.pop(job.id, None)
+        eng.save(job)
+    slot = eng.slots.get(job.id)
+    if slot is not None:
+        t.abort(eng, job, slot, bounded=True)
+    eng.recheck_parent(job)
+    eng.pump()
+    msg.answer(True)
+
+
+def on_close(eng: "Engine", job: Job, msg: m.Close) -> None:
+    slot = eng.slots.get(job.id)
+    if slot is None:
+        msg.answer({"closed": False, "reason": "no worker is running"})
+        return
+    if slot.turn is not None:
+        raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} is in a turn; stop it first or wait")
+    if slot.phase is Phase.STARTING:
+        raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} is starting; wait for it to be ready")
+    if msg.reply is not None:
+        slot.close_replies.append(msg.reply)
+    w.close_worker(eng, job, slot, msg.reason)
+
+
+def on_pin(eng: "Engine", job: Job, msg: m.Pin) -> None:
+    with eng.store.transaction():
+        job.pinned = msg.pinned
+        eng.timeline(job, "pinned" if msg.pinned else "unpinned")
+        eng.save(job)
+    msg.answer(None)
+
+
+def on_label(eng: "Engine", job: Job, msg: m.Label) -> None:
+    with eng.store.transaction():
+        if msg.value is None:
+            job.labels.pop(msg.key, None)
+        else:
+            job.labels[msg.key] = msg.value
+        eng.save(job)
+    msg.answer(None)
+
+
+def on_report(eng: "Engine", job: Job, msg: m.Report) -> None:
+    slot = eng.slots.get(job.id)
+    with eng.store.transaction():
+        eng.timeline(job, "report", status=msg.status, text=msg.text)
+        if msg.text:
+            job.last_text = msg.text
+        eng.save(job)
+    if slot is not None and slot.turn is not None:
+        slot.turn.report = (msg.status, msg.text)
+        msg.answer({"recorded": True, "applies": "at the end of this turn"})
+        return
+    # Outside a turn (a shell tool after the fact): it takes effect at once.
+    new = t.REPORT_STATES.get(msg.status, State.IDLE)
+    if job.state != State.STOPPED:
+        with eng.store.transaction():
+            eng.set_state(job, new)
+            eng.save(job)
+        if new == State.DONE and slot is not None:
+            slot.done_at = eng.monotonic()
+        reports.route(eng, job, new, msg.text or job.last_text)
+    msg.answer({"recorded": True, "applies": "now"})
+
+
+def on_archive(eng: "Engine", job: Job, msg: m.Archive) -> None:
+    now = eng.clock()
+    with eng.store.transaction():
+        job.archived_at = now
+        if job.state in STOPPABLE_STATES:
+            eng.set_state(job, State.STOPPED, reason="archived")
+        eng.store.drop_messages(job.id, now)
+        eng.inbox.pop(job.id, None)
+        eng.store.mark_reports([r["id"] for r in eng.store.pending_reports(job.id)], now)
+        eng.timeline(job, "archived")
+        eng.save(job)
+    slot = eng.slots.get(job.id)
+    if slot is not None:
+        t.abort(eng, job, slot, bounded=True)
+        w.close_worker(eng, job, slot, "archived", bounded=True)
+    eng.recheck_parent(job)
+    eng.pump()
+    msg.answer(job.id)
+
+
+def on_detach(eng: "Engine", job: Job, msg: m.Detach) -> None:
+    if job.parent is not None:
+        old_parent = job.parent
+        with eng.store.transaction():
+            eng.timeline(job, "detached", parent=old_parent)
+            moved = eng.index.reparent(job, None)
+            for job_id in moved:
+                member = eng.index.get(job_id)
+                if member is not None:
+                    eng.store.save_job(member)
+            eng.save(job)
+            eng.changed(moved)
+        if old_parent in eng.slots:
+            eng.post(old_parent, m.Due())
+    msg.answer(None)
+
+
+def on_resume(eng: "Engine", job: Job, msg: m.Resume) -> None:
+    if (job.id not in eng.slots and job.archived_at is None and job.state != State.STOPPED
+            and job.state != State.QUEUED):
+        w.begin_start(eng, job)
+    msg.answer(None)
+
+
+def on_reports(eng: "Engine", job: Job, msg: m.Reports) -> None:
+    """Children's reports wait for this job: what the rule says to do with them, now."""
+    pending = eng.store.pending_reports(job.id)
+    if not pending:
+        return
+    facts = eng.facts(job)
+    question = any(r["question"] for r in pending)
+    slot = eng.slots.get(job.id)
+    held = slot.held_since if slot is not None else None
+    action = report_action(job, facts, question, held, eng.config, eng.monotonic())
+    if action == "drop":
+        with eng.store.transaction():
+            eng.store.mark_reports([r["id"] for r in pending], eng.clock())
+    elif action == "deliver":
+        t.deliver_next(eng, job)
+    elif action == "wake":
+        w.begin_start(eng, job)
+    elif action == "steer" and slot is not None:
+        t.steer(eng, job, slot)
+    elif action == "hold" and slot is not None and slot.held_since is None:
+        slot.held_since = eng.monotonic()
+
+
+def on_due(eng: "Engine", job: Job, msg: m.Due) -> None:
+    """A deadline passed or an input of the time rules changed: close, reap or steer if due."""
+    slot = eng.slots.get(job.id)
+    if slot is None or slot.phase is Phase.CLOSING:
+        return
+    facts, kids, config, now = eng.facts(job), eng.index.kids(job.id), eng.config, eng.monotonic()
+    if auto_close_due(job, facts, kids, config, now):
+        w.close_worker(eng, job, slot, "done: subagent auto-close")
+        if job.parent:
+            eng.changed([job.parent])
+    elif reap_due(job, facts, kids, config, now):
+        w.close_worker(eng, job, slot, f"idle for {config.idle_timeout:g}s")
+    elif slot.held_since is not None and slot.turn is not None and now - slot.held_since >= config.report_hold_max:
+        t.steer(eng, job, slot)
+
+
+HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
+    m.Start: on_start, m.Send: on_send, m.Stop: on_stop, m.Close: on_close, m.Pin: on_pin, m.Label: on_label,
+    m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume,
+    m.Reports: on_reports, m.Due: on_due,
+    m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,
+    m.PromptAnswer: t.on_prompt_answer, m.SteerAnswer: t.on_steer_answer, m.AbortAnswer: t.on_abort_answer,
+    m.Event: t.on_event, m.Exited: w.on_exited,
+}

@@ -1,0 +1,247 @@
+"""A job's turns: handing the worker a prompt (a message, or children's reports), steering
+reports into a running turn, aborting it, and settling it when its turn_end comes. Each effect's
+outcome comes back to the job's mailbox as a message; nothing here awaits inside a handler."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from roost.daemon import reports
+from roost.daemon.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
+from roost.daemon.slot import Phase, Slot, Turn
+from roost.models import Job, State
+
+if TYPE_CHECKING:
+    from roost.daemon.engine import Engine
+
+PROMPT_TIMEOUT = 10.0
+ABORT_TIMEOUT = 5.0
+#: The state a turn leaves the job in, by what it reported ("idle", or no report, is IDLE).
+REPORT_STATES = {"done": State.DONE, "blocked": State.BLOCKED}
+
+
+def deliver_next(eng: "Engine", job: Job) -> bool:
+    """Hand the worker its next prompt: a waiting message, else the reports held for it.
+    True when a turn started."""
+    slot = eng.slots.get(job.id)
+    if (slot is None or slot.phase is not Phase.READY or slot.turn is not None or job.state == State.STOPPED
+            or job.archived_at is not None):
+        return False
+    now = eng.clock()
+    message = eng.store.pending_messages(job.id)[:1] if eng.inbox[job.id] else []
+    if message:
+        kind, ids, text = "prompt", [message[0]["id"]], message[0]["text"]
+        entry: dict[str, Any] = {"text": text}
+    else:
+        pending = eng.store.pending_reports(job.id)
+        if not pending:
+            return False
+        structured = reports.structured(pending, eng.index)
+        kind, ids, text = "reports", [r["id"] for r in pending], reports.prompt_text(structured)
+        entry = {"reports": structured}
+    run = next(eng.runs)
+    turn = Turn(run=run, kind=kind, ids=ids, state_before=job.state, text_before=job.last_text)
+    with eng.store.transaction():
+        if kind == "prompt":
+            eng.store.mark_message(ids[0], now)
+            eng.inbox[job.id] -= 1
+        else:
+            eng.store.mark_reports(ids, now)
+        eng.timeline(job, kind, run=run, **entry)
+        # Working from the moment it is handed over, so a stop right after a message cuts it.
+        eng.set_state(job, State.WORKING)
+        eng.save(job)
+    slot.turn = turn
+    slot.held_since = None
+    slot.idle_since = None
+    eng.spawn_task(_prompt(eng, job.id, slot.worker, run, text))
+    return True
+
+
+async def _prompt(eng: "Engine", job_id: str, worker: Any, run: int, text: str) -> None:
+    try:
+        resp = await worker.request("prompt", timeout=PROMPT_TIMEOUT, message=text, run=run)
+        accepted, refusal = bool(resp.get("success")), str(resp.get("error", "refused"))
+    except (asyncio.TimeoutError, ConnectionError) as exc:
+        accepted, refusal = False, f"the worker did not take the prompt: {exc or 'timeout'}"
+    eng.post(job_id, PromptAnswer(worker, run, accepted, refusal))
+
+
+def on_prompt_answer(eng: "Engine", job: Job, msg: PromptAnswer) -> None:
+    slot = eng.current(job, msg)
+    turn = slot.turn if slot is not None else None
+    if slot is None or turn is None or turn.run != msg.run:
+        return  # the turn already ended (its turn_end came first) or the worker is gone
+    if msg.accepted:
+        turn.answer({"outcome": "delivered", "job": job.id})
+        return
+    slot.turn = None
+    slot.idle_since = eng.monotonic()
+    with eng.store.transaction():  # undo: it was never delivered
+        if turn.kind == "prompt":
+            eng.store.undeliver_message(turn.ids[0])
+            eng.inbox[job.id] += 1
+        else:
+            eng.store.undeliver_reports(turn.ids)
+        eng.timeline(job, "error", message=f"prompt refused: {msg.refusal}")
+        if job.state == State.WORKING:
+            eng.set_state(job, turn.state_before)
+        eng.save(job)
+    turn.answer({"outcome": "queued", "job": job.id})
+
+
+def steer(eng: "Engine", job: Job, slot: Slot) -> None:
+    """Children's reports into a turn that is running (a question must not wait, or the hold ran out)."""
+    pending = eng.store.pending_reports(job.id)
+    if not pending:
+        return
+    structured = reports.structured(pending, eng.index)
+    ids = [r["id"] for r in pending]
+    with eng.store.transaction():
+        eng.store.mark_reports(ids, eng.clock())
+        eng.timeline(job, "reports", reports=structured, steer=True)
+    slot.held_since = None
+    eng.spawn_task(_steer(eng, job.id, slot.worker, ids, reports.prompt_text(structured)))
+
+
+async def _steer(eng: "Engine", job_id: str, worker: Any, ids: list[int], text: str) -> None:
+    try:
+        resp = await worker.request("steer", timeout=PROMPT_TIMEOUT, message=text)
+        accepted = bool(resp.get("success"))
+    except (asyncio.TimeoutError, ConnectionError):
+        accepted = False
+    eng.post(job_id, SteerAnswer(worker, ids, accepted))
+
+
+def on_steer_answer(eng: "Engine", job: Job, msg: SteerAnswer) -> None:
+    if msg.accepted:
+        return
+    with eng.store.transaction():  # the turn ended meanwhile: they go as the next prompt instead
+        eng.store.undeliver_reports(msg.ids)
+    if eng.current(job, msg) is not None:
+        deliver_next(eng, job)
+
+
+def abort(eng: "Engine", job: Job, slot: Slot, bounded: bool = False) -> None:
+    """Cut the turn in flight short; a worker that does not answer is killed."""
+    if slot.turn is None:
+        return
+    eng.spawn_task(_abort(eng, job.id, slot.worker, slot.turn.run), bounded=bounded)
+
+
+async def _abort(eng: "Engine", job_id: str, worker: Any, run: int) -> None:
+    try:
+        await worker.request("abort", timeout=ABORT_TIMEOUT)
+        ok = True
+    except (asyncio.TimeoutError, ConnectionError):
+        ok = False
+    eng.post(job_id, AbortAnswer(worker, run, ok))
+
+
+def on_abort_answer(eng: "Engine", job: Job, msg: AbortAnswer) -> None:
+    slot = eng.current(job, msg)
+    if slot is None or slot.turn is None or slot.turn.run != msg.run:
+        return  # the turn ended (its turn_end came) or the worker is gone
+    if not msg.ok:
+        msg.worker.kill()
+        return
+    if job.state == State.STOPPED:  # the abort was taken but no turn_end came: settle this run
+        slot.turn.answer({"outcome": "delivered", "job": job.id})
+        slot.turn = None
+        slot.idle_since = eng.monotonic()
+        eng.pump()
+
+
+def on_event(eng: "Engine", job: Job, msg: Event) -> None:
+    slot = eng.current(job, msg)
+    if slot is None:
+        return
+    event = msg.event
+    kind = event.get("type")
+    if kind == "text":
+        text = str(event.get("text", ""))
+        with eng.store.transaction():
+            job.last_text = text[-4000:]
+            eng.timeline(job, "text", text=text)
+            eng.save(job)
+    elif kind == "tool":
+        with eng.store.transaction():
+            eng.timeline(job, "tool", name=event.get("name"), args=event.get("args"), result=event.get("result"),
+                         error=bool(event.get("error")))
+    elif kind == "usage":
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            with eng.store.transaction():
+                job.usage = {**job.usage, **usage}
+                eng.save(job)
+    elif kind in ("turn_start", "response"):
+        pass  # a response here answers a command that already timed out
+    elif kind == "turn_end":
+        if slot.phase is Phase.CLOSING:  # a turn cut short by closing the worker is settled when it exits
+            return
+        if slot.turn is None or event.get("run") != slot.turn.run:
+            with eng.store.transaction():
+                eng.timeline(job, "note", message=f"ignored the end of an older turn (run {event.get('run')})")
+            return
+        end_turn(eng, job, slot, event)
+    elif kind == "malformed":
+        with eng.store.transaction():
+            eng.timeline(job, "error", message="worker wrote a line that is not a protocol event: "
+                                               f"{event.get('line', '')!r}")
+    else:
+        with eng.store.transaction():
+            eng.timeline(job, "note", message=f"unknown worker event {kind!r}")
+
+
+def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None:
+    turn = slot.turn
+    assert turn is not None
+    slot.turn = None
+    now = eng.monotonic()
+    slot.idle_since = now
+    turn.answer({"outcome": "delivered", "job": job.id})
+    outcome = event.get("outcome")
+    report = turn.report
+    text = job.last_text
+    # A turn that only took in children's reports and handed nothing back leaves the job as it
+    # was (a done parent stays done) and tells its own parent nothing new.
+    quiet = (outcome == "ok" and report is None and turn.kind == "reports"
+             and turn.state_before in (State.DONE, State.IDLE, State.BLOCKED, State.WAITING))
+    with eng.store.transaction():
+        if job.state == State.STOPPED:
+            eng.timeline(job, "turn_end", outcome=outcome, note="stopped")
+        elif quiet:
+            eng.set_state(job, turn.state_before)
+            if job.state == State.DONE:  # done again from now: the auto-close wait starts over
+                slot.done_at = now
+            job.last_text = turn.text_before  # the peek keeps the question or the result
+            eng.timeline(job, "turn_end", outcome="ok", report=None, note="reports taken in")
+        elif outcome == "ok":
+            status = report[0] if report else "idle"
+            if report and report[1]:
+                text = report[1]
+            new = REPORT_STATES.get(status, State.IDLE)
+            if new == State.DONE:
+                slot.done_at = now
+            eng.set_state(job, new)
+            eng.timeline(job, "turn_end", outcome="ok", report=status if report else None)
+        elif outcome == "waiting":
+            text = str(event.get("question") or text)
+            eng.set_state(job, State.WAITING, question=text)
+            eng.timeline(job, "turn_end", outcome="waiting")
+        elif outcome == "aborted":  # nobody asked (a stop sets STOPPED first): a failed turn
+            eng.set_state(job, State.FAILED, reason="the worker aborted its turn by itself")
+            eng.timeline(job, "turn_end", outcome="aborted")
+        else:
+            text = str(event.get("error") or "the turn failed")
+            eng.set_state(job, State.FAILED, reason=text)
+            eng.timeline(job, "turn_end", outcome="failed", error=text)
+        eng.save(job)
+    if job.state != State.STOPPED and not quiet:
+        reports.route(eng, job, job.state, text)
+    deliver_next(eng, job)
+    eng.recheck_parent(job)
+    eng.pump()
+
+

@@ -1,0 +1,200 @@
+"""A job's worker from start to exit: making and starting it, its readiness, closing it on
+purpose, and what its exit means for the record. Each effect's outcome comes back to the job's
+mailbox as a message; nothing here awaits inside a handler."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from roost.config import ConfigError
+from roost.daemon import reports
+from roost.daemon.messages import Event, Exited, NotReady, Ready, Spawned, StartFailed
+from roost.daemon.slot import Phase, Slot
+from roost.daemon.turns import deliver_next
+from roost.daemon.worker import describe_exit
+from roost.drivers.base import DriverError
+from roost.models import TURN_STATES, Job, State
+from roost.protocol import ErrorCode, ProtocolError
+
+if TYPE_CHECKING:
+    from roost.daemon.engine import Engine
+
+
+def begin_start(eng: "Engine", job: Job) -> bool:
+    """Start the job's worker (from its session file when it has one). False, with the job failed
+    and the reason on its timeline, when it cannot even be made."""
+    if job.id in eng.slots:
+        return True
+    token = secrets.token_hex(16)
+    holder: list[Any] = []
+
+    def on_event(event: dict[str, Any]) -> None:
+        eng.post(job.id, Event(holder[0], event))
+
+    async def on_exit(returncode: int, tail: list[str]) -> None:
+        eng.post(job.id, Exited(holder[0], returncode, tail))
+
+    try:
+        made = eng.make_worker(job, token, on_event, on_exit)
+    except (ConfigError, DriverError) as exc:
+        fail_start(eng, job, getattr(exc, "message", None) or str(exc))
+        return False
+    holder.append(made.worker)
+    eng.slots[job.id] = Slot(worker=made.worker, token=token, ready_timeout=made.ready_timeout,
+                             launch_session=made.session)
+    eng.spawn_task(_start(eng, job.id, made.worker, made.ready_timeout))
+    return True
+
+
+async def _start(eng: "Engine", job_id: str, worker: Any, ready_timeout: float) -> None:
+    try:
+        await worker.start()
+    except OSError as exc:
+        eng.post(job_id, StartFailed(worker, exc.strerror and f"{exc.strerror}: {exc.filename}" or str(exc)))
+        return
+    eng.post(job_id, Spawned(worker))
+    try:
+        state = await worker.request("get_state", timeout=ready_timeout)
+    except asyncio.TimeoutError:
+        eng.post(job_id, NotReady(worker, f"worker did not answer within {ready_timeout:.0f}s"))
+        return
+    except ConnectionError:
+        return  # it exited: Exited says how
+    eng.post(job_id, Ready(worker, state.get("data") or {}))
+
+
+def fail_start(eng: "Engine", job: Job, reason: str) -> None:
+    with eng.store.transaction():
+        eng.set_state(job, State.FAILED, reason=f"could not start its worker: {reason}")
+        eng.timeline(job, "error", message=f"could not start its worker: {reason}")
+        eng.save(job)
+    eng.releasing.discard(job.id)
+    reports.route(eng, job, State.FAILED, f"could not start: {reason}")
+    eng.pump()
+
+
+def refuse_resumes(slot: Slot, job: Job, reason: str) -> None:
+    for fut in slot.resume_replies:
+        if not fut.done():
+            fut.set_exception(ProtocolError(ErrorCode.REFUSED, f"job {job.id} could not be resumed: {reason}; "
+                                                               "the message is kept for its next resume"))
+    slot.resume_replies.clear()
+
+
+def on_start_failed(eng: "Engine", job: Job, msg: StartFailed) -> None:
+    slot = eng.current(job, msg)
+    if slot is None:
+        return
+    del eng.slots[job.id]
+    fail_start(eng, job, msg.reason)
+    refuse_resumes(slot, job, msg.reason)
+
+
+def on_spawned(eng: "Engine", job: Job, msg: Spawned) -> None:
+    slot = eng.current(job, msg)
+    if slot is None:
+        return
+    if slot.phase is Phase.CLOSING:  # closed (archived, shut down) before its process existed
+        eng.spawn_task(msg.worker.close())
+    with eng.store.transaction():
+        job.pid = msg.worker.pid
+        job.reaped = False
+        if slot.launch_session:
+            job.session = slot.launch_session
+        if job.state == State.QUEUED:
+            eng.set_state(job, State.STARTING)
+        eng.timeline(job, "worker", pid=job.pid, resumed=job.session is not None)
+        eng.save(job)
+        eng.kids_changed(job)
+
+
+def on_ready(eng: "Engine", job: Job, msg: Ready) -> None:
+    slot = eng.current(job, msg)
+    if slot is None or slot.phase is not Phase.STARTING:
+        return
+    slot.phase = Phase.READY
+    slot.idle_since = eng.monotonic()
+    eng.releasing.discard(job.id)
+    session = msg.data.get("session")
+    if session and session != job.session:
+        with eng.store.transaction():
+            job.session = str(session)
+            eng.save(job)
+    started = deliver_next(eng, job)
+    for fut in slot.resume_replies:
+        if not fut.done():
+            fut.set_result({"outcome": "resumed" if started or eng.inbox[job.id] == 0 else "queued", "job": job.id})
+    slot.resume_replies.clear()
+    eng.pump()
+
+
+def on_not_ready(eng: "Engine", job: Job, msg: NotReady) -> None:
+    slot = eng.current(job, msg)
+    if slot is None:
+        return
+    with eng.store.transaction():
+        eng.timeline(job, "error", message=msg.reason)
+        if job.state in TURN_STATES:
+            eng.set_state(job, State.FAILED, reason=msg.reason)
+        eng.save(job)
+    refuse_resumes(slot, job, msg.reason)
+    slot.phase = Phase.CLOSING
+    slot.close_reason = msg.reason
+    msg.worker.kill()
+
+
+def close_worker(eng: "Engine", job: Job, slot: Slot, reason: str, bounded: bool = False) -> None:
+    """Close a worker on purpose; its record stays and the next message resumes it."""
+    if slot.phase is Phase.CLOSING:
+        return
+    slot.phase = Phase.CLOSING
+    slot.close_reason = reason
+    eng.spawn_task(slot.worker.close(), bounded=bounded)
+
+
+def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
+    slot = eng.current(job, msg)
+    if slot is None:
+        return
+    del eng.slots[job.id]
+    eng.releasing.discard(job.id)
+    on_purpose = slot.phase is Phase.CLOSING
+    what = describe_exit(msg.returncode)
+    with eng.store.transaction():
+        job.pid = None
+        if on_purpose:
+            job.reaped = True
+            eng.timeline(job, "closed", reason=slot.close_reason or "closed", exit=what)
+            if job.state in TURN_STATES:  # it never sits at "working" with no worker
+                eng.set_state(job, State.FAILED, reason=f"{slot.close_reason or 'closed'} during its turn")
+        elif job.state == State.STOPPED or job.archived_at is not None or eng.closing_down:
+            job.reaped = True
+            eng.timeline(job, "closed", reason="worker ended after a stop", exit=what)
+        else:
+            message = f"worker {what}" + (": " + " | ".join(msg.stderr_tail) if msg.stderr_tail else "")
+            eng.set_state(job, State.FAILED, reason=message)
+            eng.timeline(job, "error", message=message, exit=what, stderr=msg.stderr_tail)
+        eng.save(job)
+        eng.kids_changed(job)
+    if slot.turn is not None:
+        slot.turn.answer({"outcome": "queued", "job": job.id})
+    for fut in slot.close_replies:
+        if not fut.done():
+            fut.set_result({"closed": True})
+    if job.state == State.FAILED and not on_purpose and job.archived_at is None:
+        reports.route(eng, job, State.FAILED, eng.last_error(job))
+    refuse = "its worker ended before it was ready" if slot.resume_replies else ""
+    if slot.reopen and not eng.closing_down and job.archived_at is None and job.state != State.STOPPED:
+        replies = slot.resume_replies
+        if begin_start(eng, job):
+            eng.slots[job.id].resume_replies.extend(replies)
+        else:
+            refuse_resumes(slot, job, eng.last_error(job))
+    elif refuse:
+        refuse_resumes(slot, job, eng.last_error(job) if job.state == State.FAILED else refuse)
+    eng.recheck_parent(job)
+    eng.pump()
+
+

@@ -1,0 +1,50 @@
+"""Making a job's worker: its driver, its launch (argv, environment, cwd) and the process object.
+
+The engine calls ``make_worker``; tests of the engine pass a factory of their own that returns a
+fake worker with the same handle, so the lifecycle runs in process with a fake clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from roost.config import Config
+from roost.daemon.slot import WorkerHandle
+from roost.daemon.worker import Worker
+from roost.drivers import driver_for
+from roost.drivers.base import LaunchContext
+from roost.models import Job
+from roost.paths import Paths
+
+EventSink = Callable[[dict[str, Any]], None]
+ExitSink = Callable[[int, list[str]], Awaitable[None]]
+
+
+@dataclass
+class Made:
+    """A worker not yet started, with what the engine needs to know about it."""
+
+    worker: WorkerHandle
+    ready_timeout: float
+    session: str | None
+
+
+WorkerFactory = Callable[[Job, str, EventSink, ExitSink], Made]
+
+
+def process_factory(paths: Paths, config: Callable[[], Config]) -> WorkerFactory:
+    """The real factory: the job's driver launches an OS process. Raises ConfigError or
+    DriverError (say, the profile is gone from the config) for the engine to report."""
+
+    def make(job: Job, token: str, on_event: EventSink, on_exit: ExitSink) -> Made:
+        profile = config().driver(job.driver)
+        driver = driver_for(profile.kind)
+        ctx = LaunchContext(socket=paths.socket, token=token, sessions_dir=paths.sessions_dir,
+                            state_dir=paths.state_dir, options=profile.options)
+        launch = driver.launch(job, ctx)
+        worker = Worker(job.id, launch, driver.adapter(job), paths.job_log(job.id), on_event=on_event,
+                        on_exit=on_exit)
+        return Made(worker=worker, ready_timeout=driver.ready_timeout, session=launch.session)
+
+    return make

@@ -1,0 +1,171 @@
+"""The engine's ordering and timing rules, in process: a real store, fake workers, a fake clock."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from roost.config import Config
+from tests.engine_fakes import Rig
+
+CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60, max_running_jobs=0)
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> Rig:
+    return Rig(tmp_path, CFG)
+
+
+async def test_a_spawn_starts_a_worker_and_hands_it_the_prompt(rig: Rig) -> None:
+    job = await rig.spawn("say hi")
+    assert rig.state(job) == "working"
+    assert rig.worker(job).prompts == [(rig.worker(job).prompts[0][0], "say hi")]
+    rig.worker(job).end_turn(text="hi")
+    await rig.settle()
+    assert rig.state(job) == "idle"
+    assert rig.job(job).last_text == "hi"
+
+
+async def test_the_reaper_closes_an_idle_worker_at_its_deadline_and_not_before(rig: Rig) -> None:
+    job = await rig.spawn()
+    rig.worker(job).end_turn()
+    await rig.settle()
+    assert rig.sup.engine.next_deadline(job) == rig.clock.mono() + 100
+    await rig.advance(99)
+    assert job in rig.sup.engine.slots
+    await rig.advance(1)
+    assert job not in rig.sup.engine.slots
+    assert rig.job(job).reaped and rig.job(job).pid is None
+    assert rig.state(job) == "idle"
+
+
+@pytest.mark.parametrize("message_first", [True, False])
+async def test_a_message_racing_the_reaper_is_delivered_once_by_one_worker(rig: Rig, message_first: bool) -> None:
+    job = await rig.spawn()
+    rig.worker(job).end_turn()
+    await rig.settle()
+    rig.clock.advance(100)
+    if message_first:
+        send = rig.sup.send(job, "again", None)
+        rig.sup.engine.fire_due()
+        result = await send
+    else:
+        rig.sup.engine.fire_due()
+        result = await rig.sup.send(job, "again", None)
+    await rig.settle()
+    prompts = [p for w in rig.workers[job] for _, p in w.prompts]
+    assert prompts == ["work", "again"]
+    assert sum(not w.exited for w in rig.workers[job]) == 1
+    assert rig.state(job) == "working"
+    assert result["outcome"] in ("delivered", "resumed")
+
+
+async def test_a_done_child_closes_after_the_auto_close_delay(rig: Rig) -> None:
+    parent = await rig.spawn("lead")
+    child = await rig.spawn("sub", caller=parent)
+    await rig.sup.report(child, "done", "all good")
+    rig.worker(child).end_turn()
+    await rig.settle()
+    assert rig.state(child) == "done"
+    await rig.advance(3.9)
+    assert child in rig.sup.engine.slots
+    await rig.advance(0.1)
+    assert child not in rig.sup.engine.slots
+    assert rig.job(child).reaped and rig.state(child) == "done"
+
+
+async def test_a_report_is_held_during_the_parents_turn_and_steered_in_when_the_hold_runs_out(rig: Rig) -> None:
+    parent = await rig.spawn("lead")
+    child = await rig.spawn("sub", caller=parent)
+    rig.worker(child).end_turn(text="half way")
+    await rig.settle()
+    assert rig.worker(parent).steers == []
+    assert rig.sup.store.pending_reports(parent)
+    await rig.advance(59)
+    assert rig.worker(parent).steers == []
+    await rig.advance(1)
+    assert len(rig.worker(parent).steers) == 1 and "half way" in rig.worker(parent).steers[0]
+    assert not rig.sup.store.pending_reports(parent)
+    reports = [e for e in rig.recorder.entries if e["kind"] == "reports"]
+    assert reports[-1]["data"]["reports"][0]["child"] == child
+    assert reports[-1]["data"]["steer"] is True
+
+
+async def test_a_report_held_during_a_turn_is_delivered_when_the_turn_ends(rig: Rig) -> None:
+    parent = await rig.spawn("lead")
+    child = await rig.spawn("sub", caller=parent)
+    rig.worker(child).end_turn(text="result")
+    await rig.settle()
+    rig.worker(parent).end_turn()
+    await rig.settle()
+    assert [p for _, p in rig.worker(parent).prompts][1].startswith("<roost-report")
+    assert rig.state(parent) == "working"
+
+
+async def test_spawns_beyond_the_cap_are_queued_and_start_when_a_slot_frees(rig: Rig) -> None:
+    rig.config = replace(CFG, max_running_jobs=2)
+    jobs = [await rig.spawn(f"job {i}") for i in range(4)]
+    assert [rig.state(j) for j in jobs] == ["working", "working", "queued", "queued"]
+    assert rig.sup.status()["queued"] == 2
+    assert jobs[2] not in rig.workers
+    rig.worker(jobs[0]).end_turn()
+    await rig.settle()
+    assert [rig.state(j) for j in jobs] == ["idle", "working", "working", "queued"]
+
+
+async def test_raising_the_cap_in_the_config_starts_queued_spawns(rig: Rig) -> None:
+    rig.config = replace(CFG, max_running_jobs=1)
+    jobs = [await rig.spawn(f"job {i}") for i in range(3)]
+    assert [rig.state(j) for j in jobs] == ["working", "queued", "queued"]
+    rig.config = replace(CFG, max_running_jobs=5)
+    rig.sup.config_changed()
+    await rig.settle()
+    assert [rig.state(j) for j in jobs] == ["working", "working", "working"]
+
+
+async def test_a_stop_cuts_the_turn_and_a_late_turn_end_cannot_settle_a_newer_turn(rig: Rig) -> None:
+    job = await rig.spawn()
+    result = await rig.sup.stop(job, False, None)
+    await rig.settle()
+    assert result["ids"] == [job] and rig.state(job) == "stopped"
+    assert rig.worker(job).aborts == 1
+    rig.worker(job).on_event({"type": "turn_end", "run": 1, "outcome": "ok"})
+    await rig.settle()
+    assert rig.state(job) == "stopped"
+
+
+async def test_detaching_a_middle_job_fixes_its_descendants_depths(rig: Rig) -> None:
+    a = await rig.spawn("a")
+    b = await rig.spawn("b", caller=a)
+    c = await rig.spawn("c", caller=b)
+    d = await rig.spawn("d", caller=c)
+    await rig.sup.detach(b, None)
+    assert [rig.job(j).depth for j in (a, b, c, d)] == [0, 0, 1, 2]
+    assert rig.sup.index.counts(a) == (0, 0)
+    assert rig.sup.index.counts(b) == (2, 2)
+    stored = {j.id: j.depth for j in rig.store.jobs()}
+    assert [stored[j] for j in (b, c, d)] == [0, 1, 2]
+
+
+async def test_counts_follow_children_as_they_finish(rig: Rig) -> None:
+    parent = await rig.spawn("lead")
+    kids = [await rig.spawn(f"sub {i}", caller=parent) for i in range(3)]
+    assert rig.sup.index.counts(parent) == (3, 3)
+    rig.worker(kids[0]).end_turn()
+    await rig.settle()
+    assert rig.sup.index.counts(parent) == (3, 2)
+    await rig.sup.archive(kids[1], None)
+    await rig.settle()
+    assert rig.sup.index.counts(parent) == (2, 1)
+    assert any(parent in ids for ids in rig.recorder.rows)
+
+
+async def test_an_idle_daemon_arms_no_timer_for_jobs_without_a_worker(rig: Rig) -> None:
+    job = await rig.spawn()
+    rig.worker(job).end_turn()
+    await rig.settle()
+    await rig.advance(100)
+    assert job not in rig.sup.engine.slots
+    assert rig.sup.engine.next_deadline(job) is None
