@@ -10,9 +10,8 @@ from typing import Any, Callable
 import pytest
 
 from roost.client import ClientError
-from roost.protocol import PROTOCOL_VERSION
+from roost.protocol import ENTRY_MAX, PROTOCOL_VERSION
 from roost.programs.turn_output import HEAD_KEEP, TAIL_KEEP
-from roost.worker_protocol import ENTRY_MAX
 
 from agent_script import build_log, flat
 from conftest import DaemonHarness, pid_alive

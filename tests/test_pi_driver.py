@@ -19,8 +19,8 @@ import pytest
 
 from roost.client import ClientError
 from roost.drivers.pi import PiAdapter
-from roost.protocol import MAX_FRAME
-from roost.worker_protocol import ENTRY_MAX, OVERSIZE_KEEP, Oversize
+from roost.protocol import ENTRY_MAX, MAX_FRAME
+from roost.worker_protocol import OVERSIZE_KEEP, Oversize
 
 from conftest import DaemonHarness, pid_alive
 from fakellm import FakeLLM, message_text, models_json
