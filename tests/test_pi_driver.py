@@ -268,7 +268,7 @@ def test_a_missing_pi_is_refused_at_spawn_with_how_to_install_it(daemon_factory,
     assert info.value.code == "driver"
     assert "pi is not installed" in info.value.message
     assert "npm install -g @mariozechner/pi-coding-agent" in info.value.message
-    assert daemon.call("list") == []
+    assert daemon.call("list")["total"] == 0
 
 
 # -- the adapter alone: what no well-behaved pi run shows -------------------------------------------------------
