@@ -2,23 +2,43 @@
 
 A frame is one JSON object on one line, at most ``MAX_FRAME`` bytes. A client first sends
 ``hello``; then requests ``{"id", "op", "args"}`` get responses ``{"id", "ok", "result"|"error"}``;
-events ``{"event", ...}`` arrive on connections that asked to ``watch``. docs/protocols.md
-describes every operation.
+events ``{"event", ...}`` arrive for what a connection subscribed to. docs/protocols.md
+describes every operation, paging, subscriptions and back-pressure.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import asyncio
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+#: The largest frame either side may send, newline included.
 MAX_FRAME = 1024 * 1024
-#: How many bytes of rows or entries one page of ``list`` or ``logs`` carries, at most about:
-#: half a frame, so escaping never pushes a page over MAX_FRAME.
+#: How many bytes of rows or entries one page (a ``list`` or ``logs`` reply, a snapshot frame)
+#: carries at most, so that a reply stays well under MAX_FRAME whatever the records hold.
 PAGE_BYTES = 512 * 1024
+#: How many bytes may wait to be written to one client; past it the client is told it lagged
+#: and dropped, so the daemon's memory does not depend on how fast anyone reads.
+QUEUE_BYTES = 4 * 1024 * 1024
+#: Seconds a new connection has to say hello before the daemon closes it.
+HELLO_TIMEOUT = 5.0
+#: The most text one timeline entry carries; bigger output is split or cut with a note.
+ENTRY_MAX = 64 * 1024
+#: How many client connections the daemon serves at once; one more gets ``busy`` and is closed.
+MAX_CONNECTIONS = 512
+#: Defaults of the paged reads (docs/protocols.md).
+LIST_LIMIT = 500
+LOGS_LIMIT = 200
+#: How many bytes at the start of an oversize frame are searched for its request id.
+ID_SCAN = 4096
+#: What a client that stopped reading gets, best effort, before the daemon closes it.
+LAGGED = {"event": "lagged", "dropped": True}
+SUBSCRIPTIONS = ("agent_view", "subtree", "timeline")
 
 
 class ErrorCode:
@@ -33,6 +53,7 @@ class ErrorCode:
     VERSION = "version"
     NO_HELLO = "no_hello"
     AUTH = "auth"
+    BUSY = "busy"
     STOPPED = "stopped"
     ARCHIVED = "archived"
     REFUSED = "refused"
@@ -42,44 +63,83 @@ class ErrorCode:
 
 
 class ProtocolError(Exception):
-    """An error that goes back to the peer as ``{"code", "message"}``."""
+    """An error that goes back to the peer as ``{"code", "message"}``; ``req_id`` is the request
+    it answers when only the frame's bytes could tell (an oversize or broken frame)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, req_id: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.req_id = req_id
 
     def to_wire(self) -> dict[str, str]:
         return {"code": self.code, "message": self.message}
 
 
-# Each operation's arguments: name -> (accepted types, required). ``None`` allows null.
-_STR = (str,)
-_OPT_STR = (str, type(None))
-_BOOL = (bool,)
-_NUM = (int, float)
-OPS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    "hello": {"version": ((int,), True), "client": (_STR, False), "job": (_OPT_STR, False),
-              "token": (_OPT_STR, False)},
-    "spawn": {"prompt": (_STR, True), "parent": (_OPT_STR, False), "driver": (_OPT_STR, False),
-              "cwd": (_OPT_STR, False), "title": (_OPT_STR, False), "lifetime": (_OPT_STR, False),
-              "labels": ((dict,), False)},
-    "send": {"job": (_STR, True), "text": (_STR, True)},
-    "stop": {"job": (_STR, True), "tree": (_BOOL, False)},
-    "close": {"job": (_STR, True)},
-    "pin": {"job": (_STR, True)},
-    "unpin": {"job": (_STR, True)},
-    "show": {"job": (_STR, True)},
-    "list": {"archived": (_BOOL, False)},
-    "children": {"job": (_OPT_STR, False)},
-    "report": {"status": (_STR, True), "text": (_STR, False)},
-    "logs": {"job": (_STR, True), "after": ((int,), False)},
-    "watch": {},
-    "attach": {"job": (_STR, True), "resume": (_BOOL, False)},
-    "release": {"job": (_STR, True)},
-    "archive": {"job": (_STR, True)},
-    "detach": {"job": (_STR, True)},
-    "label": {"job": (_STR, True), "key": (_STR, True), "value": (_OPT_STR, True)},
+@dataclass(frozen=True)
+class Arg:
+    """One argument of an operation: its JSON types, whether it is required, and for lists the
+    type of their items; ``bounds`` limit an integer, ``choices`` a string (or a list's items)."""
+
+    types: tuple[type, ...]
+    required: bool = False
+    items: type | None = None
+    bounds: tuple[int, int | None] | None = None
+    choices: tuple[str, ...] | None = None
+
+    def check(self, op: str, name: str, value: Any) -> None:
+        """Raise BAD_ARGS saying what ``value`` should have been."""
+        wrong_item = isinstance(value, list) and self.items is not None and not all(
+            isinstance(item, self.items) for item in value)
+        if wrong_item or not isinstance(value, self.types) or (isinstance(value, bool) and bool not in self.types):
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"{op}: argument {name!r} must be {self._expected()}")
+        values = value if isinstance(value, list) else [value]
+        if self.choices is not None and any(v not in self.choices for v in values if v is not None):
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"{op}: argument {name!r} must be one of {', '.join(self.choices)}")
+        if self.bounds is not None and isinstance(value, int):
+            low, high = self.bounds
+            if value < low or (high is not None and value > high):
+                span = f"between {low} and {high}" if high is not None else f"at least {low}"
+                raise ProtocolError(ErrorCode.BAD_ARGS, f"{op}: argument {name!r} must be {span}, got {value}")
+
+    def _expected(self) -> str:
+        names = ["null" if t is type(None) else t.__name__ for t in self.types]
+        if self.items is not None:
+            names = [f"a list of {self.items.__name__}" if n == "list" else n for n in names]
+        return " or ".join(names)
+
+
+_STR = Arg((str,))
+_NEED_STR = Arg((str,), required=True)
+_OPT_STR = Arg((str, type(None)))
+_BOOL = Arg((bool,))
+_SEQ = Arg((int, type(None)), bounds=(0, None))
+_JOB = {"job": _NEED_STR}
+#: Each operation's arguments (docs/protocols.md says what they mean).
+OPS: dict[str, dict[str, Arg]] = {
+    "hello": {"version": Arg((int,), required=True), "client": _STR, "job": _OPT_STR, "token": _OPT_STR},
+    "spawn": {"prompt": _NEED_STR, "parent": _OPT_STR, "driver": _OPT_STR, "cwd": _OPT_STR, "title": _OPT_STR,
+              "lifetime": _OPT_STR, "labels": Arg((dict,))},
+    "send": {"job": _NEED_STR, "text": _NEED_STR},
+    "stop": {"job": _NEED_STR, "tree": _BOOL},
+    "close": _JOB,
+    "pin": _JOB,
+    "unpin": _JOB,
+    "show": _JOB,
+    "list": {"limit": Arg((int,), bounds=(1, 1000)), "cursor": _OPT_STR, "roots": _BOOL,
+             "states": Arg((list,), items=str), "under": _OPT_STR, "archived": _BOOL, "full": _BOOL,
+             "newest_first": _BOOL},
+    "children": {"job": _OPT_STR},
+    "report": {"status": _NEED_STR, "text": _STR},
+    "logs": {"job": _NEED_STR, "limit": Arg((int,), bounds=(1, 2000)), "before": _SEQ, "after": _SEQ},
+    "subscribe": {"what": Arg((str,), required=True, choices=SUBSCRIPTIONS), "job": _OPT_STR, "after": _SEQ,
+                  "limit": Arg((int,), bounds=(0, 5000)), "inline": _BOOL},
+    "unsubscribe": {"sub": Arg((int,), required=True)},
+    "attach": {"job": _NEED_STR, "resume": _BOOL},
+    "release": _JOB,
+    "archive": _JOB,
+    "detach": _JOB,
+    "label": {"job": _NEED_STR, "key": _NEED_STR, "value": Arg((str, type(None)), required=True)},
     "status": {},
     "shutdown": {},
 }
@@ -87,21 +147,36 @@ OPS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 #: Operations a job may call about itself only (the daemon takes the job from the hello).
 JOB_ONLY_OPS = frozenset({"report"})
 REPORT_STATUSES = ("done", "idle", "blocked")
+_ID_IN_FRAME = re.compile(rb'"id"\s*:\s*(-?\d+)')
+
+
+def request_id(head: bytes) -> int | None:
+    """The request id in the first bytes of a frame that cannot be parsed (too large or broken),
+    so its error still answers the right request; None when there is none to find."""
+    found = _ID_IN_FRAME.search(head[:ID_SCAN])
+    return int(found.group(1)) if found else None
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON, non-ASCII kept: how every frame is written."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 def encode(obj: dict[str, Any]) -> bytes:
     """One frame: compact JSON and a newline."""
-    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    return (dumps(obj) + "\n").encode()
 
 
 def decode(line: bytes) -> dict[str, Any]:
-    """Parse one frame, or raise ProtocolError saying what is wrong with it."""
+    """Parse one frame, or raise ProtocolError saying what is wrong with it (with the request id
+    when the bytes show one)."""
     if len(line) > MAX_FRAME:
-        raise ProtocolError(ErrorCode.TOO_LARGE, f"frame of {len(line)} bytes is over the {MAX_FRAME}-byte limit")
+        raise ProtocolError(ErrorCode.TOO_LARGE, f"frame of {len(line)} bytes is over the {MAX_FRAME}-byte limit",
+                            request_id(line))
     try:
         obj = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProtocolError(ErrorCode.BAD_JSON, f"frame is not valid JSON: {exc}") from None
+        raise ProtocolError(ErrorCode.BAD_JSON, f"frame is not valid JSON: {exc}", request_id(line)) from None
     if not isinstance(obj, dict):
         raise ProtocolError(ErrorCode.BAD_FRAME, f"frame must be a JSON object, got {type(obj).__name__}")
     return obj
@@ -122,12 +197,9 @@ def parse_request(obj: dict[str, Any]) -> tuple[Any, str, dict[str, Any]]:
     for name, value in args.items():
         if name not in spec:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"{op}: unknown argument {name!r}")
-        types, _ = spec[name]
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            expected = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            raise ProtocolError(ErrorCode.BAD_ARGS, f"{op}: argument {name!r} must be {expected}")
-    for name, (_, required) in spec.items():
-        if required and name not in args:
+        spec[name].check(op, name, value)
+    for name, arg in spec.items():
+        if arg.required and name not in args:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"{op}: missing argument {name!r}")
     return req_id, op, args
 
@@ -143,8 +215,9 @@ def err(req_id: Any, error: ProtocolError) -> dict[str, Any]:
 async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
     """The next line from a stream made with ``limit=MAX_FRAME``; None at end of stream.
 
-    An over-long line is read to its end and thrown away, then reported as TOO_LARGE, so the
-    connection stays usable for the frames after it.
+    An over-long line is read to its end and thrown away, then reported as TOO_LARGE with the
+    request id found in its first bytes, so the connection stays usable for the frames after it
+    and the error answers the request that caused it.
     """
     import asyncio  # here, not at the top: the blocking CLI never pays for loading asyncio
 
@@ -153,8 +226,8 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
     except asyncio.IncompleteReadError as exc:
         return exc.partial or None
     except asyncio.LimitOverrunError as exc:
-        discarded = exc.consumed
-        await reader.read(exc.consumed)
+        head = await reader.read(exc.consumed)
+        discarded = len(head)
         while True:
             try:
                 discarded += len(await reader.readuntil(b"\n"))
@@ -164,4 +237,5 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
             except asyncio.IncompleteReadError as end:
                 discarded += len(end.partial)
                 break
-        raise ProtocolError(ErrorCode.TOO_LARGE, f"frame of over {discarded} bytes is over the {MAX_FRAME}-byte limit") from None
+        raise ProtocolError(ErrorCode.TOO_LARGE, f"frame of over {discarded} bytes is over the {MAX_FRAME}-byte limit",
+                            request_id(head)) from None

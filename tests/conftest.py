@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +16,7 @@ import pytest
 
 from roost import paths as paths_mod
 from roost.client import Client, daemon_running
+from roost.protocol import PROTOCOL_VERSION
 
 LEAKY_ENV = ("ROOST_CONFIG", "ROOST_JOB_ID", "ROOST_TOKEN", "ROOST_SOCKET", "NO_COLOR", "TEXTUAL_THEME",
              "COLUMNS", "LINES")
@@ -89,8 +92,27 @@ class DaemonHarness:
     def show(self, job_id: str) -> dict[str, Any]:
         return self.call("show", job=job_id)
 
+    def rows(self, **list_args: Any) -> list[dict[str, Any]]:
+        """Every row ``list`` gives with these arguments, paged with its cursor."""
+        out: list[dict[str, Any]] = []
+        cursor = None
+        with self.client() as client:
+            while True:
+                page = client.call("list", cursor=cursor, **list_args)
+                out.extend(page["rows"])
+                cursor = page["next"]
+                if cursor is None:
+                    return out
+
     def timeline(self, job_id: str) -> list[dict[str, Any]]:
-        return self.call("logs", job=job_id)
+        """Every timeline entry of a job, oldest first, paged forward with ``after``."""
+        out: list[dict[str, Any]] = []
+        with self.client() as client:
+            while True:
+                page = client.call("logs", job=job_id, after=out[-1]["seq"] if out else 0, limit=2000)
+                out.extend(page["entries"])
+                if not page["more"]:
+                    return out
 
     def texts(self, job_id: str) -> list[str]:
         return [e["data"]["text"] for e in self.timeline(job_id) if e["kind"] == "text"]
@@ -126,6 +148,64 @@ class DaemonHarness:
 
     def children(self, job_id: str) -> list[dict[str, Any]]:
         return self.call("children", job=job_id)
+
+    def raw(self, hello: bool = True, timeout: float = 10.0) -> RawClient:
+        return RawClient(self.paths.socket, hello=hello, timeout=timeout)
+
+
+class RawClient:
+    """A bare socket to the daemon for tests of framing and back-pressure: bytes in, frames out,
+    every read under a deadline; ``sizes`` keeps the length of each frame read."""
+
+    def __init__(self, path: Path, hello: bool = True, timeout: float = 10.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(str(path))  # blocking: a full backlog waits instead of failing (EAGAIN)
+        self.sock.settimeout(timeout)
+        self.buf = b""
+        self.sizes: list[int] = []
+        if hello:
+            assert self.call("hello", version=PROTOCOL_VERSION, client="raw")["version"] == PROTOCOL_VERSION
+
+    def send(self, frame: dict[str, Any] | bytes) -> None:
+        self.sock.sendall(frame if isinstance(frame, bytes) else json.dumps(frame).encode() + b"\n")
+
+    def frame(self) -> dict[str, Any]:
+        """The next frame; EOFError when the daemon closed the connection."""
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise EOFError("the daemon closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        self.sizes.append(len(line) + 1)
+        return json.loads(line)
+
+    def reply(self, req_id: Any, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The reply to ``req_id``; events read on the way are kept in ``events``."""
+        while True:
+            frame = self.frame()
+            if "event" not in frame and frame.get("id") == req_id:
+                return frame
+            if events is not None:
+                events.append(frame)
+
+    def call(self, op: str, req_id: int = 1, **args: Any) -> Any:
+        self.send({"id": req_id, "op": op, "args": args})
+        reply = self.reply(req_id)
+        assert reply["ok"], reply
+        return reply["result"]
+
+    def until_closed(self) -> list[dict[str, Any]]:
+        """Every frame up to the end of the connection."""
+        frames = []
+        while True:
+            try:
+                frames.append(self.frame())
+            except (EOFError, ConnectionResetError):
+                return frames
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 @pytest.fixture

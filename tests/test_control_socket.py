@@ -38,7 +38,7 @@ def raw(daemon, *frames: bytes) -> list[dict]:
     return replies
 
 
-HELLO = b'{"id":0,"op":"hello","args":{"version":1}}\n'
+HELLO = b'{"id":0,"op":"hello","args":{"version":2}}\n'
 
 
 def test_bad_frames_get_errors_and_the_connection_keeps_working(daemon):
@@ -59,13 +59,13 @@ def test_bad_frames_get_errors_and_the_connection_keeps_working(daemon):
                      "unknown_job", None]
     assert "missing argument 'text'" in replies[5]["error"]["message"]
     assert "'job' must be str" in replies[6]["error"]["message"]
-    assert replies[8] == {"id": 6, "ok": True, "result": []}
+    assert replies[8] == {"id": 6, "ok": True, "result": {"rows": [], "next": None, "total": 0}}
 
 
 def test_a_frame_over_the_limit_is_refused_and_the_next_one_served(daemon):
     big = b'{"id":1,"op":"send","args":{"job":"x","text":"' + b"a" * (MAX_FRAME + 10) + b'"}}\n'
     replies = raw(daemon, HELLO, big, b'{"id":2,"op":"status"}\n')
-    assert replies[1]["error"]["code"] == "too_large"
+    assert replies[1]["error"]["code"] == "too_large" and replies[1]["id"] == 1
     assert replies[2]["ok"] and replies[2]["id"] == 2
 
 

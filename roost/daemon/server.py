@@ -1,15 +1,20 @@
-"""The control socket: accepts clients of this user only, reads frames, dispatches operations.
+"""The control socket's daemon: set-up, serve, clean-up, and accepting clients of this user only.
 
 Set-up, serve and clean-up are three explicit steps (``Daemon.setup``, ``serve``, ``cleanup``).
 One daemon per state directory: a lock file held for the daemon's life refuses a second one, and
 a socket left by a killed daemon is replaced, since holding the lock proves nobody serves it.
+Accepting is ours, not asyncio's server, so that running out of file descriptors pauses it (said
+once in the log) instead of spinning, and so that a client past MAX_CONNECTIONS gets a clear
+``busy`` frame. Each connection is served by roost/daemon/connection.py; each operation by
+roost/daemon/handlers.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
-import itertools
+import functools
 import logging
 import os
 import signal
@@ -21,13 +26,20 @@ from typing import Any
 
 from roost import __version__
 from roost.config import ConfigError, ConfigWatcher
+from roost.daemon.connection import Connection
+from roost.daemon.handlers import Context, handle_line
 from roost.daemon.store import Store, StoreError
 from roost.daemon.supervisor import Supervisor
 from roost.paths import Paths
-from roost.protocol import (JOB_ONLY_OPS, MAX_FRAME, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode, encode,
-                            err, ok, parse_request, read_frame)
+from roost.protocol import MAX_CONNECTIONS, MAX_FRAME, ErrorCode, ProtocolError, encode, err
 
 log = logging.getLogger("roost.daemon")
+
+#: Connections waiting in the kernel to be accepted, and taken per wake-up.
+BACKLOG = 128
+#: Seconds accepting pauses when the process is out of file descriptors (or memory for them).
+ACCEPT_BACKOFF = 1.0
+_OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 class AlreadyRunning(Exception):
@@ -42,31 +54,18 @@ def peer_uid(sock: socket.socket) -> int:
     return uid
 
 
-class Connection:
-    """One client: who it is (a person, or a job proven by its token) and what it watches."""
-
-    _ids = itertools.count(1)
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.conn_id = next(self._ids)
-        self.writer = writer
-        self.hello = False
-        self.job: str | None = None
-        self.client = "?"
-
-    def push(self, frame: dict[str, Any]) -> None:
-        if not self.writer.is_closing():
-            self.writer.write(encode(frame))
-
-
 class Daemon:
-    def __init__(self, paths: Paths, config_path: Path | None) -> None:
+    def __init__(self, paths: Paths, config_path: Path | None, max_connections: int = MAX_CONNECTIONS) -> None:
         self.paths = paths
         self.config_path = config_path
+        self.max_connections = max_connections
         self.watcher: ConfigWatcher | None = None
         self.store: Store | None = None
         self.supervisor: Supervisor | None = None
-        self.server: asyncio.base_events.Server | None = None
+        self._listener: socket.socket | None = None
+        self._paused_at: float | None = None
+        self._full = False
+        self._clients: dict[asyncio.Task[None], Connection | None] = {}
         self._lock_fd: int | None = None
         self._stopping = asyncio.Event()
         self.started_at = time.time()
@@ -94,24 +93,30 @@ class Daemon:
     # -- 2. serve ------------------------------------------------------------------------------------
     async def serve(self) -> None:
         assert self.supervisor is not None
+        loop = asyncio.get_running_loop()
+        self._listen()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        self.supervisor.start()
+        reload = asyncio.create_task(self._watch_config())
+        log.info("roost daemon %s serving on %s (pid %d)", __version__, self.paths.socket, os.getpid())
+        await self._stopping.wait()
+        reload.cancel()
+
+    def _listen(self) -> None:
         sock_path = self.paths.socket
         if sock_path.exists() or sock_path.is_symlink():
             sock_path.unlink()  # left by a killed daemon: we hold the lock, nobody serves it
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o177)  # owner-only from the moment it exists
         try:
-            self.server = await asyncio.start_unix_server(self._client, path=str(sock_path), limit=MAX_FRAME)
+            sock.bind(str(sock_path))
         finally:
             os.umask(old_umask)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stopping.set)
-        self.supervisor.after_recovery()
-        tick = asyncio.create_task(self.supervisor.tick_forever())
-        reload = asyncio.create_task(self._watch_config())
-        log.info("roost daemon %s serving on %s (pid %d)", __version__, sock_path, os.getpid())
-        await self._stopping.wait()
-        tick.cancel()
-        reload.cancel()
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+        self._listener = sock
+        asyncio.get_running_loop().add_reader(sock.fileno(), self._accept)
 
     async def _watch_config(self) -> None:
         assert self.watcher is not None
@@ -120,6 +125,7 @@ class Daemon:
             await asyncio.sleep(1.0)
             if self.watcher.poll():
                 log.info("config reloaded from %s", self.watcher.config.source)
+                self.supervisor.config_changed()  # type: ignore[union-attr]
             error = self.watcher.last_error
             if error is not None and str(error) != reported:
                 log.error("config not reloaded, keeping the old settings: %s", error)
@@ -127,10 +133,17 @@ class Daemon:
 
     # -- 3. clean-up ----------------------------------------------------------------------------------
     async def cleanup(self) -> None:
-        if self.server is not None:
-            self.server.close()
+        if self._listener is not None:
+            asyncio.get_running_loop().remove_reader(self._listener.fileno())
+            self._listener.close()
+            self._listener = None
         if self.supervisor is not None:
             await self.supervisor.shutdown()
+        for task, conn in list(self._clients.items()):
+            if conn is not None:
+                conn.abort()
+            task.cancel()
+        await asyncio.gather(*self._clients, return_exceptions=True)
         try:
             self.paths.socket.unlink()
         except FileNotFoundError:
@@ -140,137 +153,105 @@ class Daemon:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
 
-    # -- clients -----------------------------------------------------------------------------------------
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        assert self.supervisor is not None
-        conn = Connection(writer)
-        sock = writer.get_extra_info("socket")
+    # -- accepting ------------------------------------------------------------------------------------
+    def _accept(self) -> None:
+        assert self._listener is not None
+        for _ in range(BACKLOG):
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in _OUT_OF_DESCRIPTORS:
+                    self._pause_accepting(exc)
+                else:
+                    log.error("accepting a connection failed: %s", exc)
+                return
+            if self._paused_at is not None:
+                log.warning("accepting connections again after %.1fs", time.monotonic() - self._paused_at)
+                self._paused_at = None
+            self._admit(sock)
+
+    def _pause_accepting(self, exc: OSError) -> None:
+        """Out of descriptors: stop watching the listener for a while instead of spinning on it."""
+        loop = asyncio.get_running_loop()
+        assert self._listener is not None
+        loop.remove_reader(self._listener.fileno())
+        if self._paused_at is None:
+            self._paused_at = time.monotonic()
+            log.error("cannot accept connections: %s; paused, retrying every %.0fs", exc.strerror, ACCEPT_BACKOFF)
+        loop.call_later(ACCEPT_BACKOFF, self._resume_accepting)
+
+    def _resume_accepting(self) -> None:
+        if self._listener is not None:
+            asyncio.get_running_loop().add_reader(self._listener.fileno(), self._accept)
+
+    def _admit(self, sock: socket.socket) -> None:
+        """Refuse peers of another uid and connections past the cap; serve the others."""
+        sock.setblocking(False)
         try:
             uid = peer_uid(sock)
         except (OSError, AttributeError):
             uid = -1
         if uid != os.getuid():
-            conn.push(err(None, ProtocolError(ErrorCode.AUTH, f"peer uid {uid} is not this daemon's user")))
-            writer.close()
-            return
-        tasks: set[asyncio.Task[None]] = set()
-        try:
-            while True:
-                try:
-                    line = await read_frame(reader)
-                except ProtocolError as exc:
-                    conn.push(err(None, exc))
-                    continue
-                if line is None:
-                    break
-                if not line.strip():
-                    continue
-                task = asyncio.create_task(self._handle_line(conn, line))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-                if not conn.hello:
-                    await task  # the hello decides who this is before anything else runs
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            for task in tasks:
-                task.cancel()
-            self.supervisor.forget_connection(conn.conn_id)
-            writer.close()
+            _refuse(sock, ProtocolError(ErrorCode.AUTH, f"peer uid {uid} is not this daemon's user"))
+        elif len(self._clients) >= self.max_connections:
+            if not self._full:
+                self._full = True
+                log.warning("refusing connections: %d are open, the limit", len(self._clients))
+            _refuse(sock, ProtocolError(ErrorCode.BUSY, f"the daemon already serves {self.max_connections} "
+                                                        f"connections, its limit; try again later"))
+        else:
+            self._full = False
+            task = asyncio.create_task(self._serve_client(sock))
+            self._clients[task] = None
+            task.add_done_callback(self._clients.pop)
 
-    async def _handle_line(self, conn: Connection, line: bytes) -> None:
-        req_id: Any = None
-        try:
-            frame = decode(line)
-            req_id = frame.get("id")
-            req_id, op, args = parse_request(frame)
-            result = await self._dispatch(conn, op, args)
-            conn.push(ok(req_id, result))
-        except ProtocolError as exc:
-            conn.push(err(req_id, exc))
-        except Exception as exc:  # a bug must not take the daemon down; say what happened
-            log.exception("operation failed")
-            conn.push(err(req_id, ProtocolError(ErrorCode.INTERNAL, f"internal error: {exc}")))
-        try:
-            await conn.writer.drain()
-        except (ConnectionError, OSError):
-            pass
-
-    async def _dispatch(self, conn: Connection, op: str, args: dict[str, Any]) -> Any:
-        sup = self.supervisor
-        assert sup is not None and self.watcher is not None
-        if op == "hello":
-            return self._hello(conn, args)
-        if not conn.hello:
-            raise ProtocolError(ErrorCode.NO_HELLO, "send hello first: {\"op\": \"hello\", \"args\": {\"version\": 1}}")
-        caller = conn.job
-        if op in JOB_ONLY_OPS and caller is None:
-            raise ProtocolError(ErrorCode.AUTH, f"{op} is for jobs: call it from a worker (ROOST_JOB_ID is not set)")
-        if op == "spawn":
-            return await sup.spawn(args, caller)
-        if op == "send":
-            return await sup.send(args["job"], args["text"], caller)
-        if op == "stop":
-            return await sup.stop(args["job"], bool(args.get("tree")), caller)
-        if op == "close":
-            return await sup.close(args["job"], caller)
-        if op in ("pin", "unpin"):
-            return sup.set_pinned(args["job"], op == "pin", caller)
-        if op == "show":
-            return sup.row(sup.get(args["job"])).to_wire()
-        if op == "list":
-            return sup.rows(archived=bool(args.get("archived")))
-        if op == "children":
-            target = args.get("job") or caller
-            if target is None:
-                raise ProtocolError(ErrorCode.BAD_ARGS, "children: give a job id (no calling job to default to)")
-            return sup.children_of(target)
-        if op == "report":
-            assert caller is not None  # JOB_ONLY_OPS
-            return sup.report(caller, args["status"], args.get("text", ""))
-        if op == "logs":
-            sup.get(args["job"])
-            return self.store.timeline(args["job"], after=int(args.get("after", 0)))  # type: ignore[union-attr]
-        if op == "watch":
-            sup.subscribers[conn.conn_id] = conn
-            return sup.rows()
-        if op == "attach":
-            return sup.attach(args["job"], conn.conn_id, resume=bool(args.get("resume")))
-        if op == "release":
-            sup.release(args["job"], conn.conn_id)
-            return None
-        if op == "archive":
-            return await sup.archive(args["job"], caller)
-        if op == "detach":
-            return sup.detach(args["job"], caller)
-        if op == "label":
-            return sup.set_label(args["job"], args["key"], args["value"], caller)
-        if op == "status":
-            error = self.watcher.last_error
-            return {"pid": os.getpid(), "version": __version__, "uptime": time.time() - self.started_at,
-                    "jobs": len(sup.jobs), "workers": sum(1 for l in sup.live.values() if l.worker),
-                    "socket": str(self.paths.socket), "state_dir": str(self.paths.state_dir),
-                    "config": str(self.watcher.config.source) if self.watcher.config.source else None,
-                    "config_error": str(error) if error else None}
-        if op == "shutdown":
-            asyncio.get_running_loop().call_later(0.05, self._stopping.set)
-            return {"stopping": True}
-        raise ProtocolError(ErrorCode.UNKNOWN_OP, f"unknown operation {op!r}")
-
-    def _hello(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+    async def _serve_client(self, sock: socket.socket) -> None:
         assert self.supervisor is not None
-        if args["version"] != PROTOCOL_VERSION:
-            raise ProtocolError(ErrorCode.VERSION, f"protocol version {args['version']} is not supported "
-                                                   f"(this daemon speaks {PROTOCOL_VERSION})")
-        job = args.get("job")
-        if job:
-            live = self.supervisor.live.get(job)
-            if live is None or not live.token or args.get("token") != live.token:
-                raise ProtocolError(ErrorCode.AUTH, f"no valid token for job {job}")
-        conn.job = job or None
-        conn.client = str(args.get("client", "?"))
-        conn.hello = True
-        return {"version": PROTOCOL_VERSION, "daemon": __version__, "job": conn.job}
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=MAX_FRAME)
+        protocol = asyncio.StreamReaderProtocol(reader)
+        try:
+            transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
+        except OSError:
+            sock.close()
+            return
+        conn = Connection(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+        self._clients[asyncio.current_task()] = conn  # type: ignore[index]
+        try:
+            await conn.serve(functools.partial(handle_line, self._context()))
+        finally:
+            self.supervisor.publisher.forget(conn)
+            self.supervisor.forget_connection(conn.conn_id)
+            await conn.closed()
+
+    def _context(self) -> Context:
+        assert self.supervisor is not None
+        return Context(self.supervisor, self._facts, self._stop_soon)
+
+    def _facts(self) -> dict[str, Any]:
+        """What ``status`` says about the daemon itself (the supervisor adds the jobs)."""
+        assert self.watcher is not None
+        error = self.watcher.last_error
+        return {"pid": os.getpid(), "version": __version__, "uptime": time.time() - self.started_at,
+                "connections": len(self._clients), "socket": str(self.paths.socket),
+                "state_dir": str(self.paths.state_dir),
+                "config": str(self.watcher.config.source) if self.watcher.config.source else None,
+                "config_error": str(error) if error else None}
+
+    def _stop_soon(self) -> None:
+        """Stop after the reply to ``shutdown`` has gone out."""
+        asyncio.get_running_loop().call_later(0.05, self._stopping.set)
+
+
+def _refuse(sock: socket.socket, error: ProtocolError) -> None:
+    """One error frame, written if the socket takes it at once, then close."""
+    try:
+        sock.send(encode(err(None, error)))
+    except OSError:
+        pass
+    sock.close()
 
 
 def run(paths: Paths, config_path: Path | None) -> int:
