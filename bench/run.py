@@ -76,7 +76,7 @@ def bench_turn(env: dict[str, str]) -> tuple[str, float, float]:
     def by_hand() -> float:
         session = Path(cwd) / f"bench-{time.monotonic_ns()}.jsonl"
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "roost.drivers.builtin_agent", "--session", str(session)],
+        proc = subprocess.Popen([sys.executable, "-m", "roost.programs.builtin_agent", "--session", str(session)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
         assert proc.stdin and proc.stdout
         proc.stdin.write('{"type":"get_state","id":"s"}\n{"type":"prompt","id":"p","message":"say hi","run":1}\n')
