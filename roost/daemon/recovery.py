@@ -3,15 +3,17 @@ survive the last daemon. Runs before the event loop, so it writes the store dire
 
 from __future__ import annotations
 
-import os
-import signal
+import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
+from roost import paths
 from roost.daemon.index import JobIndex
 from roost.daemon.store import Store
 from roost.models import TURN_STATES, Job, State
+from roost.proctree import WorkerTree, boot_id, record_path
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -66,17 +68,15 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float]) -> Recove
 
 
 def kill_stale_worker(job: Job) -> None:
-    """Kill a worker left by a daemon that died, if that pid is still that job's worker."""
-    pid = job.pid
-    if pid is None:
+    """Kill the worker a dead daemon left for this job, and every process of its tree (its agents
+    too, in sessions of their own or orphaned to PID 1 when the worker died), from the record the
+    daemon wrote when it started the worker: by pid and start time, so a recycled pid is never
+    killed. A record from another boot names nothing alive."""
+    path = record_path(paths.resolve().state_dir, job.id)
+    tree = WorkerTree.load(path)
+    if tree is None:
+        log.warning("job %s: no record of its worker %s; nothing of it is killed", job.id, job.pid)
         return
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return
-    if f"ROOST_JOB_ID={job.id}".encode() not in environ.split(b"\0"):
-        return  # the pid was reused by something else
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    if tree.boot == boot_id() and not tree.kill_now():
+        log.error("job %s: processes of its old worker %d are still alive after SIGKILL", job.id, tree.pid)
+    path.unlink(missing_ok=True)
