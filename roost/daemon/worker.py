@@ -82,7 +82,10 @@ class Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         self.tree = WorkerTree.of(self.job_id, self.proc.pid, floor, mark)
         if self.launch.record is not None:
-            self.tree.save(self.launch.record)
+            try:
+                self.tree.save(self.launch.record)
+            except OSError as exc:  # the worker runs; only a later daemon's recovery cannot see it
+                log.warning("job %s: cannot write down its worker tree at %s: %s", self.job_id, self.launch.record, exc)
         exited: asyncio.Future[int] = loop.create_future()
         threading.Thread(target=self._reap, args=(loop, exited), name=f"reap-{self.proc.pid}", daemon=True).start()
         stdout, stderr = asyncio.StreamReader(limit=MAX_FRAME), asyncio.StreamReader(limit=MAX_FRAME)
@@ -98,7 +101,10 @@ class Worker:
         """In a thread of its own: wait for the worker (only it: the daemon reaps nothing else)."""
         assert self.proc
         rc = self.proc.wait()
-        loop.call_soon_threadsafe(lambda: exited.done() or exited.set_result(rc))
+        try:
+            loop.call_soon_threadsafe(lambda: exited.done() or exited.set_result(rc))
+        except RuntimeError:
+            pass  # the loop is gone: the daemon is exiting and nobody waits for this any more
 
     async def _read_stdout(self, stdout: asyncio.StreamReader) -> None:
         while True:

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -31,19 +31,27 @@ def daemon(daemon_factory: Callable[[str], DaemonHarness]) -> DaemonHarness:
     return daemon_factory(CONFIG)
 
 
+Ident = tuple[int, int]  # a process: its pid and its start time
+#: Every process a test named, so that one that fails leaves nothing running behind it either.
+SEEN: list[Ident] = []
+
+
 @pytest.fixture
-def pids_dir(tmp_path: Path) -> Path:
+def pids_dir(tmp_path: Path) -> Iterator[Path]:
     out = tmp_path / "pids"
     out.mkdir()
-    return out
-
-
-Ident = tuple[int, int]  # a process: its pid and its start time
+    yield out
+    while SEEN:
+        pid, start = SEEN.pop()
+        proc = read_proc(pid)
+        if proc is not None and proc.start == start:
+            os.kill(pid, signal.SIGKILL)
 
 
 def ident(pid: int) -> Ident:
     proc = read_proc(pid)
     assert proc is not None and proc.state != "Z", f"pid {pid} is not running"
+    SEEN.append((pid, proc.start))
     return pid, proc.start
 
 
@@ -226,7 +234,9 @@ def stale_record(home: Path, job: Job, pid: int, start: int) -> Path:
 
 def test_recovery_never_kills_a_recycled_pid(roost_home, unrelated):
     job = Job(id="j-recycled", title="t", driver="sh", cwd="/", pid=unrelated.pid)
-    other = ident(unrelated.pid)
+    found = read_proc(unrelated.pid)
+    assert found is not None
+    other = (unrelated.pid, found.start)
     path = stale_record(roost_home, job, unrelated.pid, other[1] + 1)  # the pid, as another process
     kill_stale_worker(job)
     assert running(other), "a pid that now names another process is left alone"
