@@ -60,6 +60,8 @@ class ErrorCode:
     DEPTH = "depth_limit"
     DRIVER = "driver"
     INTERNAL = "internal"
+    #: The store could not be written (the state directory is full): nothing of the request was kept.
+    STORE = "store"
 
 
 class ProtocolError(Exception):

@@ -17,16 +17,17 @@ import asyncio
 import collections
 import itertools
 import logging
+import sqlite3
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Protocol
 
 from roost.config import Config
 from roost.daemon.index import JobIndex
-from roost.daemon.messages import Due, Message, Start, WorkerMessage
+from roost.daemon.messages import Due, Message, Resync, Start, WorkerMessage
 from roost.daemon.slot import Phase, Slot
-from roost.daemon.store import Store
+from roost.daemon.store import Store, describe_failure
 from roost.daemon.workers import WorkerFactory
 from roost.models import TURN_STATES, Job, State
-from roost.protocol import ENTRY_MAX, ProtocolError
+from roost.protocol import ENTRY_MAX, ErrorCode, ProtocolError
 from roost.rules.lifecycle import WorkerFacts, next_due
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ log = logging.getLogger("roost.daemon")
 
 #: How many effects of one tree operation (aborts, closes) run at once.
 FAN_OUT = 32
+#: How soon, and at most how long apart, a change the store refused is tried again.
+RETRY_FIRST = 0.5
+RETRY_MAX = 30.0
 #: States whose rows say why (a failure's reason, who stopped it).
 REASONED = frozenset({State.FAILED, State.STOPPED})
 
@@ -75,6 +79,10 @@ class Engine:
         self._due: dict[str, float] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Jobs whose last change could not be committed, with why.
+        self.unsaved: dict[str, str] = {}
+        self._retry: asyncio.TimerHandle | None = None
+        self._retry_delay = RETRY_FIRST
 
     @property
     def config(self) -> Config:
@@ -109,6 +117,8 @@ class Engine:
                         HANDLERS[type(message)](self, job, message)
                     except ProtocolError as exc:  # a refusal, for the sender
                         message.fail(exc)
+                    except (sqlite3.Error, OSError) as exc:  # the store took no writes (a full disk)
+                        self._unsaved(job, exc, message)
                     except Exception as exc:  # a handler bug must not take the daemon down
                         log.exception("job %s: %s failed", job_id, type(message).__name__)
                         message.fail(exc)
@@ -116,6 +126,29 @@ class Engine:
                     self._arm(job)
         finally:
             self._draining = False
+
+    # -- a store that takes no writes ------------------------------------------------------------------
+    def _unsaved(self, job: Job, exc: BaseException, message: Message) -> None:
+        """A change could not be committed: the sender hears why, and the job is saved again
+        (``Resync``) once the store takes writes, so no record stays claiming what is not true."""
+        reason = describe_failure(exc, self.store.path)
+        log.error("job %s: %s: %s", job.id, type(message).__name__, reason)
+        message.fail(ProtocolError(ErrorCode.STORE, reason))
+        self.unsaved[job.id] = reason
+        if self._retry is None:
+            self._retry = asyncio.get_running_loop().call_later(self._retry_delay, self.retry_unsaved)
+
+    def retry_unsaved(self) -> None:
+        """Try again to save the jobs whose change the store refused (the retry timer calls it)."""
+        self._retry = None
+        for job_id, reason in list(self.unsaved.items()):
+            self.post(job_id, Resync(reason))
+        if self.unsaved:  # still failing: wait longer before the next try
+            self._retry_delay = min(self._retry_delay * 2, RETRY_MAX)
+            if self._retry is None:
+                self._retry = asyncio.get_running_loop().call_later(self._retry_delay, self.retry_unsaved)
+        else:
+            self._retry_delay = RETRY_FIRST
 
     # -- effects ------------------------------------------------------------------------------------
     def spawn_task(self, coro: Coroutine[Any, Any, Any], bounded: bool = False) -> None:
@@ -138,6 +171,8 @@ class Engine:
             task.cancel()
         for timer in self._timers.values():
             timer.cancel()
+        if self._retry is not None:
+            self._retry.cancel()
         self._timers.clear()
 
     # -- writing records (one transaction per message; pushes go out after the commit) --------------

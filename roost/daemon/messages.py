@@ -105,6 +105,14 @@ class Reports(Message):
 
 
 @dataclass
+class Resync(Message):
+    """A change to this job could not be committed: save its record again now that the store
+    may take writes, and catch up on what the failed change left undone."""
+
+    reason: str
+
+
+@dataclass
 class Due(Message):
     """A deadline may have passed, or something a time rule reads changed: look again."""
 

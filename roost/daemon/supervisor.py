@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import secrets
+import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -21,7 +22,7 @@ from roost.daemon.engine import Engine
 from roost.daemon.index import JobIndex
 from roost.daemon.recovery import recover
 from roost.daemon.slot import Phase
-from roost.daemon.store import Store
+from roost.daemon.store import Store, describe_failure
 from roost.daemon.transitions import RESUMABLE_ON_OPEN
 from roost.daemon import reports
 from roost.daemon.workers import WorkerFactory, process_factory
@@ -166,13 +167,16 @@ class Supervisor:
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
                   driver_opts=profile.to_dict())
         eng = self.engine
-        with self.store.transaction():
-            eng.changed(self.index.add(job))
-            self.store.save_job(job)
-            eng.timeline(job, "spawned", parent=job.parent, driver=driver_name, lifetime=lifetime,
-                         by=caller or "person")
-            self.store.add_message(job.id, args["prompt"], now)
-            eng.inbox[job.id] += 1
+        try:
+            with self.store.transaction():
+                self.store.save_job(job)
+                eng.timeline(job, "spawned", parent=job.parent, driver=driver_name, lifetime=lifetime,
+                             by=caller or "person")
+                self.store.add_message(job.id, args["prompt"], now)
+        except (sqlite3.Error, OSError) as exc:  # nothing was kept: the job does not exist
+            raise ProtocolError(ErrorCode.STORE, describe_failure(exc, self.store.path)) from None
+        eng.changed(self.index.add(job))
+        eng.inbox[job.id] += 1
         eng.run_queue.append(job.id)
         eng.pump()
         return self.index.row(job.id)

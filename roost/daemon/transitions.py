@@ -236,6 +236,24 @@ def on_reports(eng: "Engine", job: Job, msg: m.Reports) -> None:
         slot.held_since = eng.monotonic()
 
 
+def on_resync(eng: "Engine", job: Job, msg: m.Resync) -> None:
+    """Save a job whose change the store refused, saying so; a job that claims a turn nothing
+    runs any more is failed with the reason; then what it waits for goes ahead."""
+    slot = eng.slots.get(job.id)
+    eng.inbox[job.id] = eng.store.pending_count(job.id)  # the failed change may have counted a message
+    nothing_runs = slot is None or (slot.turn is None and slot.phase is Phase.READY)
+    with eng.store.transaction():
+        if job.state in (State.STARTING, State.WORKING) and nothing_runs:
+            eng.set_state(job, State.FAILED, reason=f"{msg.reason} while its turn began or ended")
+        eng.timeline(job, "error", message=f"{msg.reason}; the record was saved again once the store took writes "
+                                           "(what happened in between may be missing from the timeline)")
+        eng.save(job)
+        eng.changed([job.id])
+    eng.unsaved.pop(job.id, None)
+    t.deliver_next(eng, job)
+    eng.pump()
+
+
 def on_due(eng: "Engine", job: Job, msg: m.Due) -> None:
     """A deadline passed or an input of the time rules changed: close, reap or steer if due."""
     slot = eng.slots.get(job.id)
@@ -256,7 +274,7 @@ HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
     m.Start: on_start, m.Send: on_send, m.Stop: on_stop, m.Close: on_close, m.Pin: on_pin, m.Label: on_label,
     m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume, m.Rename: on_rename,
     m.Unarchive: on_unarchive,
-    m.Reports: on_reports, m.Due: on_due,
+    m.Reports: on_reports, m.Due: on_due, m.Resync: on_resync,
     m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,
     m.PromptAnswer: t.on_prompt_answer, m.SteerAnswer: t.on_steer_answer, m.AbortAnswer: t.on_abort_answer,
     m.Event: t.on_event, m.Exited: w.on_exited,
