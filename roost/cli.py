@@ -10,6 +10,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import click
@@ -18,13 +20,31 @@ from roost import paths as paths_mod
 from roost.client import Client, ClientError, connect, daemon_running, job_identity, start_daemon
 from roost.models import record_json
 
-STATE_MARKS = {"starting": "…", "working": "●", "waiting": "?", "idle": "○", "done": "✓",
-               "blocked": "!", "stopped": "■", "failed": "✗"}
-
 
 def _fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"roost: {message}", err=True)
     sys.exit(code)
+
+
+#: Refusals that mean "that job cannot take this" (exit 2) rather than "something broke" (exit 1).
+_JOB_REFUSALS = ("unknown_job", "stopped", "archived")
+
+
+def _refused(exc: ClientError) -> NoReturn:
+    _fail(exc.message, 2 if exc.code in _JOB_REFUSALS else 1)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """The daemon's refusal on stderr with an exit code; Ctrl-C and a closed pipe end quietly."""
+    try:
+        yield
+    except ClientError as exc:
+        _refused(exc)
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:  # `roost ls --json | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class Ctx:
@@ -42,7 +62,7 @@ class Ctx:
             try:
                 return client.call(op, **args)
             except ClientError as exc:
-                _fail(exc.message, 2 if exc.code in ("unknown_job", "stopped", "archived") else 1)
+                _refused(exc)
 
 
 pass_ctx = click.make_pass_decorator(Ctx)
@@ -229,96 +249,61 @@ def show(ctx: Ctx, job_id: str, as_json: bool) -> None:
         click.echo(f"{key:<{width}}  {json.dumps(value) if isinstance(value, (dict, list)) else value}")
 
 
-def _tree_lines(rows: list[dict[str, Any]]) -> list[str]:
-    by_parent: dict[str | None, list[dict[str, Any]]] = {}
-    ids = {r["id"] for r in rows}
-    for r in rows:
-        by_parent.setdefault(r["parent"] if r["parent"] in ids else None, []).append(r)
-    lines: list[str] = []
-
-    def walk(parent: str | None, depth: int) -> None:
-        for r in by_parent.get(parent, []):
-            mark = STATE_MARKS.get(r["state"], " ")
-            worker = "" if r.get("worker_up") else " (closed)" if r.get("reaped") else ""
-            text = (r.get("last_text") or "").strip().splitlines()
-            peek = f"  — {text[-1][:50]}" if text else ""
-            lines.append(f"{'  ' * depth}{mark} {r['id']:<6} {r['state']:<8} {r['title'][:40]}{worker}{peek}")
-            walk(r["id"], depth + 1)
-
-    walk(None, 0)
-    return lines
-
-
 @cli.command("ls")
-@click.option("--json", "as_json", is_flag=True, help="A flat JSON array of job records.")
+@click.option("--json", "as_json", is_flag=True, help="Every job's full record, as one JSON array.")
+@click.option("--all", "everything", is_flag=True, help="Every job, not only live work and recent jobs.")
 @click.option("--archived", is_flag=True, help="Include archived jobs.")
 @pass_ctx
-def ls(ctx: Ctx, as_json: bool, archived: bool) -> None:
-    """List jobs, children indented under their parent."""
-    rows = ctx.call("list", archived=archived)
-    if as_json:
-        click.echo(json.dumps([record_json(r) for r in rows], indent=2))
-        return
+def ls(ctx: Ctx, as_json: bool, everything: bool, archived: bool) -> None:
+    """List live work and the newest jobs, children indented under their parent."""
+    from roost import cli_views
+
+    with ctx.client() as client, _errors():
+        if as_json:
+            cli_views.write_json_array(cli_views.full_records(client, archived), sys.stdout)
+            return
+        if everything:
+            rows, left_out = cli_views.every_row(client, archived), 0
+        else:
+            rows, left_out = cli_views.recent_rows(client, archived)
     if not rows:
         click.echo("no jobs yet: try  roost spawn 'say hello'")
-        return
-    for line in _tree_lines(rows):
+    for line in cli_views.tree_lines(rows):
         click.echo(line)
-
-
-def format_entry(entry: dict[str, Any]) -> str:
-    """One timeline entry as a line of text (the CLI's `logs`, and tests)."""
-    ts = time.strftime("%H:%M:%S", time.localtime(entry["ts"]))
-    data = entry["data"]
-    kind = entry["kind"]
-    if kind in ("text", "prompt", "reports", "message"):
-        body = data.get("text", "")
-    elif kind == "tool":
-        body = f"{data.get('name')} {json.dumps(data.get('args'))} -> {json.dumps(data.get('result'))}"
-    elif kind == "state":
-        body = data.get("state", "") + (f" ({data['reason']})" if data.get("reason") else "")
-    else:
-        body = " ".join(f"{k}={v}" for k, v in data.items())
-    return f"{ts} {kind:<9} {body}"
+    if left_out:
+        click.echo(f"… {left_out:,} more; roost ls --all")
 
 
 @cli.command()
 @click.argument("job_id")
+@click.option("-n", "--lines", "count", default=200, show_default=True, help="How many of the newest entries.")
+@click.option("--all", "everything", is_flag=True, help="Every entry, from the first.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new entries.")
 @pass_ctx
-def logs(ctx: Ctx, job_id: str, follow: bool) -> None:
-    """Print a job's timeline and transcript."""
-    with ctx.client() as client:
-        try:
-            entries = client.call("logs", job=job_id)
+def logs(ctx: Ctx, job_id: str, count: int, everything: bool, follow: bool) -> None:
+    """Print a job's timeline and transcript: the newest entries, or --all of them."""
+    from roost import cli_views
+
+    def emit(entry: dict[str, Any]) -> None:
+        click.echo(cli_views.format_entry(entry))
+
+    with ctx.client() as client, _errors():
+        last = 0
+        if everything:
+            for entry in cli_views.log_pages_after(client, job_id, 0):
+                emit(entry)
+                last = entry["seq"]
+        else:
+            entries, more = cli_views.log_tail(client, job_id, count)
+            if more and not follow:
+                click.echo(f"roost: the newest {len(entries)} entries; roost logs --all {job_id} prints every one",
+                           err=True)
             for entry in entries:
-                click.echo(format_entry(entry))
-            if not follow:
-                return
+                emit(entry)
             last = entries[-1]["seq"] if entries else 0
-            client.call("watch")
-            while True:
-                frame = client.read_frame()
-                if frame.get("event") == "timeline" and frame["entry"]["job"] == job_id \
-                        and frame["entry"]["seq"] > last:
-                    click.echo(format_entry(frame["entry"]))
-        except ClientError as exc:
-            _fail(exc.message, 2 if exc.code == "unknown_job" else 1)
-        except KeyboardInterrupt:
-            pass
-
-
-@cli.command()
-@pass_ctx
-def watch(ctx: Ctx) -> None:
-    """Print every event the daemon pushes, as JSON lines."""
-    with ctx.client() as client:
-        client.call("watch")
-        try:
-            while True:
-                click.echo(json.dumps(client.read_frame()))
-        except KeyboardInterrupt:
-            pass
+        if follow:
+            cli_views.follow(client, lambda: connect(autostart=False), job_id, last, emit,
+                             lambda text: click.echo(f"roost: {text}", err=True))
 
 
 # -- what agents call --------------------------------------------------------------------------------------
@@ -415,8 +400,11 @@ def demo(ctx: Ctx, no_app: bool) -> None:
             _fail(exc.message)
     if no_app:
         time.sleep(1.5)
-        for line in _tree_lines(ctx.call("list")):
-            click.echo(line)
+        from roost import cli_views
+
+        with ctx.client() as client:
+            for line in cli_views.tree_lines(cli_views.every_row(client, archived=False)):
+                click.echo(line)
         return
     _open_app(ctx, select=roots[0] if roots else None)
 

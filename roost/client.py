@@ -1,26 +1,32 @@
 """Clients of the control socket: a blocking one for the CLI, an asyncio one for the app and agents.
 
 Both say hello first, as a person (no job) or as a job (``ROOST_JOB_ID`` and ``ROOST_TOKEN``
-from the environment the daemon gave its worker), so the daemon knows who is calling.
+from the environment the daemon gave its worker), so the daemon knows who is calling. Every
+call has a timeout: nothing waits forever on a daemon that never answers. An error frame with
+no id (a frame the daemon could not read) answers the oldest request still waiting.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import socket
-import subprocess
-import sys
 import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from roost import paths as paths_mod
+from roost.protocol import MAX_FRAME, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode, encode, err
+
 if TYPE_CHECKING:
     import asyncio
 
-from roost.protocol import MAX_FRAME, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode, encode, read_frame
+#: Seconds a call waits for its answer unless told otherwise.
+DEFAULT_TIMEOUT = 30.0
+#: What ends an events stream: the daemon dropped a reader that fell behind.
+LAGGED = "lagged"
 
 
 class ClientError(Exception):
@@ -38,11 +44,11 @@ def job_identity(environ: dict[str, str] | None = None) -> tuple[str | None, str
     return env.get("ROOST_JOB_ID") or None, env.get("ROOST_TOKEN") or None
 
 
-def _hello(client: str, job: str | None, token: str | None) -> dict[str, Any]:
+def _hello_args(client: str, job: str | None, token: str | None) -> dict[str, Any]:
     args: dict[str, Any] = {"version": PROTOCOL_VERSION, "client": client}
     if job:
         args.update(job=job, token=token)
-    return {"id": 0, "op": "hello", "args": args}
+    return args
 
 
 def _result(frame: dict[str, Any]) -> Any:
@@ -52,17 +58,48 @@ def _result(frame: dict[str, Any]) -> Any:
     raise ClientError(error.get("code", ErrorCode.INTERNAL), error.get("message", "request failed"))
 
 
+def _request(req_id: int, op: str, args: dict[str, Any]) -> bytes:
+    return encode({"id": req_id, "op": op, "args": {k: v for k, v in args.items() if v is not None}})
+
+
+def _snapshot_items(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows or timeline entry one snapshot event carries."""
+    return event.get("rows") or ([event["entry"]] if "entry" in event else [])
+
+
+def _lagged() -> ClientError:
+    return ClientError(LAGGED, "the daemon dropped this connection: it fell behind reading events")
+
+
+def next_page(op: str, args: dict[str, Any], page: dict[str, Any]) -> dict[str, Any] | None:
+    """The arguments of the page after ``page`` of a paged read, or None after the last one.
+
+    ``list`` follows its cursor; ``logs`` pages forward when it was asked ``after`` a seq, and
+    back (older) otherwise, the way tail-first reading goes."""
+    if op == "list":
+        return {**args, "cursor": page["next"]} if page.get("next") else None
+    if not page.get("more"):
+        return None
+    if args.get("after") is not None:
+        return {**args, "after": page["newest"]} if page.get("newest") is not None else None
+    return {**args, "before": page["oldest"]} if page.get("oldest") is not None else None
+
+
 class Client:
-    """A blocking connection, one request at a time; what the CLI uses."""
+    """A blocking connection, one request at a time; what the CLI uses.
+
+    Events that arrive while a call waits for its answer are kept for ``read_event``."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._buf = b""
         self._ids = itertools.count(1)
+        self._events: deque[dict[str, Any]] = deque()
 
     @classmethod
     def connect(cls, socket_path: Path, client: str = "cli", job: str | None = None,
-                token: str | None = None, timeout: float | None = 30.0) -> "Client":
+                token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> "Client":
+        """Connect and say hello; ``timeout`` bounds the connect and the hello."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
         try:
@@ -71,34 +108,97 @@ class Client:
             sock.close()
             raise ClientError("unreachable", f"cannot reach the daemon at {socket_path}: {exc.strerror or exc}") from None
         self = cls(sock)
-        self._send(_hello(client, job, token))
-        _result(self._read_response(0))
+        try:
+            self.call("hello", timeout=timeout, **_hello_args(client, job, token))
+        except ClientError:
+            sock.close()
+            raise
         return self
 
-    def _send(self, frame: dict[str, Any]) -> None:
-        self._sock.sendall(encode(frame))
-
-    def read_frame(self) -> dict[str, Any]:
-        """The next frame the daemon sends (a response or an event)."""
+    def read_frame(self, timeout: float | None = None) -> dict[str, Any]:
+        """The next frame off the socket (a response or an event); None ``timeout`` waits as long
+        as the connection lives."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while b"\n" not in self._buf:
-            chunk = self._sock.recv(65536)
+            self._sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
+            try:
+                chunk = self._sock.recv(65536)
+            except TimeoutError:
+                raise ClientError("timeout", f"no answer from the daemon within {timeout:g}s") from None
+            except OSError as exc:
+                raise ClientError("disconnected", f"lost the daemon: {exc.strerror or exc}") from None
             if not chunk:
                 raise ClientError("disconnected", "the daemon closed the connection")
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
-        return decode(line)
+        try:
+            return decode(line)
+        except ProtocolError as exc:  # unreadable: it answers whatever waits, like an id-less error
+            return err(exc.req_id, exc)
 
-    def _read_response(self, req_id: int) -> dict[str, Any]:
-        while True:
-            frame = self.read_frame()
-            if "event" not in frame and frame.get("id") == req_id:
-                return frame
-
-    def call(self, op: str, **args: Any) -> Any:
-        """Send one request and return its result, or raise ClientError with the daemon's words."""
+    def _exchange(self, op: str, args: dict[str, Any], timeout: float,
+                  snapshot: list[dict[str, Any]] | None = None) -> Any:
         req_id = next(self._ids)
-        self._send({"id": req_id, "op": op, "args": {k: v for k, v in args.items() if v is not None}})
-        return _result(self._read_response(req_id))
+        deadline = time.monotonic() + timeout
+        try:
+            self._sock.settimeout(timeout)
+            self._sock.sendall(_request(req_id, op, args))
+        except OSError as exc:
+            raise ClientError("disconnected", f"lost the daemon: {exc.strerror or exc}") from None
+        while True:
+            try:
+                frame = self.read_frame(max(deadline - time.monotonic(), 0.001))
+            except ClientError as exc:
+                if exc.code == "timeout":
+                    self.close()  # a late answer would be taken for the next call's
+                    raise ClientError("timeout", f"{op}: no answer from the daemon within {timeout:g}s") from None
+                raise
+            if "event" in frame:
+                if frame["event"] == "lagged":
+                    raise _lagged()
+                if snapshot is not None and frame.get("req") == req_id:
+                    snapshot.extend(_snapshot_items(frame))
+                else:
+                    self._events.append(frame)
+            elif frame.get("id") in (req_id, None):
+                return _result(frame)
+
+    def call(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> Any:
+        """Send one request and return its result, or raise ClientError with the daemon's words
+        (code ``timeout`` when no answer came within ``timeout`` seconds)."""
+        return self._exchange(op, args, timeout)
+
+    def subscribe(self, what: str, timeout: float = DEFAULT_TIMEOUT,
+                  **args: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Subscribe; returns the reply (``sub``, ``count``, ``more``) and the snapshot's rows or
+        entries. Live events follow through ``read_event``."""
+        snapshot: list[dict[str, Any]] = []
+        result = self._exchange("subscribe", {"what": what, **args}, timeout, snapshot)
+        return result, snapshot
+
+    def read_event(self, timeout: float | None = None) -> dict[str, Any]:
+        """The next pushed event; raises ClientError ``lagged`` when the daemon dropped this
+        reader, ``disconnected`` when the connection ended."""
+        while not self._events:
+            frame = self.read_frame(timeout)
+            if frame.get("event") == "lagged":
+                raise _lagged()
+            if "event" in frame:
+                return frame
+        return self._events.popleft()
+
+    def pages(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> Iterator[dict[str, Any]]:
+        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page."""
+        next_args: dict[str, Any] | None = args
+        while next_args is not None:
+            page = self.call(op, timeout=timeout, **next_args)
+            yield page
+            next_args = next_page(op, next_args, page)
+
+    def rows(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Every row ``list`` has for ``filters``, page by page (memory holds one page)."""
+        for page in self.pages("list", **filters):
+            yield from page["rows"]
 
     def close(self) -> None:
         self._sock.close()
@@ -122,70 +222,137 @@ class AsyncClient:
         self._reader = reader
         self._writer = writer
         self._ids = itertools.count(1)
+        #: Requests waiting for their answer, oldest first (an id-less error answers the first).
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        #: Snapshot events collected for subscribe requests still waiting, by request id.
+        self._snapshots: dict[int, list[dict[str, Any]]] = {}
         self._events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._reader_task: asyncio.Task[None] | None = None
+        #: Why the connection ended (None while it lives); ``end_code`` is ``lagged`` or ``disconnected``.
+        self.end_reason: str | None = None
+        self.end_code: str | None = None
 
     @classmethod
     async def connect(cls, socket_path: Path, client: str = "app", job: str | None = None,
-                      token: str | None = None) -> "AsyncClient":
+                      token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> "AsyncClient":
+        """Connect and say hello, within ``timeout`` seconds."""
         import asyncio
 
         try:
-            reader, writer = await asyncio.open_unix_connection(str(socket_path), limit=MAX_FRAME)
-        except OSError as exc:
-            raise ClientError("unreachable", f"cannot reach the daemon at {socket_path}: {exc.strerror or exc}") from None
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_unix_connection(str(socket_path), limit=MAX_FRAME), timeout)
+        except (OSError, TimeoutError) as exc:
+            reason = getattr(exc, "strerror", None) or exc or "timed out"
+            raise ClientError("unreachable", f"cannot reach the daemon at {socket_path}: {reason}") from None
         self = cls(reader, writer)
         self._reader_task = asyncio.create_task(self._read_loop())
-        await self._request(_hello(client, job, token)["args"], op="hello")
+        try:
+            await self.call("hello", timeout=timeout, **_hello_args(client, job, token))
+        except ClientError:
+            await self.close()
+            raise
         return self
 
     async def _read_loop(self) -> None:
         import asyncio
 
+        from roost.protocol import read_frame
+
+        code, reason = "disconnected", "the daemon closed the connection"
         try:
             while True:
                 try:
                     line = await read_frame(self._reader)
-                except ProtocolError:
-                    continue
-                if line is None:
+                    if line is None:
+                        break
+                    frame = decode(line)
+                except ProtocolError as exc:  # a frame too big or broken still answers someone
+                    frame = err(exc.req_id, exc)
+                if frame.get("event") == "lagged":
+                    code, reason = LAGGED, _lagged().message
                     break
-                frame = json.loads(line)
-                if "event" in frame:
-                    self._events.put_nowait(frame)
-                else:
-                    fut = self._pending.pop(frame.get("id"), None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(frame)
-        except (ConnectionError, asyncio.CancelledError):
-            pass
+                self._dispatch(frame)
+        except (ConnectionError, OSError) as exc:
+            reason = f"lost the daemon: {exc}"
+        except asyncio.CancelledError:
+            reason = "the connection was closed"
         finally:
+            self.end_code, self.end_reason = code, reason
             for fut in self._pending.values():
                 if not fut.done():
-                    fut.set_exception(ClientError("disconnected", "the daemon closed the connection"))
+                    fut.set_exception(ClientError(code, reason))
             self._pending.clear()
             self._events.put_nowait(None)
 
-    async def _request(self, args: dict[str, Any], op: str) -> Any:
+    def _dispatch(self, frame: dict[str, Any]) -> None:
+        if "event" in frame:
+            collected = self._snapshots.get(frame.get("req"))  # type: ignore[arg-type]
+            if collected is not None:
+                collected.extend(_snapshot_items(frame))
+            else:
+                self._events.put_nowait(frame)
+            return
+        req_id = frame.get("id")
+        if req_id is None:
+            req_id = next(iter(self._pending), None)
+        fut = self._pending.pop(req_id, None) if req_id is not None else None
+        if fut is not None and not fut.done():
+            fut.set_result(frame)
+
+    async def _exchange(self, op: str, args: dict[str, Any], timeout: float,
+                        snapshot: list[dict[str, Any]] | None = None) -> Any:
         import asyncio
 
+        if self.end_reason is not None:
+            raise ClientError(self.end_code or "disconnected", self.end_reason)
         req_id = next(self._ids)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = fut
-        self._writer.write(encode({"id": req_id, "op": op, "args": args}))
-        await self._writer.drain()
-        return _result(await fut)
+        if snapshot is not None:
+            self._snapshots[req_id] = snapshot
+        try:
+            self._writer.write(_request(req_id, op, args))
+            async with asyncio.timeout(timeout):
+                await self._writer.drain()
+                frame = await fut
+        except TimeoutError:
+            raise ClientError("timeout", f"{op}: no answer from the daemon within {timeout:g}s") from None
+        except (ConnectionError, OSError) as exc:
+            raise ClientError("disconnected", f"lost the daemon: {exc}") from None
+        finally:
+            self._pending.pop(req_id, None)
+            self._snapshots.pop(req_id, None)
+        return _result(frame)
 
-    async def call(self, op: str, **args: Any) -> Any:
-        """One request; raises ClientError with the daemon's code and words when refused."""
-        return await self._request({k: v for k, v in args.items() if v is not None}, op=op)
+    async def call(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> Any:
+        """One request; raises ClientError with the daemon's code and words when refused, or
+        ``timeout`` when no answer came within ``timeout`` seconds."""
+        return await self._exchange(op, args, timeout)
+
+    async def subscribe(self, what: str, timeout: float = DEFAULT_TIMEOUT,
+                        **args: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Subscribe; returns the reply (``sub``, ``count``, ``more``) and the snapshot's rows or
+        entries, collected from the events tagged with this request. Live events follow in
+        ``events()``."""
+        snapshot: list[dict[str, Any]] = []
+        result = await self._exchange("subscribe", {"what": what, **args}, timeout, snapshot)
+        return result, snapshot
+
+    async def pages(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> AsyncIterator[dict[str, Any]]:
+        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page."""
+        next_args: dict[str, Any] | None = args
+        while next_args is not None:
+            page = await self.call(op, timeout=timeout, **next_args)
+            yield page
+            next_args = next_page(op, next_args, page)
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
-        """Pushed events (after ``watch``), until the connection ends."""
+        """Pushed events until the connection ends; then ``end_code`` and ``end_reason`` say why
+        (``lagged``: the daemon dropped this reader for falling behind; subscribe again)."""
         while True:
             event = await self._events.get()
             if event is None:
+                self._events.put_nowait(None)  # a second reader ends too
                 return
             yield event
 
@@ -210,6 +377,9 @@ def daemon_running(socket_path: Path) -> bool:
 
 def start_daemon(paths: paths_mod.Paths, config: str | None = None, timeout: float = 15.0) -> None:
     """Start a daemon in the background and wait until it answers; raise ClientError saying why not."""
+    import subprocess  # only when a daemon must be started: most CLI runs find one
+    import sys
+
     paths.ensure()
     cmd = [sys.executable, "-m", "roost.daemon"]
     if config:

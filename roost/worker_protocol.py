@@ -11,19 +11,33 @@ Responses: ``{"type": "response", "id", "command", "success", "data"?, "error"?}
 Events (no id) come out on stdout as the turn goes::
 
     {"type": "turn_start", "run": 3}
-    {"type": "text", "text": "..."}
+    {"type": "text", "text": "..."}                           (at most ENTRY_MAX bytes of text)
     {"type": "tool", "name": "spawn", "args": {...}, "result": "...", "error": bool}
     {"type": "usage", "usage": {"input": 10, "output": 5, "context_tokens": 15, "context_window": 32000}}
+    {"type": "note", "message": "..."}                        (for the job's timeline: what was left out)
     {"type": "turn_end", "run": 3, "outcome": "ok"|"failed"|"aborted"|"waiting", "error"?, "question"?}
 
+Lines are encoded as on the control socket (``roost.protocol.encode``: compact UTF-8 JSON), and no
+line is over ``MAX_FRAME`` either way: the worker side cuts big output into several ``text`` events,
+and the reader of either side skips a longer line and says so.
 docs/protocols.md is the reference; drivers translate other agents' streams into these events.
 """
 
 from __future__ import annotations
 
+import asyncio
+import signal
+from dataclasses import dataclass
 from typing import Any
 
+from roost.protocol import MAX_FRAME, encode
+
 OUTCOMES = ("ok", "failed", "aborted", "waiting")
+#: The most text one event (and so one timeline entry) carries, in UTF-8 bytes. Even escaped as
+#: JSON (at most 6 bytes a byte) it stays far below MAX_FRAME.
+ENTRY_MAX = 64 * 1024
+#: How much of each end of an over-long line a reader keeps, so an adapter can tell what it was.
+OVERSIZE_KEEP = 4096
 
 
 def response(req_id: Any, cmd: str, success: bool, data: Any = None, error: str | None = None) -> dict[str, Any]:
@@ -41,3 +55,91 @@ def turn_end(run: Any, outcome: str, **fields: Any) -> dict[str, Any]:
     if outcome not in OUTCOMES:
         raise ValueError(f"unknown turn outcome {outcome!r}")
     return {"type": "turn_end", "run": run, "outcome": outcome, **fields}
+
+
+def note(message: str) -> dict[str, Any]:
+    """An event the daemon writes to the job's timeline as a note: how roost says it left something out."""
+    return {"type": "note", "message": message}
+
+
+def describe_exit(returncode: int) -> str:
+    """'exited with code 3' or 'killed by SIGKILL', for the timeline."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}"
+    return f"exited with code {returncode}"
+
+
+# -- sizes -------------------------------------------------------------------------------------------
+def split_bytes(data: bytes, limit: int = ENTRY_MAX) -> list[bytes]:
+    """``data`` in pieces of at most ``limit`` bytes that join back to it: each cut just after the
+    last newline of its window, or, inside a longer line, at the start of a UTF-8 character."""
+    pieces: list[bytes] = []
+    start = 0
+    while len(data) - start > limit:
+        cut = data.rfind(b"\n", start, start + limit) + 1
+        if cut <= start:
+            cut = start + limit
+            while cut > start + 1 and data[cut] & 0xC0 == 0x80:  # a continuation byte: back off
+                cut -= 1
+        pieces.append(data[start:cut])
+        start = cut
+    if start < len(data):
+        pieces.append(data[start:])
+    return pieces
+
+
+def text_events(text: str) -> list[dict[str, Any]]:
+    """One ``text`` event, or several of at most ENTRY_MAX bytes when the text is longer."""
+    data = text.encode()
+    if len(data) <= ENTRY_MAX:
+        return [{"type": "text", "text": text}]
+    return [{"type": "text", "text": piece.decode(errors="replace")} for piece in split_bytes(data)]
+
+
+def encode_event(event: dict[str, Any]) -> bytes:
+    """A worker's line for one event or response; a note in its place when it would be over MAX_FRAME
+    (text never is: it goes through ``text_events`` first)."""
+    line = encode(event)
+    if len(line) > MAX_FRAME:
+        line = encode(note(f"left out a {event.get('type')} event of {len(line)} bytes: "
+                           f"over the {MAX_FRAME}-byte frame limit"))
+    return line
+
+
+@dataclass(frozen=True)
+class Oversize:
+    """A line a reader skipped: its size (without the newline) and its first and last bytes."""
+
+    size: int
+    head: bytes
+    tail: bytes
+
+    def describe(self) -> str:
+        return f"a line of {self.size} bytes, over the {MAX_FRAME}-byte frame limit"
+
+
+async def read_line(reader: asyncio.StreamReader) -> bytes | Oversize | None:
+    """The next line from a stream made with ``limit=MAX_FRAME`` (newline stripped), an Oversize for a
+    longer one — read to its end in pieces, so memory stays bounded — or None at end of stream."""
+    try:
+        return (await reader.readuntil(b"\n")).rstrip(b"\n")
+    except asyncio.IncompleteReadError as exc:
+        return exc.partial or None
+    except asyncio.LimitOverrunError as exc:
+        first = await reader.read(exc.consumed)
+    size, last = len(first), first[-OVERSIZE_KEEP:]
+    ended = False
+    while not ended:
+        ended = True
+        try:
+            rest = (await reader.readuntil(b"\n")).rstrip(b"\n")
+        except asyncio.LimitOverrunError as more:
+            rest, ended = await reader.read(more.consumed), False
+        except asyncio.IncompleteReadError as end:
+            rest = end.partial
+        size, last = size + len(rest), (last + rest)[-OVERSIZE_KEEP:]
+    return Oversize(size, first[:OVERSIZE_KEEP], last)

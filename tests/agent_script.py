@@ -3,8 +3,9 @@
     agent_script.py --session ID [--resume ID] [PROMPT]     (no PROMPT: read it from stdin)
 
 It first prints which session it runs and whether it resumes, then acts on the prompt:
-``fail`` exits 3 with a line on stderr, ``sleep N`` prints its pid and sleeps, ``roost ARGS``
-runs the roost CLI (ARGS split as a shell would) as the calling job, anything else is echoed.
+``fail`` exits 3 with a line on stderr, ``sleep N`` prints its pid and sleeps, ``print N`` prints
+N bytes of a build log in one write, ``roost ARGS`` runs the roost CLI (ARGS split as a shell
+would) as the calling job, anything else is echoed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,16 @@ import shlex
 import subprocess
 import sys
 import time
+
+
+def build_log(size: int) -> bytes:
+    """``size`` bytes of numbered 80-byte lines, as a build log looks."""
+    return b"".join(b"line %07d %s\n" % (i, b"x" * 66) for i in range(size // 80 + 1))[:size]
+
+
+def flat(data: str | bytes) -> str:
+    """Output without its newlines: how the text events of an output add up, wherever pauses cut it."""
+    return (data.decode() if isinstance(data, bytes) else data).replace("\n", "")
 
 
 def main() -> int:
@@ -34,6 +45,8 @@ def main() -> int:
         print(f"sleeping as pid {os.getpid()}", flush=True)
         time.sleep(float(rest))
         print("woke up", flush=True)
+    elif word == "print":
+        sys.stdout.buffer.write(build_log(int(rest)))
     elif word == "roost":
         done = subprocess.run([sys.executable, "-m", "roost.cli", *shlex.split(rest)], capture_output=True, text=True)
         print(f"roost said: {done.stdout.strip()}{done.stderr.strip()}", flush=True)

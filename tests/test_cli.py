@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from roost import paths as paths_mod
+from roost.client import Client
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -176,6 +179,119 @@ def test_logs_follow_prints_entries_as_they_happen(run, roost_home):
                 break
         text = "".join(seen)
         assert text.index("first") < text.index("second")
+    finally:
+        follower.kill()
+        follower.wait(5)
+
+
+# -- at real scale ---------------------------------------------------------------------------------------
+T0 = 1_700_000_000.0
+
+
+def seed(home: Path, roots: int, text: str = "", children_of_newest: int = 0, blocked_oldest: bool = False,
+         entries: int = 0) -> list[str]:
+    """Write finished records (and a timeline) through the store before the daemon starts: spawning
+    thousands of real jobs would take minutes. Returns the root ids, oldest first."""
+    from roost.daemon.store import Store
+    from roost.models import Job, State
+
+    paths = paths_mod.resolve({"ROOST_HOME": str(home)})
+    paths.ensure()
+    store = Store(paths.store)
+    ids = [f"r{n:05d}" for n in range(roots)]
+
+    def record(job_id: str, n: int, state: State = State.DONE, parent: str | None = None) -> Job:
+        return Job(id=job_id, title=f"seeded {job_id}", driver="builtin", cwd=str(home), state=state,
+                   state_since=T0 + n, created_at=T0 + n, updated_at=T0 + n, reaped=True, last_text=text,
+                   parent=parent, depth=1 if parent else 0)
+
+    with store.transaction():
+        for n, job_id in enumerate(ids):
+            state = State.BLOCKED if blocked_oldest and n == 0 else State.DONE
+            store.save_job(record(job_id, n, state))
+        for n in range(children_of_newest):
+            store.save_job(record(f"c{n:04d}", roots + n, parent=ids[-1]))
+        for n in range(entries):
+            store.add_timeline(ids[-1], "text", {"text": f"entry {n}"}, ts=T0 + n)
+    store.close()
+    return ids
+
+
+def test_ls_json_prints_every_job_as_one_array_at_thousands_of_long_records(run, roost_home):
+    ids = seed(roost_home, 3200, text="a long answer. " * 267)  # 4,005 characters each
+    proc = run("ls", "--json")
+    rows = json.loads(proc.stdout)
+    assert [r["id"] for r in rows] == ids, "every job once, oldest first"
+    assert len(proc.stdout) > 3200 * 4000, "more than any one frame could carry"
+    row = rows[-1]
+    assert len(row["last_text"]) == 4005, "the full record, not the row's peek line"
+    for key in ("driver_opts", "session", "labels", "usage", "descendants", "worker_up"):
+        assert key in row, key
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", row["created_at"])
+
+
+def test_ls_lists_live_work_and_the_newest_jobs_and_counts_the_rest(run, roost_home):
+    ids = seed(roost_home, 2000, text="done.", children_of_newest=3, blocked_oldest=True)
+    lines = run("ls").stdout.splitlines()
+    shown = {line.split()[1] for line in lines if not line.startswith("…")}
+    assert set(ids[-50:]) <= shown, "the 50 newest roots"
+    assert ids[0] in shown, "an old job that needs someone is listed whatever its age"
+    assert ids[1] not in shown and ids[-51] not in shown
+    newest = next(i for i, line in enumerate(lines) if ids[-1] in line)
+    assert all(lines[newest + k].startswith("  ") for k in (1, 2, 3)), "children indented under their parent"
+    assert lines[-1] == f"… {2003 - len(shown):,} more; roost ls --all"
+    everything = run("ls", "--all").stdout.splitlines()
+    assert len(everything) == 2003 and not everything[-1].startswith("…")
+
+
+def test_logs_reads_the_tail_first_and_pages_back_or_from_the_start(run, roost_home):
+    job = seed(roost_home, 1, entries=5000)[0]
+    proc = run("logs", job)
+    texts = [line.split("text", 1)[1].strip() for line in proc.stdout.splitlines()]
+    assert texts == [f"entry {n}" for n in range(4800, 5000)], "the newest 200, oldest of them first"
+    assert f"roost logs --all {job}" in proc.stderr
+    texts = [line.split("text", 1)[1].strip() for line in run("logs", job, "-n", "3500").stdout.splitlines()]
+    assert texts == [f"entry {n}" for n in range(1500, 5000)], "more than one page, paged back"
+    texts = [line.split("text", 1)[1].strip() for line in run("logs", job, "--all").stdout.splitlines()]
+    assert texts == [f"entry {n}" for n in range(5000)]
+
+
+def test_logs_follow_gets_every_entry_when_the_daemon_drops_it_and_it_subscribes_again(run, roost_home):
+    """A follower that stops reading (SIGSTOP, as a pager would) while a job prints ~8 MB is dropped
+    by the daemon; when it reads again it follows again from its last entry, and nothing is lost."""
+    import signal as signals
+
+    job = run("spawn", "say ready").stdout.strip()
+    wait_json_state(run, job, "idle")
+    follower = cli_proc(roost_home, "logs", "-f", job)
+    assert follower.stdout is not None and follower.stderr is not None
+    try:
+        def read_until(tag: str) -> list[str]:
+            seen = []
+            for line in follower.stdout:
+                seen.append(line)
+                if tag in line:
+                    return seen
+            raise AssertionError(f"the follower ended before {tag!r}: {follower.stderr.read()}")
+
+        read_until("ready")
+        for marker in ("marker-0", "marker-1"):  # the second one comes through the subscription
+            run("send", job, f"say {marker}")
+            read_until(marker)
+        follower.send_signal(signals.SIGSTOP)
+        filler = "x" * 60_000
+        with Client.connect(paths_mod.resolve().socket) as client:  # a prompt too big for argv
+            for turn in range(8):
+                client.call("send", job=job, text="\n".join(f"say big-{turn}-{n} {filler}" for n in range(15)))
+                wait_json_state(run, job, "idle")
+        run("send", job, "say marker-end")
+        wait_json_state(run, job, "idle")
+        follower.send_signal(signals.SIGCONT)
+        tags = [m.group(1) for line in read_until("marker-end")
+                if (m := re.match(r"\d\d:\d\d:\d\d text\s+(big-\d+-\d+) ", line))]
+        assert tags == [f"big-{turn}-{n}" for turn in range(8) for n in range(15)], "each entry once, in order"
+        follower.kill()
+        assert "following again" in follower.stderr.read()
     finally:
         follower.kill()
         follower.wait(5)

@@ -85,7 +85,7 @@ def test_starting_while_the_running_cap_is_full(daemon_factory):
     daemon.wait_state(first, "working")
     second = daemon.spawn("say second")
     row = daemon.show(second)
-    assert row["state"] == "starting" and not row["worker_up"]
+    assert row["state"] == "queued" and not row["worker_up"]
     daemon.wait_state(first, "idle", timeout=10)
     assert daemon.wait_state(second, "idle")["last_text"] == "second"
 
@@ -162,7 +162,7 @@ def test_the_daemon_killed_and_started_again_keeps_every_record(daemon):
     busy_row = daemon.wait_state(busy, "working")
     daemon.kill()
     daemon.start()
-    rows = {r["id"]: r for r in daemon.call("list")}
+    rows = {r["id"]: r for r in daemon.rows()}
     assert set(rows) == {idle, busy}
     assert all(r["pid"] is None and not r["worker_up"] for r in rows.values()), "no job claims a worker it lacks"
     assert rows[idle]["state"] == "idle" and rows[idle]["reaped"]
@@ -189,7 +189,7 @@ def test_a_missing_working_directory_is_refused_at_spawn(daemon, tmp_path):
     with pytest.raises(ClientError) as info:
         daemon.call("spawn", prompt="say hi", cwd=str(tmp_path / "gone"))
     assert info.value.code == "bad_args" and "gone" in info.value.message
-    assert daemon.call("list") == []
+    assert daemon.rows() == []
 
 
 def test_an_unknown_driver_is_refused_at_spawn(daemon):

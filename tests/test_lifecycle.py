@@ -21,6 +21,11 @@ def reports_in(daemon: DaemonHarness, job: str) -> list[dict]:
     return [e["data"] for e in daemon.timeline(job) if e["kind"] == "reports"]
 
 
+def said(batch: dict) -> str:
+    """What the children said in one reports entry (the timeline keeps them structured)."""
+    return "\n".join(r["text"] for r in batch["reports"])
+
+
 def closed_entries(daemon: DaemonHarness, job: str) -> list[dict]:
     return [e["data"] for e in daemon.timeline(job) if e["kind"] == "closed"]
 
@@ -56,7 +61,7 @@ def test_a_done_report_closes_the_childs_worker_and_keeps_its_record(daemon_fact
     assert closed_entries(daemon, child)[0]["reason"].startswith("done: subagent auto-close")
     time.sleep(0.3)  # give a wrong "ended" report the chance to show up
     batches = reports_in(daemon, parent)
-    assert len(batches) == 1 and 'state="done"' in batches[0]["text"] and "all fixed" in batches[0]["text"]
+    assert len(batches) == 1 and [(r["state"], r["text"]) for r in batches[0]["reports"]] == [("done", "all fixed")]
     assert daemon.show(parent)["state"] != "failed"
 
 
@@ -174,7 +179,7 @@ def test_reports_are_held_while_the_parent_works_and_delivered_batched(daemon):
     assert reports_in(daemon, parent) == [], "held while the parent's turn runs"
     daemon.wait_for(lambda: reports_in(daemon, parent), timeout=5, what="the batch")
     batches = reports_in(daemon, parent)
-    assert len(batches) == 1 and batches[0]["text"].count("<roost-report") == 2
+    assert len(batches) == 1 and len(batches[0]["reports"]) == 2
     assert "noted 2 reports from subagents" in daemon.texts(parent)
 
 
@@ -183,7 +188,7 @@ def test_a_question_is_delivered_at_once_while_the_parent_works(daemon):
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(child, "waiting")
     batch = daemon.wait_for(lambda: reports_in(daemon, parent), timeout=3, what="the question")[0]
-    assert batch.get("steer") and 'kind="question"' in batch["text"] and "which database?" in batch["text"]
+    assert batch.get("steer") and [(r["kind"], r["text"]) for r in batch["reports"]] == [("question", "which database?")]
     assert daemon.show(parent)["state"] == "working"
     daemon.wait_for(lambda: any("noted while working" in t for t in daemon.texts(parent)), what="the note")
     daemon.call("stop", job=parent)
@@ -197,7 +202,7 @@ def test_every_finished_turn_reaches_the_parent_not_only_the_first(daemon_factor
     daemon.wait_for(lambda: len(reports_in(daemon, parent)) == 1, what="the first report")
     daemon.call("send", job=child, text="report done second turn")
     daemon.wait_for(lambda: len(reports_in(daemon, parent)) == 2, what="the second report")
-    assert "second turn" in reports_in(daemon, parent)[1]["text"]
+    assert "second turn" in said(reports_in(daemon, parent)[1])
 
 
 def test_a_child_whose_worker_dies_reaches_the_parent_as_a_failure(daemon):
@@ -205,7 +210,7 @@ def test_a_child_whose_worker_dies_reaches_the_parent_as_a_failure(daemon):
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(child, "failed")
     batch = daemon.wait_for(lambda: reports_in(daemon, parent), what="the failure report")[0]
-    assert 'state="failed"' in batch["text"] and "exited with code 3" in batch["text"]
+    assert batch["reports"][0]["state"] == "failed" and "exited with code 3" in said(batch)
 
 
 @pytest.mark.parametrize("side", ["parent", "child"])
@@ -230,7 +235,7 @@ def test_a_report_to_a_closed_parent_waits_for_its_resume(daemon):
     assert not daemon.show(parent)["worker_up"], "wake_reaped_parent is off by default"
     daemon.call("send", job=parent, text="say back")
     batch = daemon.wait_for(lambda: reports_in(daemon, parent), what="the queued report")[0]
-    assert "while you slept" in batch["text"]
+    assert "while you slept" in said(batch)
 
 
 def test_wake_reaped_parent_resumes_it_with_the_report(daemon_factory):
@@ -241,7 +246,7 @@ def test_wake_reaped_parent_resumes_it_with_the_report(daemon_factory):
     daemon.wait_row(parent, lambda r: r["reaped"])
     daemon.spawn("report done wake up", parent=parent)
     batch = daemon.wait_for(lambda: reports_in(daemon, parent), what="the wake")[0]
-    assert "wake up" in batch["text"] and daemon.show(parent)["worker_up"]
+    assert "wake up" in said(batch) and daemon.show(parent)["worker_up"]
 
 
 def test_each_report_is_delivered_exactly_once_across_a_daemon_restart(daemon):
@@ -257,7 +262,7 @@ def test_each_report_is_delivered_exactly_once_across_a_daemon_restart(daemon):
     daemon.call("send", job=parent, text="say once more")
     daemon.wait_for(lambda: "once more" in daemon.texts(parent), what="the next turn")
     batches = reports_in(daemon, parent)
-    assert len(batches) == 1 and batches[0]["text"].count("survived the crash") == 1
+    assert len(batches) == 1 and said(batches[0]).count("survived the crash") == 1
 
 
 # -- what clients see --------------------------------------------------------------------------------------
@@ -287,7 +292,7 @@ def test_row_events_are_pushed_to_watchers_when_parent_open_changes(daemon):
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(parent, "idle")
     with daemon.client() as watcher:
-        watcher.call("watch")
+        watcher.call("subscribe", what="agent_view")
         daemon.call("close", job=parent)
         while True:
             frame = watcher.read_frame()
@@ -305,10 +310,10 @@ def test_archive_cascades_except_to_a_child_a_client_has_open(daemon):
         app.call("attach", job=second)
         result = daemon.call("archive", job=root)
         assert sorted(result["archived"]) == sorted([root, first]) and result["detached"] == [second]
-        listed = {r["id"] for r in daemon.call("list")}
+        listed = {r["id"] for r in daemon.rows()}
         assert listed == {second}
         assert daemon.show(second)["parent"] is None
-        assert {r["id"] for r in daemon.call("list", archived=True)} == {root, first, second}
+        assert {r["id"] for r in daemon.rows(archived=True)} == {root, first, second}
         gone = daemon.wait_row(first, lambda r: not r["worker_up"])
         assert gone["archived_at"] is not None
         with pytest.raises(ClientError) as info:
@@ -342,7 +347,7 @@ def test_the_hold_is_bounded_by_report_hold_max(daemon_factory):
     done_at = daemon.wait_state(child, "done")["state_since"]
     batch = daemon.wait_for(lambda: reports_in(daemon, parent), timeout=5, what="the bounded hold")[0]
     delivered = next(e["ts"] for e in daemon.timeline(parent) if e["kind"] == "reports")
-    assert batch.get("steer") and "quick one" in batch["text"]
+    assert batch.get("steer") and "quick one" in said(batch)
     assert 0.9 <= delivered - done_at < 3, "held about report_hold_max, not until the turn ends"
     assert daemon.show(parent)["state"] == "working"
     daemon.call("stop", job=parent)
@@ -361,7 +366,7 @@ def test_opening_a_closed_job_resumes_it_and_delivers_what_waited(daemon):
         app.call("attach", job=parent, resume=True)
         daemon.wait_row(parent, lambda r: r["worker_up"], what="the resume on open")
         batch = daemon.wait_for(lambda: reports_in(daemon, parent), what="the waiting question")[0]
-        assert "may I?" in batch["text"]
+        assert "may I?" in said(batch)
         row = daemon.wait_state(parent, "idle")
         assert row["last_text"] == "parent", "a turn that only took in reports keeps the peek line"
 

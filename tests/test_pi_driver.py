@@ -6,6 +6,7 @@ or pi is missing these tests skip, saying so, unless ``CI`` is set: in CI a miss
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -18,6 +19,8 @@ import pytest
 
 from roost.client import ClientError
 from roost.drivers.pi import PiAdapter
+from roost.protocol import MAX_FRAME
+from roost.worker_protocol import ENTRY_MAX, OVERSIZE_KEEP, Oversize
 
 from conftest import DaemonHarness, pid_alive
 from fakellm import FakeLLM, message_text, models_json
@@ -298,3 +301,73 @@ def test_a_dialog_from_an_extension_is_cancelled_so_pi_never_blocks():
     adapter.decode(b'{"type":"extension_ui_request","id":"u1","method":"confirm","title":"Sure?"}')
     adapter.decode(b'{"type":"extension_ui_request","id":"u2","method":"notify","message":"fyi"}')
     assert [json.loads(w) for w in written] == [{"type": "extension_ui_response", "id": "u1", "cancelled": True}]
+
+
+def oversize(event: dict[str, Any]) -> Oversize:
+    """What the daemon's reader hands the adapter for a pi line over the frame limit."""
+    line = json.dumps(event, separators=(",", ":")).encode()  # as pi's JSON.stringify writes it
+    assert len(line) > MAX_FRAME
+    return Oversize(len(line), line[:OVERSIZE_KEEP], line[-OVERSIZE_KEEP:])
+
+
+BIG = "z" * (MAX_FRAME + 10)
+
+
+@pytest.mark.parametrize("stop, ended", [("stop", {"outcome": "ok"}), ("aborted", {"outcome": "aborted"})])
+def test_an_agent_end_over_the_limit_still_ends_the_turn(stop, ended):
+    adapter, _, _ = bound_adapter()
+    adapter.encode({"type": "prompt", "id": "p1", "message": "read the big file", "run": 4})
+    adapter.decode(b'{"type":"agent_start"}')
+    line = oversize({"type": "agent_end", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "read the big file"}]},
+        {"role": "toolResult", "content": [{"type": "text", "text": BIG}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}], "stopReason": stop, "timestamp": 1}]})
+    note, end = adapter.oversize(line)
+    assert note == {"type": "note", "message": f"skipped pi's agent_end event, a line of {line.size} bytes, "
+                                               f"over the {MAX_FRAME}-byte frame limit"}
+    assert end == {"type": "turn_end", "run": 4, **ended}
+
+
+async def test_an_agent_end_over_the_limit_with_an_error_waits_for_pis_retry_as_any_other():
+    adapter, emitted, _ = bound_adapter()
+    adapter.settle = 0.01
+    adapter.encode({"type": "prompt", "id": "p1", "message": "hi", "run": 1})
+    adapter.decode(b'{"type":"agent_start"}')
+    [note] = adapter.oversize(oversize({"type": "agent_end", "messages": [
+        {"role": "assistant", "content": [{"type": "text", "text": BIG}], "stopReason": "error",
+         "errorMessage": "503 \"overloaded\"", "timestamp": 1}]}))
+    assert note["type"] == "note"
+    await asyncio.sleep(0.05)
+    assert emitted == [{"type": "turn_end", "run": 1, "outcome": "failed", "error": '503 "overloaded"'}]
+
+
+def test_a_tool_result_over_the_limit_is_a_tool_event_that_says_so():
+    adapter, _, _ = bound_adapter()
+    adapter.decode(b'{"type":"tool_execution_start","toolCallId":"c1","toolName":"read","args":{"path":"big.log"}}')
+    line = oversize({"type": "tool_execution_end", "toolCallId": "c1", "toolName": "read",
+                     "result": {"content": [{"type": "text", "text": BIG}]}, "isError": True})
+    _, tool = adapter.oversize(line)
+    assert tool == {"type": "tool", "name": "read", "args": {"path": "big.log"}, "error": True,
+                    "result": f"(a result too big to show: the event was {line.size} bytes)"}
+
+
+def test_a_line_roost_ignores_is_skipped_without_a_word():
+    adapter, _, _ = bound_adapter()
+    assert adapter.oversize(oversize({"type": "message_update", "message": {"content": BIG}})) == []
+
+
+def test_a_long_answer_is_several_text_events():
+    adapter, _, _ = bound_adapter()
+    answer = "w" * (3 * ENTRY_MAX)
+    events = adapter.decode(json.dumps({"type": "message_end", "message": {
+        "role": "assistant", "content": [{"type": "text", "text": answer}]}}).encode())
+    assert [len(e["text"]) for e in events] == [ENTRY_MAX] * 3
+
+
+@pytest.mark.pi
+def test_a_turn_whose_pi_lines_are_over_the_limit_still_ends(pi_daemon, fake):
+    daemon = pi_daemon()
+    word = "w" * 600_000  # echoed: pi's agent_end carries the prompt and the answer, over 1 MiB
+    job = daemon.spawn(word, driver="pi")
+    row = daemon.wait_state(job, "idle", "failed", timeout=START)
+    assert row["state"] == "idle" and row["last_text"] == ("echo: " + word)[-4000:]

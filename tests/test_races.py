@@ -8,7 +8,7 @@ import time
 import pytest
 
 from roost.client import ClientError
-from roost.daemon.supervisor import report_message
+from roost.daemon.reports import prompt_text
 
 from conftest import DaemonHarness
 
@@ -114,9 +114,10 @@ def test_a_child_failed_by_a_restart_is_reported_to_its_parent(daemon: DaemonHar
     daemon.call("send", job=parent, text="say back")
     batch = daemon.wait_for(lambda: [e["data"] for e in daemon.timeline(parent) if e["kind"] == "reports"],
                             what="the failure report")[0]
-    assert 'state="failed"' in batch["text"] and "daemon restarted" in batch["text"]
+    assert batch["reports"][0]["state"] == "failed" and "daemon restarted" in batch["reports"][0]["text"]
 
 
 def test_a_report_body_cannot_end_its_block_early():
-    text = report_message([{"child": "c1", "state": "done", "text": "x </roost-report> y", "question": 0}], {})
+    text = prompt_text([{"child": "c1", "title": "t", "state": "done", "text": "x </roost-report> y",
+                         "kind": "report"}])
     assert text.count("</roost-report>") == 1 and text.endswith("</roost-report>")

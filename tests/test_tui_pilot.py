@@ -62,6 +62,11 @@ async def until(pilot: Pilot, predicate: Callable[[], Any], what: str, timeout: 
         await pilot.pause(0.05)
 
 
+def jobs(daemon: DaemonHarness) -> list[dict[str, Any]]:
+    """Every job's row, oldest first (one page: these tests make a handful)."""
+    return daemon.call("list")["rows"]
+
+
 def table_ids(app: RoostApp) -> list[str]:
     screen = app.screen
     assert isinstance(screen, AgentViewScreen)
@@ -168,7 +173,7 @@ async def test_n_starts_a_job_on_the_default_driver_and_selects_it(daemon):
         assert isinstance(app.screen, PromptBox)
         await type_text(pilot, "say made with n")
         await pilot.press("enter")
-        rows = await until(pilot, lambda: daemon.call("list"), "the new job")
+        rows = await until(pilot, lambda: jobs(daemon), "the new job")
         job = rows[0]["id"]
         assert rows[0]["driver"] == "builtin"
         await until(pilot, lambda: table_ids(app) == [job] and app.screen.table.selected_id() == job,
@@ -337,7 +342,7 @@ async def test_slash_or_colon_opens_the_command_line_and_new_starts_a_job(daemon
         assert isinstance(app.focused, CommandLine)
         await type_text(pilot, "new say from the command line")
         await pilot.press("enter")
-        job = (await until(pilot, lambda: daemon.call("list"), "the job"))[0]["id"]
+        job = (await until(pilot, lambda: jobs(daemon), "the job"))[0]["id"]
         daemon.wait_for(lambda: "from the command line" in daemon.texts(job), what="the prompt run")
         assert not isinstance(app.focused, CommandLine)
 
@@ -387,9 +392,9 @@ async def test_keys_typed_right_after_slash_go_to_the_command_line(daemon):
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         await burst(pilot, app, "slash", *"new say burst", "enter")
-        job = (await until(pilot, lambda: daemon.call("list"), "the job"))[0]
+        job = (await until(pilot, lambda: jobs(daemon), "the job"))[0]
         assert job["title"] == "say burst"
-        assert len(daemon.call("list")) == 1, "no key of the burst started a job of its own"
+        assert len(jobs(daemon)) == 1, "no key of the burst started a job of its own"
 
 
 # ------------------------------------------------------------------------------------------- job screen
@@ -757,9 +762,36 @@ async def test_text_typed_in_a_burst_behind_n_and_m_lands_in_the_box(daemon):
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, AgentViewScreen), "the agent view")
         await burst(pilot, app, "n", *"say early", "enter")
-        job = (await until(pilot, lambda: daemon.call("list"), "the new job"))[0]["id"]
+        job = (await until(pilot, lambda: jobs(daemon), "the new job"))[0]["id"]
         assert daemon.show(job)["title"] == "say early"
         await until(pilot, lambda: job in table_ids(app) and daemon.show(job)["state"] == "idle", "its row")
         await burst(pilot, app, "m", *"say later", "enter")
         daemon.wait_for(lambda: "later" in daemon.texts(job), what="the message's turn")
         assert isinstance(app.screen, AgentViewScreen), "the Enter that sent it opened nothing"
+
+
+async def test_the_transcript_loads_the_newest_entries_and_pages_back_at_the_top(daemon):
+    job = daemon.spawn("\n".join(f"say line {n}" for n in range(300)))
+    daemon.wait_state(job, "idle", timeout=20)
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(pilot, app, job)
+        lines = transcript_text(screen).splitlines()
+        assert "line 299" in lines and "line 0" not in lines, "tail first: one page, the newest"
+        assert screen.transcript.more_before
+        screen.transcript.scroll_home(animate=False)
+        await until(pilot, lambda: "line 0" in transcript_text(screen).splitlines(), "older pages", timeout=20)
+        lines = transcript_text(screen).splitlines()
+        assert [line for line in lines if line.startswith("line ")] == [f"line {n}" for n in range(300)]
+
+
+async def test_closing_a_job_screen_ends_its_subscriptions(daemon):
+    root = daemon.spawn("spawn work 30\nsay parent", title="parent")
+    child = daemon.wait_for(lambda: daemon.children(root), what="a child")[0]["id"]
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_job(pilot, app, root)
+        await until(pilot, lambda: child in app.link.rows, "the child's row, from the subtree")
+        await pilot.press("escape")
+        await until(pilot, lambda: child not in app.link.rows, "the subtree's rows gone with the screen")
+        assert root in app.link.rows, "the agent view still holds the root"

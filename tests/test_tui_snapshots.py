@@ -8,6 +8,7 @@ Behaviour is tested against the real daemon in test_tui_pilot.py and test_e2e_tm
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -74,33 +75,47 @@ LOGS = {ROOT: [
     *[entry(6 + n, "tool", name="roost_spawn", args={"prompt": title}, result=f"spawned {job_id}", error=False)
       for n, (job_id, title) in enumerate([("c1gr", "read the grammar"), ("c2ts", "write tests"),
                                            ("c3qc", "quick check"), ("c4ln", "lint the grammar")])],
-    entry(10, "reports", text='<roost-report child="c3qc" title="quick check" state="done" kind="report">\n'
-                              'quick check passed\n</roost-report>', run=2),
+    entry(10, "reports", reports=[{"child": "c3qc", "title": "quick check", "state": "done", "kind": "report",
+                                   "text": "quick check passed"}], steer=False),
     entry(11, "text", text="noted: the quick check passed; waiting for the tests"),
-    entry(12, "reports", text='<roost-report child="c4ln" title="lint the grammar" state="failed" '
-                              'kind="report">\nruff: 3 errors in parser.py\n</roost-report>', run=3),
+    entry(12, "reports", reports=[{"child": "c4ln", "title": "lint the grammar", "state": "failed",
+                                   "kind": "report", "text": "ruff: 3 errors in parser.py"}], steer=False),
 ]}
 
 
 class FixedRows:
-    """An in-memory JobSource: fixed rows and timelines, and events only when fed some."""
+    """An in-memory JobSource: fixed rows and timelines, and events only when fed some.
+
+    Its agent view holds every row (the rules pick what to list) and a job's subtree adds none."""
 
     def __init__(self, rows: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]]) -> None:
         self.rows = rows
         self.logs = logs
+        self.subs = itertools.count(1)
         self.fed: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
-    async def watch(self) -> list[dict[str, Any]]:
-        return self.rows
+    async def connect(self) -> None:
+        return None
+
+    async def subscribe(self, what: str, **args: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        items = self.rows if what == "agent_view" else []
+        return {"sub": next(self.subs), "count": len(items), "more": 0}, items
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         while True:
             yield await self.fed.get()
 
+    def end_reason(self) -> str:
+        return "fixed rows never end"
+
     async def call(self, op: str, **args: Any) -> Any:
         if op == "logs":
-            return self.logs.get(args["job"], [])
-        if op in ("attach", "release"):
+            entries = self.logs.get(args["job"], [])
+            return {"entries": entries, "more": False, "oldest": entries[0]["seq"] if entries else None,
+                    "newest": entries[-1]["seq"] if entries else None}
+        if op == "show":
+            return next(r for r in self.rows if r["id"] == args["job"])
+        if op in ("attach", "release", "unsubscribe"):
             return None
         raise AssertionError(f"a snapshot asked the daemon to {op}")
 

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.models import Job
+from roost.protocol import encode
+from roost.worker_protocol import Oversize, note
 
 
 class DriverError(Exception):
@@ -50,7 +52,7 @@ class Adapter:
         The identity adapter needs neither."""
 
     def encode(self, command: dict[str, Any]) -> bytes:
-        return (json.dumps(command) + "\n").encode()
+        return encode(command)
 
     def decode(self, line: bytes) -> list[dict[str, Any]]:
         """Worker-protocol events for one line of the agent's stdout."""
@@ -61,6 +63,11 @@ class Adapter:
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
         return [event]
+
+    def oversize(self, line: Oversize) -> list[dict[str, Any]]:
+        """Events for a stdout line over the frame limit, which the daemon skipped unread: a note, so
+        the timeline says what was lost. An adapter that can tell what the line was may say more."""
+        return [note(f"skipped {line.describe()} from the worker")]
 
 
 class Driver:

@@ -1,4 +1,4 @@
-"""The built-in agent's driver: runs roost/drivers/builtin_agent.py as a separate process."""
+"""The built-in agent's driver: runs roost/programs/builtin_agent.py as a separate process."""
 
 from __future__ import annotations
 
@@ -14,5 +14,5 @@ class BuiltinDriver(Driver):
 
     def launch(self, job: Job, ctx: LaunchContext) -> Launch:
         session = job.session or str(ctx.sessions_dir / f"{job.id}.jsonl")
-        argv = [sys.executable, "-m", "roost.drivers.builtin_agent", "--session", session]
+        argv = [sys.executable, "-m", "roost.programs.builtin_agent", "--session", session]
         return Launch(argv=argv, env=inherited_env(ctx.roost_env(job)), cwd=job.cwd, session=session)

@@ -1,6 +1,6 @@
 """The command driver: any command-line agent, one run of its command line per turn.
 
-The worker is roost/drivers/command_worker.py, which speaks the worker protocol natively; this
+The worker is roost/programs/command_worker.py, which speaks the worker protocol natively; this
 module checks the command exists and hands the worker its spec.
 """
 
@@ -42,6 +42,6 @@ class CommandDriver(Driver):
         session = job.session or str(ctx.sessions_dir / "command" / f"{job.id}.jsonl")
         spec = {"command": list(options["command"]), "resume_args": list(options.get("resume_args") or ()),
                 "prompt_via": options.get("prompt_via", "arg")}
-        argv = [sys.executable, "-m", "roost.drivers.command_worker", "--session", session, "--spec", json.dumps(spec)]
+        argv = [sys.executable, "-m", "roost.programs.command_worker", "--session", session, "--spec", json.dumps(spec)]
         env = inherited_env({**(options.get("env") or {}), **ctx.roost_env(job)})
         return Launch(argv=argv, env=env, cwd=job.cwd, session=session)

@@ -9,6 +9,10 @@ relies on (measured and read in pi's source) are in docs/agents.md and the pi re
   it, in the same tick. So an ``agent_end`` whose last answer is an error ends the turn only when
   nothing follows it within :data:`SETTLE_SECONDS`, or when pi says the retries are over.
 - pi's ``steer`` cuts into a running turn; roost never uses it, so reports wait for the turn's end.
+- pi's lines can be far over the frame limit (``agent_end`` carries every message of the turn, tool
+  results included). The daemon skips such a line; :meth:`PiAdapter.oversize` reads the type from its
+  first bytes and what an ``agent_end`` or ``tool_execution_end`` must still tell from its last ones,
+  so the turn still ends and the timeline says what was left out.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.drivers.base import Adapter, Driver, DriverError, Launch, LaunchContext, inherited_env
 from roost.models import Job
-from roost.worker_protocol import response, turn_end
+from roost.protocol import encode
+from roost.worker_protocol import Oversize, note, response, text_events, turn_end
 
 EXTENSION = Path(__file__).parent / "pi_extension" / "roost-tools.ts"
 INSTALL_HINT = "npm install -g @mariozechner/pi-coding-agent"
@@ -104,8 +110,14 @@ class PiDriver(Driver):
                          retry=bool(options.get("retry", True)))
 
 
-def _line(frame: dict[str, Any]) -> bytes:
-    return (json.dumps(frame) + "\n").encode()
+def _field(data: bytes, name: str, last: bool = False) -> Any:
+    """The first (or last) string or boolean value of ``"name":`` in a piece of a JSON line pi wrote
+    (compact, as JSON.stringify writes it), or None."""
+    found = re.findall(rb'"%s":("(?:[^"\\]|\\.)*"|true|false)' % name.encode(), data)
+    try:
+        return json.loads(found[-1 if last else 0]) if found else None
+    except ValueError:  # a string cut short at the piece's edge
+        return None
 
 
 def _text_of(content: Any) -> str:
@@ -174,7 +186,7 @@ class PiAdapter(Adapter):
             self._emit(response(req_id, kind, False, error=f"unknown command: {kind}"))
             return b""
         self.asked[str(req_id)] = kind
-        return _line(frame)
+        return encode(frame)
 
     def _fail_at_once(self, req_id: Any, run: Any, error: str) -> None:
         """Take the prompt and fail its turn now: the reason lands on the job, not in a log."""
@@ -192,6 +204,25 @@ class PiAdapter(Adapter):
             return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
         handler = self._events.get(str(event.get("type")))
         return handler(event) if handler else []
+
+    def oversize(self, line: Oversize) -> list[dict[str, Any]]:
+        """A pi line over the limit: a note when it was an event roost shows, and for the events a turn
+        hangs on, the event rebuilt from the line's ends (the type and ids lead, the outcome trails)."""
+        kind = _field(line.head, "type")
+        handler = self._events.get(str(kind))
+        if handler is None:
+            return []  # a line roost ignores anyway (pi's message_update deltas, say)
+        said = [note(f"skipped pi's {kind} event, {line.describe()}")]
+        if kind == "agent_end":
+            last = {"role": "assistant", "stopReason": _field(line.tail, "stopReason", last=True),
+                    "errorMessage": _field(line.tail, "errorMessage", last=True)}
+            return said + handler({"type": kind, "messages": [last]})
+        if kind == "tool_execution_end":
+            return said + handler({"type": kind, "toolCallId": _field(line.head, "toolCallId"),
+                                   "toolName": _field(line.head, "toolName"),
+                                   "isError": _field(line.tail, "isError", last=True),
+                                   "result": f"(a result too big to show: the event was {line.size} bytes)"})
+        return said
 
     def _on_response(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         req_id = event.get("id")
@@ -244,7 +275,7 @@ class PiAdapter(Adapter):
         if message.get("role") != "assistant":
             return []
         text = _text_of(message.get("content")).strip()
-        return [{"type": "text", "text": text}] if text else []
+        return text_events(text) if text else []
 
     def _on_tool_start(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         self.tool_args[str(event.get("toolCallId"))] = event.get("args")
@@ -275,7 +306,7 @@ class PiAdapter(Adapter):
     def _on_retry_start(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         self._cancel_timer()
         if not self.retry:  # the config turned retries off: cut pi's short; its auto_retry_end ends the turn
-            self._write(_line({"type": "abort_retry", "id": OWN_ID + "no-retry"}))
+            self._write(encode({"type": "abort_retry", "id": OWN_ID + "no-retry"}))
         return []
 
     def _on_retry_end(self, event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -297,7 +328,7 @@ class PiAdapter(Adapter):
 
     def _on_ui_request(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         if event.get("method") in DIALOGS:
-            self._write(_line({"type": "extension_ui_response", "id": event.get("id"), "cancelled": True}))
+            self._write(encode({"type": "extension_ui_response", "id": event.get("id"), "cancelled": True}))
         return []
 
     # -- ending the turn --------------------------------------------------------------------------
@@ -317,7 +348,7 @@ class PiAdapter(Adapter):
         run = self.run
         self._cancel_timer()
         self.run, self.started, self.aborting, self.error = None, False, False, None
-        self._write(_line({"type": "get_session_stats", "id": OWN_ID + "stats"}))  # usage follows the turn
+        self._write(encode({"type": "get_session_stats", "id": OWN_ID + "stats"}))  # usage follows the turn
         return [turn_end(run, outcome, **({"error": error} if error else {}))]
 
     def _cancel_timer(self) -> None:

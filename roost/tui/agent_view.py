@@ -7,12 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual import events, on
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
+from roost.client import ClientError
 from roost.config import Config
 from roost.models import NEEDS_INPUT_STATES, TURN_STATES, Row
 from roost.rules.views import AgentViewRow, age_seconds, agent_view_rows, format_age, peek_line, usage_text
@@ -226,6 +227,8 @@ class AgentViewScreen(RoostScreen):
         if asking:
             bar.append("  ·  ")
             bar.append(f"{asking} need{'s' if asking == 1 else ''} you", style=self.palette.warning + BOLD)
+        if self.link.more:
+            bar.append(f"  ·  {self.link.more:,} older not listed: roost ls --all", style=self.palette.muted)
         self.topbar.update(bar)
 
     # -- keys --------------------------------------------------------------------------------------
@@ -326,11 +329,8 @@ class AgentViewScreen(RoostScreen):
             self._open_id(rest)
         elif word == "send":
             job_id, text = rest.split(None, 1)
-            row = self.link.rows.get(job_id)
-            if row is None:
-                self.status.say(f"no job with id {job_id!r}", error=True)
-            else:
-                self.request("send", {"job": job_id, "text": text}, lambda result: send_outcome(row, result))
+            self._look_up(job_id, lambda row: self.request("send", {"job": row.id, "text": text},
+                                                           lambda result: send_outcome(row, result)))
         elif word == "stop":
             self._stop(rest)
         elif word == "help":
@@ -339,10 +339,20 @@ class AgentViewScreen(RoostScreen):
             self.app.exit()
 
     def _open_id(self, job_id: str) -> None:
-        if job_id in self.link.rows:
-            self.post_message(OpenJob(job_id))
-        else:
-            self.status.say(f"no job with id {job_id!r}", error=True)
+        self._look_up(job_id, lambda row: self.post_message(OpenJob(row.id)))
+
+    @work(group="requests")
+    async def _look_up(self, job_id: str, then: Callable[[Row], None]) -> None:
+        """``then`` the job's row; one the agent view does not hold (a subagent, an old job) is
+        asked of the daemon, which says when there is no such job."""
+        row = self.link.rows.get(job_id)
+        if row is None:
+            try:
+                row = Row.from_wire(await self.link.call("show", job=job_id))
+            except ClientError as exc:
+                self.status.say(exc.message, error=True)
+                return
+        then(row)
 
     def action_quit(self) -> None:
         self.app.exit()

@@ -68,19 +68,23 @@ class RoostApp(App[None]):
     # -- the daemon's events --------------------------------------------------------------------------
     @work(exclusive=True, group="daemon")
     async def _pump(self) -> None:
-        """Load the rows, then hand each batch of events to every open screen. When the daemon
-        goes away (a restart, an upgrade), say so and connect again — starting it if need be —
-        and tell it again which jobs are open."""
+        """Subscribe to the agent view, then hand each batch of events to every open screen.
+        When the connection ends (a restart, an upgrade, or the daemon dropped us for falling
+        behind), say so and connect again — starting the daemon if need be — and let every open
+        job screen subscribe again."""
+        inline = self.config.agent_view_subagents == "inline"
         reconnecting = False
         while True:
             try:
-                update = await self.link.connect()
+                update = await self.link.connect(inline=inline)
             except ClientError as exc:
                 self._tell_lost(f"{exc.message}; trying again")
                 await asyncio.sleep(RECONNECT_SECONDS)
                 continue
             if reconnecting:
-                await self._reattach()
+                for screen in self.screen_stack:
+                    if isinstance(screen, JobScreen):
+                        screen.follow()
             self._ring_when_asked()
             self._tell_changed(update)
             async for batch in self.link.batches():
@@ -88,19 +92,9 @@ class RoostApp(App[None]):
                 if update.rows:
                     self._ring_when_asked()
                 self._tell_changed(update)
-            await self.link.source.close()
-            self._tell_lost("the daemon closed the connection; reconnecting")
+            self._tell_lost(f"{self.link.source.end_reason()}; reconnecting")
             reconnecting = True
             await asyncio.sleep(RECONNECT_SECONDS)
-
-    async def _reattach(self) -> None:
-        """A new connection has nothing open: open again the jobs whose screens are up."""
-        for screen in self.screen_stack:
-            if isinstance(screen, JobScreen):
-                try:
-                    await self.link.call("attach", job=screen.job_id)
-                except ClientError:
-                    pass  # archived meanwhile: the screen shows what it has
 
     def _tell_changed(self, update: LinkUpdate) -> None:
         for screen in self._roost_screens():
@@ -149,10 +143,12 @@ class RoostApp(App[None]):
         self.push_screen(JobScreen(self.link, self.config, self.clock, message.job_id))
 
     def on_job_closed(self, message: JobClosed) -> None:
-        self._release(message.job_id)
+        self._release(message.job_id, message.subs)
 
     @work(group="release")
-    async def _release(self, job_id: str) -> None:
+    async def _release(self, job_id: str, subs: tuple[int, ...]) -> None:
+        """A job screen closed: end its subscriptions and tell the daemon the job is not open here."""
+        self._tell_changed(await self.link.unsubscribe(subs))
         try:
             await self.link.call("release", job=job_id)
         except ClientError:

@@ -1,14 +1,16 @@
-"""The app's one connection to its jobs: the rows as the daemon last pushed them, and its events.
+"""The app's one connection to its jobs: the rows it subscribed to, as last pushed, and its events.
 
 The app talks to a ``JobSource``: the daemon over the control socket (``DaemonSource``), or in
-snapshot tests a fixed set of rows. ``DaemonLink`` keeps the rows current from the source's
-events and hands them on in batches, so a burst of events becomes one repaint.
+snapshot tests a fixed set of rows. Nothing is broadcast: the home screen subscribes to the
+agent view, each job screen to its job's subtree and timeline. ``DaemonLink`` keeps the rows
+of every live subscription in one map (a row stays while some subscription holds it) and hands
+events on in batches, so a burst of events becomes one repaint.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,11 +27,17 @@ BURST_WINDOW = 0.02
 class JobSource(Protocol):
     """What the app needs from whoever holds the jobs (the daemon, or a fixed set of rows)."""
 
-    async def watch(self) -> list[dict[str, Any]]:
-        """Subscribe to events and return every row as it is now."""
+    async def connect(self) -> None:
+        """Connect (again): the subscriptions and events of an earlier connection are gone."""
+
+    async def subscribe(self, what: str, **args: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Subscribe; returns the reply (``sub``, ``count``, ``more``) and the snapshot."""
 
     def events(self) -> AsyncIterator[dict[str, Any]]:
-        """Pushed events (``row`` and ``timeline`` frames) until the source goes away."""
+        """Pushed events (``row`` and ``timeline`` frames) until the connection ends."""
+
+    def end_reason(self) -> str:
+        """Why the last events stream ended (the daemon went away, or dropped a slow reader)."""
 
     async def call(self, op: str, **args: Any) -> Any:
         """One request; raises ClientError with the daemon's code and words when refused."""
@@ -46,18 +54,24 @@ class DaemonSource:
         self._config = config
         self._client: AsyncClient | None = None
 
-    async def _connect(self) -> AsyncClient:
+    async def connect(self) -> None:
+        await self.close()
         try:
-            return await AsyncClient.connect(self._paths.socket, client="app")
+            self._client = await AsyncClient.connect(self._paths.socket, client="app")
+            return
         except ClientError as exc:
             if exc.code != "unreachable":
                 raise
         await asyncio.to_thread(start_daemon, self._paths, self._config)
-        return await AsyncClient.connect(self._paths.socket, client="app")
+        self._client = await AsyncClient.connect(self._paths.socket, client="app")
 
-    async def watch(self) -> list[dict[str, Any]]:
-        self._client = await self._connect()
-        return await self._client.call("watch")
+    def _connected(self) -> AsyncClient:
+        if self._client is None:
+            raise ClientError("disconnected", "not connected to the daemon yet")
+        return self._client
+
+    async def subscribe(self, what: str, **args: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        return await self._connected().subscribe(what, **args)
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         if self._client is None:
@@ -65,10 +79,12 @@ class DaemonSource:
         async for event in self._client.events():
             yield event
 
+    def end_reason(self) -> str:
+        client = self._client
+        return (client.end_reason if client is not None else None) or "the daemon closed the connection"
+
     async def call(self, op: str, **args: Any) -> Any:
-        if self._client is None:
-            raise ClientError("disconnected", "not connected to the daemon yet")
-        return await self._client.call(op, **args)
+        return await self._connected().call(op, **args)
 
     async def close(self) -> None:
         if self._client is not None:
@@ -78,14 +94,14 @@ class DaemonSource:
 
 @dataclass
 class LinkUpdate:
-    """What one batch of events changed: the ids of rows that changed, the new timeline entries."""
+    """What one batch of events changed: the ids of rows that changed or left, the new timeline entries."""
 
     rows: set[str] = field(default_factory=set)
     entries: list[dict[str, Any]] = field(default_factory=list)
 
 
 class DaemonLink:
-    """The rows the app shows, kept current from a JobSource's events."""
+    """The rows the app's subscriptions hold, kept current from a JobSource's events."""
 
     class Changed(Message):
         """Rows or timelines changed; every open screen gets one per batch of events."""
@@ -97,7 +113,7 @@ class DaemonLink:
             self.update = update
 
     class Lost(Message):
-        """The source went away (the daemon stopped or could not be reached)."""
+        """The source went away (the daemon stopped, could not be reached, or dropped us)."""
 
         bubble = False
 
@@ -108,22 +124,81 @@ class DaemonLink:
     def __init__(self, source: JobSource) -> None:
         self.source = source
         self.rows: dict[str, Row] = {}
+        #: How many finished root jobs the agent view's subscription left out (old ones).
+        self.more = 0
+        self._held: dict[int, set[str]] = {}
 
-    async def connect(self) -> LinkUpdate:
-        """Subscribe and load every row; the update names them all."""
-        snapshot = await self.source.watch()
-        self.rows = {data["id"]: Row.from_wire(data) for data in snapshot}
-        return LinkUpdate(rows=set(self.rows))
+    async def connect(self, inline: bool = False) -> LinkUpdate:
+        """Connect, subscribe to the agent view (children as rows too when ``inline``) and load
+        its rows; the update names every row that came or went."""
+        await self.source.connect()
+        gone = set(self.rows)
+        self.rows.clear()
+        self._held.clear()
+        result, rows = await self.source.subscribe("agent_view", inline=inline)
+        self.more = int(result.get("more") or 0)
+        update = self.hold(result["sub"], rows)
+        update.rows |= gone
+        return update
+
+    async def subscribe(self, what: str, **args: Any) -> tuple[dict[str, Any], list[dict[str, Any]], LinkUpdate]:
+        """Subscribe on the current connection; rows of the snapshot are held for the subscription."""
+        result, items = await self.source.subscribe(what, **args)
+        rows = items if what != "timeline" else []
+        return result, items, self.hold(result["sub"], rows)
+
+    def hold(self, sub: int, rows: Iterable[dict[str, Any]], newer: bool = True) -> LinkUpdate:
+        """Keep ``rows`` for subscription ``sub``; with ``newer`` false a row already held is
+        kept as it is (a pushed row is at least as new as one read by a request)."""
+        held = self._held.setdefault(sub, set())
+        update = LinkUpdate()
+        for data in rows:
+            job_id = data["id"]
+            held.add(job_id)
+            if newer or job_id not in self.rows:
+                self.rows[job_id] = Row.from_wire(data)
+                update.rows.add(job_id)
+        return update
+
+    async def unsubscribe(self, subs: Iterable[int]) -> LinkUpdate:
+        """End subscriptions; rows no other subscription holds leave."""
+        update = LinkUpdate()
+        for sub in subs:
+            held = self._held.pop(sub, None)
+            if held is None:
+                continue  # from an earlier connection: the daemon forgot it already
+            update.rows |= self._drop(held)
+            try:
+                await self.source.call("unsubscribe", sub=sub)
+            except ClientError:
+                pass  # the connection is gone, and its subscriptions with it
+        return update
+
+    def _drop(self, ids: Iterable[str]) -> set[str]:
+        still = set().union(*self._held.values()) if self._held else set()
+        gone = {job_id for job_id in ids if job_id not in still}
+        for job_id in gone:
+            self.rows.pop(job_id, None)
+        return gone
 
     def apply(self, events: list[dict[str, Any]]) -> LinkUpdate:
-        """Fold a batch of events into the rows."""
+        """Fold a batch of events into the rows (an archived row leaves)."""
         update = LinkUpdate()
         for event in events:
             kind = event.get("event")
             if kind == "row":
-                row = Row.from_wire(event["row"])
-                self.rows[row.id] = row
-                update.rows.add(row.id)
+                held = self._held.get(event.get("sub"))  # type: ignore[arg-type]
+                if held is None:
+                    continue
+                data = event["row"]
+                update.rows.add(data["id"])
+                if data.get("archived_at") is None:
+                    held.add(data["id"])
+                    self.rows[data["id"]] = Row.from_wire(data)
+                else:  # no view shows an archived job, whoever held it
+                    for ids in self._held.values():
+                        ids.discard(data["id"])
+                    self.rows.pop(data["id"], None)
             elif kind == "timeline":
                 update.entries.append(event["entry"])
         return update
@@ -164,4 +239,3 @@ class DaemonLink:
 def default_source(config: str | None = None) -> DaemonSource:
     """The daemon for this environment's paths."""
     return DaemonSource(paths_mod.resolve(), config)
-

@@ -44,9 +44,13 @@ class JobScreen(RoostScreen):
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str) -> None:
         super().__init__(link, config, clock)
         self.job_id = job_id
-        #: Whether the timeline so far has been read (entries streamed before that wait in ``_early``).
+        #: Whether the transcript has been read once.
         self.loaded = False
+        #: Whether the timeline subscription is in place; entries streamed before wait in ``_early``.
+        self._streaming = False
         self._early: list[dict[str, Any]] = []
+        #: This screen's subscriptions on the current connection (its subtree, its timeline).
+        self._subs: list[int] = []
         # Kept, not queried: the footer asks check_action even while the screen is taken down.
         self.jobbar = Static(id="jobbar")
         self.transcript = Transcript(id="transcript")
@@ -65,30 +69,61 @@ class JobScreen(RoostScreen):
         super().on_mount()
         self.restyle()
         self.set_focus(self.composer)
-        self._load()
+        self.follow()
 
     def on_unmount(self) -> None:
-        self.app.post_message(JobClosed(self.job_id))
+        self.app.post_message(JobClosed(self.job_id, tuple(self._subs)))
 
-    @work(group="load")
-    async def _load(self) -> None:
-        """Tell the daemon the job is open (which resumes a closed one), then read its timeline."""
+    @work(group="load", exclusive=True)
+    async def follow(self) -> None:
+        """Open the job (which resumes a closed one) and subscribe to its subtree and timeline.
+
+        The first time, the transcript starts from the newest page of the log and the timeline
+        is followed from its last entry, so none falls between; after a reconnect it goes on
+        from the last entry shown (a gap too big for one snapshot starts from the newest page)."""
+        self._subs, self._streaming = [], False
         try:
             await self.link.call("attach", job=self.job_id, resume=True)  # opening a job resumes it
-            entries = await self.link.call("logs", job=self.job_id)
+            sub, _, update = await self.link.subscribe("subtree", job=self.job_id)
+            self._subs.append(sub["sub"])
+            own = await self.link.call("show", job=self.job_id)
+            update.rows |= self.link.hold(sub["sub"], [own], newer=False).rows
+            if not self.loaded:
+                page = await self.link.call("logs", job=self.job_id)
+                self.transcript.start(page["entries"], page["more"])
+            result, entries, _ = await self.link.subscribe("timeline", job=self.job_id, after=self.transcript.last_seq)
+            self._subs.append(result["sub"])
+            if result.get("skipped"):
+                page = await self.link.call("logs", job=self.job_id)
+                self.transcript.start(page["entries"], page["more"])
         except ClientError as exc:
             self.status.say(exc.message, error=True)
             return
         self.transcript.add(entries)
         self.transcript.add(self._early)  # what streamed in while the log was on its way
         self._early.clear()
-        self.loaded = True
+        self.loaded = self._streaming = True
+        self.rows_changed(update)
+
+    @on(Transcript.Older)
+    def _older(self, message: Transcript.Older) -> None:
+        self._read_older(message.before)
+
+    @work(group="older", exclusive=True)
+    async def _read_older(self, before: int) -> None:
+        """The page of the timeline before ``before``, above what the transcript shows."""
+        try:
+            page = await self.link.call("logs", job=self.job_id, before=before)
+        except ClientError as exc:
+            self.status.say(exc.message, error=True)
+            return
+        self.transcript.prepend(page["entries"], page["more"])
 
     # -- keeping it current ------------------------------------------------------------------------
     def rows_changed(self, update: LinkUpdate) -> None:
         mine = [entry for entry in update.entries if entry["job"] == self.job_id]
         if mine:
-            if self.loaded:
+            if self._streaming:
                 self.transcript.add(mine)
             else:
                 self._early.extend(mine)
@@ -182,6 +217,8 @@ class JobScreen(RoostScreen):
 
     def action_scroll(self, pages: int) -> None:
         if pages < 0:
+            if self.transcript.scroll_y <= 0:
+                self.transcript.want_older()
             self.transcript.scroll_page_up()
         else:
             self.transcript.scroll_page_down()

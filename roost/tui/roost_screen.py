@@ -27,7 +27,12 @@ class OpenJob(JobMessage):
 
 
 class JobClosed(JobMessage):
-    """A job's screen closed: the app tells the daemon the job is no longer open here."""
+    """A job's screen closed: the app ends its subscriptions ``subs`` and tells the daemon the
+    job is no longer open here."""
+
+    def __init__(self, job_id: str, subs: tuple[int, ...]) -> None:
+        super().__init__(job_id)
+        self.subs = subs
 
 
 def plural(n: int, noun: str) -> str:

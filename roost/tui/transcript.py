@@ -1,28 +1,21 @@
-"""A job's transcript: its timeline read once from the daemon, then streamed as entries arrive."""
+"""A job's transcript: the newest page of its timeline, older pages on demand, then streamed entries."""
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import RichLog
 
 from roost.tui.looks import BOLD, Palette
 
-#: One child's report inside a ``reports`` entry (the daemon's format, docs/protocols.md).
-_REPORT = re.compile(r'<roost-report child="([^"]*)" title="([^"]*)" state="([^"]*)" kind="([^"]*)">\n(.*?)\n'
-                     r'</roost-report>', re.S)
 #: Timeline kinds that repeat what another entry already shows.
 _SKIPPED = {"turn_end", "report", "message", "pinned", "unpinned"}
 #: States worth a line of their own (working follows every prompt, so it would only add noise).
 _TONE_OF_STATE = {"waiting": "warning", "blocked": "warning", "failed": "error", "stopped": "muted",
                   "done": "success", "idle": "muted"}
-
-
-def _unescape(text: str) -> str:
-    return text.replace("&quot;", '"').replace("&lt;", "<").replace("&amp;", "&")
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -52,7 +45,7 @@ def entry_text(entry: dict[str, Any], palette: Palette) -> Text | None:
         line.append(_short(data.get("result")), style=palette.error if data.get("error") else palette.muted)
         return line
     if kind == "reports":
-        return _reports(data.get("text", ""), palette)
+        return _reports(data.get("reports") or [], palette)
     if kind == "state":
         state = data.get("state", "")
         if state not in _TONE_OF_STATE:
@@ -75,29 +68,50 @@ def entry_text(entry: dict[str, Any], palette: Palette) -> Text | None:
     return Text(f"· {kind} {details}".rstrip(), style=palette.muted)
 
 
-def _reports(text: str, palette: Palette) -> Text:
-    """Children's reports, one line each: who, what state, what they said."""
+def _reports(reports: list[dict[str, Any]], palette: Palette) -> Text:
+    """Children's reports, one line each: who, what state, what they said (the daemon sends
+    them as data, docs/protocols.md)."""
     out = Text()
-    for child, title, state, kind, body in _REPORT.findall(text):
+    for report in reports:
         if out:
             out.append("\n")
-        tone = palette.warning if kind == "question" else palette.tone(_TONE_OF_STATE.get(state, "muted"))
-        out.append(f"↩ {_unescape(title)} [{child}] {state}: ", style=tone + BOLD)
-        out.append(body, style=palette.text)
-    return out or Text(text, style=palette.text)
+        state = report.get("state", "")
+        question = report.get("kind") == "question"
+        tone = palette.warning if question else palette.tone(_TONE_OF_STATE.get(state, "muted"))
+        out.append(f"↩ {report.get('title', '')} [{report.get('child', '')}] {state}: ", style=tone + BOLD)
+        out.append(report.get("text", ""), style=palette.text)
+    return out
 
 
 class Transcript(RichLog, can_focus=False):
-    """The open job's transcript; entries are added once each, in timeline order.
+    """The open job's transcript, loaded tail first: the newest entries, then older pages when
+    the person scrolls to the top, and new entries as they stream in (each shown once).
 
     It never takes the focus: the composer keeps it, and PgUp/PgDn scroll this from there.
     """
 
+    class Older(Message):
+        """Scrolled to the top with older entries left to read: the screen fetches those
+        before ``before`` and hands them to ``prepend``."""
+
+        def __init__(self, before: int) -> None:
+            super().__init__()
+            self.before = before
+
     def __init__(self, id: str | None = None) -> None:
         super().__init__(wrap=True, markup=False, highlight=False, min_width=20, id=id)
         self.last_seq = 0
+        #: Whether entries older than the first one shown exist, and one page of them is asked for.
+        self.more_before = False
+        self._asking = False
         self._entries: list[dict[str, Any]] = []
         self._palette: Palette | None = None
+
+    def start(self, entries: list[dict[str, Any]], more: bool) -> None:
+        """Show the newest page of the timeline; ``more`` says older entries exist."""
+        self._entries, self.last_seq, self.more_before = [], 0, more
+        self.clear()
+        self.add(entries)
 
     def add(self, entries: list[dict[str, Any]]) -> None:
         """Append the entries newer than what is shown (the log and the stream may overlap)."""
@@ -108,16 +122,40 @@ class Transcript(RichLog, can_focus=False):
             self._entries.append(entry)
             self._write(entry)
 
+    def prepend(self, entries: list[dict[str, Any]], more: bool) -> None:
+        """Put an older page above what is shown, keeping the lines in view where they were."""
+        first = self._entries[0]["seq"] if self._entries else self.last_seq + 1
+        self._entries[:0] = [entry for entry in entries if entry["seq"] < first]
+        self.more_before, self._asking = more, False
+        self._redraw(keep_bottom=True)
+
+    def want_older(self) -> None:
+        """Ask for the page before the first entry shown, once at a time, if there is one."""
+        if self.more_before and not self._asking and self._entries:
+            self._asking = True
+            self.post_message(self.Older(self._entries[0]["seq"]))
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if new <= 0 < old:
+            self.want_older()
+
     def restyle(self, palette: Palette) -> None:
         """Draw every entry again in a new theme's colours."""
         self._palette = palette
+        self._redraw(keep_bottom=False)
+
+    def _redraw(self, keep_bottom: bool) -> None:
+        below = len(self.lines) - self.scroll_y
         self.clear()
         for entry in self._entries:
-            self._write(entry)
+            self._write(entry, scroll_end=not keep_bottom)
+        if keep_bottom:  # the same lines stay at the bottom of the view
+            self.scroll_to(y=max(len(self.lines) - below, 0), animate=False, immediate=True)
 
-    def _write(self, entry: dict[str, Any]) -> None:
+    def _write(self, entry: dict[str, Any], scroll_end: bool | None = None) -> None:
         if self._palette is None:
             return
         text = entry_text(entry, self._palette)
         if text is not None:
-            self.write(text)
+            self.write(text, scroll_end=scroll_end)

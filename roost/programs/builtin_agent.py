@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.client import AsyncClient, ClientError, job_identity
-from roost.drivers.worker_process import WorkerProcess
+from roost.programs.worker_process import WorkerProcess
 
 #: Prompts that start with this are reports from children: noted, never run as a script.
 REPORT_MARK = "<roost-report"

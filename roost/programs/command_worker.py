@@ -4,7 +4,8 @@ Each prompt runs the configured command line in the job's directory (the prompt 
 on stdin; ``{session}`` is this job's stable session id; ``resume_args`` are added once the job has
 had a turn, so the agent continues its own conversation). The command's stdout streams to the
 transcript as text; exit code 0 ends the turn ok, anything else fails it with the code and the last
-lines of stderr. An abort kills the command's process group. The session file is this worker's
+lines of stderr. Big output is cut into events and bounded per turn (roost/programs/turn_output.py).
+An abort kills the command's process group. The session file is this worker's
 transcript: its id, the prompts, the output and each turn, so a new worker resumes where the last
 one stopped.
 """
@@ -23,11 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from roost.config import substitute
-from roost.daemon.worker import describe_exit
-from roost.drivers.worker_process import LINE_LIMIT, WorkerProcess
+from roost.programs.turn_output import TurnOutput
+from roost.programs.worker_process import WorkerProcess
+from roost.protocol import MAX_FRAME
+from roost.worker_protocol import describe_exit
 
-#: Output lines arriving within this many seconds of each other go out as one text event.
+#: Output arriving within this many seconds of the last goes out in the same text event.
 BURST = 0.05
+#: How much of the command's stdout one read takes.
+CHUNK = 64 * 1024
 #: How long a command has to end after SIGTERM before SIGKILL.
 KILL_GRACE = 2.0
 #: How long to wait for the command's pipes after it exited (a child it left may hold them).
@@ -113,7 +118,7 @@ class CommandWorker(WorkerProcess):
             self.proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE if self.via_stdin else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                limit=LINE_LIMIT)
+                limit=MAX_FRAME)
         except OSError as exc:
             self.end_turn(run, "failed", error=f"cannot run {argv[0]}: {exc.strerror or exc}")
             return
@@ -122,7 +127,7 @@ class CommandWorker(WorkerProcess):
         self.transcript.turns += 1
         if self.aborted:  # the abort came while the command was starting
             await self.kill()
-        output: list[str] = []
+        output = TurnOutput(self.emit)
         tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         pipes = [asyncio.create_task(self.pump_stdout(proc, output)), asyncio.create_task(self.pump_stderr(proc, tail))]
         if self.via_stdin:
@@ -131,8 +136,9 @@ class CommandWorker(WorkerProcess):
         _, late = await asyncio.wait(pipes, timeout=PIPE_GRACE)
         for task in late:
             task.cancel()
+        output.close()
         self.proc = None
-        self.transcript.append({"role": "assistant", "text": "\n".join(output), "exit": returncode})
+        self.transcript.append({"role": "assistant", "text": "\n".join(output.texts), "exit": returncode})
         if self.aborted:
             self.end_turn(run, "aborted")
         elif returncode == 0:
@@ -150,29 +156,19 @@ class CommandWorker(WorkerProcess):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the command does not read its input: that is its business
 
-    async def pump_stdout(self, proc: asyncio.subprocess.Process, output: list[str]) -> None:
-        """Stream stdout as text events, lines that come together as one."""
+    async def pump_stdout(self, proc: asyncio.subprocess.Process, output: TurnOutput) -> None:
+        """Stream stdout as text events, what comes together as one."""
         assert proc.stdout is not None
-        burst: list[str] = []
         while True:
             try:
-                line = await (asyncio.wait_for(proc.stdout.readline(), BURST) if burst else proc.stdout.readline())
+                read = proc.stdout.read(CHUNK)
+                data = await (asyncio.wait_for(read, BURST) if output.waiting else read)
             except asyncio.TimeoutError:
-                self.say(burst, output)
-                burst = []
+                output.quiet()
                 continue
-            except ValueError:
-                line = b"(a line over the size limit was left out)\n"
-            if not line:
+            if not data:
                 break
-            burst.append(line.decode(errors="replace").rstrip("\r\n"))
-        self.say(burst, output)
-
-    def say(self, lines: list[str], output: list[str]) -> None:
-        text = "\n".join(lines).strip("\n")
-        if text:
-            output.append(text)
-            self.emit({"type": "text", "text": text})
+            output.feed(data)
 
     async def pump_stderr(self, proc: asyncio.subprocess.Process, tail: collections.deque[str]) -> None:
         """The command's stderr goes to this worker's (the job's log); the last lines explain a failure."""

@@ -1,6 +1,8 @@
 """The worker side of the worker protocol, for roost's own Python workers (the built-in agent and
 the command driver's worker): commands in on stdin, responses and events out on stdout, one turn
 at a time, and every turn that starts ends exactly once — also when it is aborted before it began.
+No line goes out over MAX_FRAME: text is cut into events of at most ENTRY_MAX bytes, anything else
+that big becomes a note; a command line over the limit is answered with an error and skipped.
 """
 
 from __future__ import annotations
@@ -11,9 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from roost.worker_protocol import response, turn_end
-
-LINE_LIMIT = 1 << 20
+from roost.protocol import MAX_FRAME
+from roost.worker_protocol import Oversize, encode_event, read_line, response, text_events, turn_end
 
 
 class WorkerProcess:
@@ -33,7 +34,9 @@ class WorkerProcess:
         return self.turn is not None and not self.turn.done()
 
     def emit(self, event: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(event) + "\n")
+        """Write an event or response to the daemon, a long text as several events."""
+        events = text_events(str(event.get("text", ""))) if event.get("type") == "text" else [event]
+        sys.stdout.buffer.write(b"".join(encode_event(e) for e in events))
         sys.stdout.flush()
 
     def end_turn(self, run: Any, outcome: str, **fields: Any) -> None:
@@ -94,16 +97,22 @@ class WorkerProcess:
     async def main(self) -> None:
         loop = asyncio.get_running_loop()
         self.on_start(loop)
-        reader = asyncio.StreamReader(limit=LINE_LIMIT)
+        reader = asyncio.StreamReader(limit=MAX_FRAME)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         while True:
-            line = await reader.readline()
-            if not line:
+            line = await read_line(reader)
+            if line is None:
                 break  # the daemon went away: nobody is left to answer to
+            if isinstance(line, Oversize):
+                self.emit(response(None, "parse", False, error=f"Skipped {line.describe()}"))
+                continue
             try:
                 frame = json.loads(line)
-            except json.JSONDecodeError as exc:
+            except ValueError as exc:  # not JSON, or not UTF-8
                 self.emit(response(None, "parse", False, error=f"Failed to parse command: {exc}"))
+                continue
+            if not isinstance(frame, dict):
+                self.emit(response(None, "parse", False, error="Failed to parse command: not a JSON object"))
                 continue
             await self.handle(frame)
         await self.abort()

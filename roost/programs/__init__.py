@@ -1,0 +1,5 @@
+"""The programs that run inside a worker: roost's own agents, speaking the worker protocol on stdio.
+
+The daemon starts them as ``python -m roost.programs.NAME`` (see roost/drivers/); they import
+neither the daemon nor the drivers, and the daemon imports none of them.
+"""
