@@ -83,7 +83,7 @@ def fmt(value: float | None, unit: str) -> str:
     if unit == "%":
         return f"{value:.3f} %"
     if unit == "KB":
-        return f"{value:,.0f} KB"
+        return f"{value:,.2f} KB" if value < 100 else f"{value:,.0f} KB"
     if unit == "MB":
         return f"{value:.1f} MB"
     return f"{value:,.2f} {unit}".strip()

@@ -367,16 +367,19 @@ async def _produce(d: Daemon, job: str, entries: int, stalled: bool) -> dict[str
     stalled_end = ""
     if stall is not None:
         stall.settimeout(5)
-        tail = b""
+        data, eof = b"", False
         try:
             while True:
                 chunk = stall.recv(1 << 20)
                 if not chunk:
+                    eof = True
                     break
-                tail = (tail + chunk)[-200:]
-        except OSError as exc:
-            tail += f" ({exc})".encode()
-        stalled_end = "dropped, last frame " + tail.strip().rsplit(b"\n", 1)[-1][:120].decode(errors="replace")
+                data = (data + chunk)[-4096:]
+        except OSError:
+            pass
+        lagged = b'"lagged"' in data
+        stalled_end = (("told it lagged, " if lagged else "not told it lagged, ") +
+                       ("then closed by the daemon" if eof else "still open after the run"))
         stall.close()
     await other.close()
     await sender.close()
