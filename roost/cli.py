@@ -128,11 +128,14 @@ def daemon_stop() -> None:
 
 
 @daemon.command("status")
-def daemon_status() -> None:
-    """Say whether the daemon runs (exit 0) or not (exit 1)."""
+@click.option("--acknowledge", is_flag=True, help="Say you have read the store's repair notice; it stops showing.")
+def daemon_status(acknowledge: bool) -> None:
+    """Say whether the daemon runs (exit 0) or not (exit 1), and what it had to repair."""
     paths = paths_mod.resolve()
     try:
         with Client.connect(paths.socket, timeout=3) as client:
+            if acknowledge:
+                client.call("acknowledge")
             st = client.call("status")
     except ClientError:
         click.echo(f"roost daemon is not running ({paths.socket})")
@@ -141,6 +144,10 @@ def daemon_status() -> None:
                f"socket {st['socket']}")
     if st.get("config_error"):
         click.echo(f"config not reloaded: {st['config_error']}")
+    if st.get("store_notice"):
+        click.echo(f"THE STORE WAS REPAIRED: {st['store_notice']}\n"
+                   "(docs/reliability.md says how to get records back; "
+                   "`roost daemon status --acknowledge` stops this message)")
 
 
 # -- jobs -----------------------------------------------------------------------------------------------
@@ -410,7 +417,11 @@ def demo(ctx: Ctx, no_app: bool) -> None:
 
 
 def main() -> None:
-    cli(prog_name="roost")
+    try:
+        cli(prog_name="roost")
+    except paths_mod.UnsafePath as exc:  # a directory another user could change: say which, and the fix
+        click.echo(f"roost: {exc}", err=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

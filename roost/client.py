@@ -119,18 +119,20 @@ class Client:
         """The next frame off the socket (a response or an event); None ``timeout`` waits as long
         as the connection lives."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self._buf:
+        chunks = [self._buf]
+        while b"\n" not in chunks[-1]:  # only new bytes are searched: a page comes in many chunks
             self._sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
             try:
-                chunk = self._sock.recv(65536)
+                chunk = self._sock.recv(262144)
             except TimeoutError:
                 raise ClientError("timeout", f"no answer from the daemon within {timeout:g}s") from None
             except OSError as exc:
                 raise ClientError("disconnected", f"lost the daemon: {exc.strerror or exc}") from None
             if not chunk:
+                self._buf = b"".join(chunks)
                 raise ClientError("disconnected", "the daemon closed the connection")
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
+            chunks.append(chunk)
+        line, _, self._buf = b"".join(chunks).partition(b"\n")
         try:
             return decode(line)
         except ProtocolError as exc:  # unreadable: it answers whatever waits, like an id-less error

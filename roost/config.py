@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
 from .models import LIFETIMES
+from .paths import UnsafePath, check_private
 
 __all__ = [
     "AGENT_VIEW_SUBAGENTS",
@@ -496,6 +497,11 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
     if path is None:
         return Config()
     path = Path(path)
+    try:  # nothing another user can write is ever read as configuration
+        check_private(path, "config file")
+        check_private(path.absolute().parent, "directory of the config file", sticky_ok=True)
+    except UnsafePath as exc:
+        raise ConfigError(str(path), "", str(exc)) from None
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

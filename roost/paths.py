@@ -7,12 +7,58 @@ directory, which is what tests and scripts use so nothing touches the real user 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
 
 APP = "roost"
+
+
+class UnsafePath(Exception):
+    """A file or directory roost would read or keep private data in could be changed by another
+    user (OpenSSH's StrictModes is the model). The message names the path and the fix."""
+
+
+def check_private(path: Path, what: str, sticky_ok: bool = False) -> None:
+    """Refuse ``path`` (following a symlink to what it points at) when someone else owns it or
+    group or others may write it. Root's own files are trusted: root can change anything anyway.
+    With ``sticky_ok``, a sticky directory such as /tmp passes (nobody may rename what is yours in
+    it). A missing path is fine: roost creates it owner-only."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    shown = f"{path} (a link to {path.resolve()})" if path.is_symlink() else str(path)
+    if st.st_uid not in (os.getuid(), 0):
+        raise UnsafePath(f"{what} {shown} belongs to uid {st.st_uid}, not to you (uid {os.getuid()}): another "
+                         f"user could change it. Use a {what} of your own (remove it, or chown it to yourself).")
+    if st.st_mode & 0o022 and not (sticky_ok and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
+        who = " and ".join(w for w, bit in (("group", 0o020), ("others", 0o002)) if st.st_mode & bit)
+        raise UnsafePath(f"{what} {shown} is writable by {who} (mode {stat.S_IMODE(st.st_mode):o}): another user "
+                         f"could change it. Fix: chmod go-w {path}")
+
+
+def make_private_dir(path: Path) -> None:
+    """Create ``path`` and any missing parents owner-only (0700) from the first moment: a mode
+    given to mkdir can only lose bits to the umask, never gain them."""
+    missing = []
+    for p in [path, *path.parents]:
+        if p.exists() or p.is_symlink():
+            break
+        missing.append(p)
+    for p in reversed(missing):
+        try:
+            p.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+
+
+def open_private(path: Path, append: bool = True) -> int:
+    """Open (creating it 0600, whatever the umask) a file only its user may read: logs, the store."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0) | os.O_CLOEXEC
+    return os.open(path, flags, 0o600)
 
 
 @dataclass(frozen=True)
@@ -54,13 +100,16 @@ class Paths:
         return self.logs_dir / f"{job_id}.stderr.log"
 
     def ensure(self) -> None:
-        """Create the directories; state and runtime only their user may enter (0700)."""
-        self.config_dir.mkdir(parents=True, exist_ok=True)
-        # State holds conversations, runtime the socket: both only for their user.
-        for d in (self.state_dir, self.sessions_dir, self.logs_dir, self.runtime_dir):
-            d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(self.state_dir, 0o700)
-        os.chmod(self.runtime_dir, 0o700)
+        """Create the directories owner-only (0700) and refuse any that another user owns or
+        may write (or that is a link to one): the config is what the daemon runs, state holds
+        conversations, runtime the socket. Raises UnsafePath saying which and how to fix it."""
+        for d, what in ((self.config_dir, "config directory"), (self.state_dir, "state directory"),
+                        (self.runtime_dir, "runtime directory")):
+            check_private(d, what)
+            make_private_dir(d)
+        for d in (self.sessions_dir, self.logs_dir):
+            make_private_dir(d)
+            check_private(d, "state directory")
 
 
 def resolve(environ: dict[str, str] | None = None) -> Paths:

@@ -141,6 +141,7 @@ OPS: dict[str, dict[str, Arg]] = {
     "detach": _JOB,
     "label": {"job": _NEED_STR, "key": _NEED_STR, "value": Arg((str, type(None)), required=True)},
     "status": {},
+    "acknowledge": {},
     "shutdown": {},
 }
 

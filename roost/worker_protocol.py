@@ -30,12 +30,9 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from roost.protocol import MAX_FRAME, encode
+from roost.protocol import ENTRY_MAX, MAX_FRAME, encode
 
 OUTCOMES = ("ok", "failed", "aborted", "waiting")
-#: The most text one event (and so one timeline entry) carries, in UTF-8 bytes. Even escaped as
-#: JSON (at most 6 bytes a byte) it stays far below MAX_FRAME.
-ENTRY_MAX = 64 * 1024
 #: How much of each end of an over-long line a reader keeps, so an adapter can tell what it was.
 OVERSIZE_KEEP = 4096
 
@@ -93,7 +90,9 @@ def split_bytes(data: bytes, limit: int = ENTRY_MAX) -> list[bytes]:
 
 
 def text_events(text: str) -> list[dict[str, Any]]:
-    """One ``text`` event, or several of at most ENTRY_MAX bytes when the text is longer."""
+    """One ``text`` event, or several of at most ENTRY_MAX (roost.protocol's bound of a timeline entry)
+    bytes when the text is longer; even escaped as JSON (6 bytes a byte at most) one stays far below
+    MAX_FRAME."""
     data = text.encode()
     if len(data) <= ENTRY_MAX:
         return [{"type": "text", "text": text}]

@@ -121,7 +121,7 @@ def test_no_module_outside_the_tui_imports_textual():
 
 def test_the_cli_and_the_daemon_load_without_textual(roost_home):
     code = ("import sys; sys.argv = ['roost', 'config', 'path']\n"
-            "import roost.cli, roost.daemon.server, roost.drivers.builtin_agent, roost.rules.views\n"
+            "import roost.cli, roost.daemon.server, roost.programs.builtin_agent, roost.rules.views\n"
             "try:\n    roost.cli.main()\nexcept SystemExit:\n    pass\n"
             "print('textual' in sys.modules, 'rich' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import time
 
 import pytest
 
-from conftest import DaemonHarness, RawClient
+from conftest import DaemonHarness
 
 from roost.daemon.handlers import HANDLERS
 from roost.daemon.store import Store

@@ -280,3 +280,21 @@ def test_each_subscriber_gets_only_what_it_subscribed_to(daemon):
     assert any(f["row"]["id"] == other and f["row"]["last_text"] == "elsewhere" for f in seen)
     for client in (transcript, panel, view):
         client.close()
+
+
+async def test_a_job_detached_out_of_a_subtree_is_pushed_there_once_more(world):
+    index, _, publisher = world
+    job(index, "top", pid=1)
+    mid = job(index, "mid", parent="top")
+    job(index, "leaf", parent="mid")
+    conn = FakeConn()
+    publisher.subscribe(conn, 1, "subtree", job="top")
+    conn.take()
+    publisher.rows_changed(index.reparent(mid, None))  # what detach does
+    await next_pass()
+    frames = conn.take()
+    assert sorted(pushed_ids(frames)) == ["leaf", "mid", "top"]
+    assert next(f["row"] for f in frames if f["row"]["id"] == "mid")["parent"] is None
+    change(index, publisher, mid, last_text="not yours any more")
+    await next_pass()
+    assert conn.frames == []

@@ -20,8 +20,8 @@ import pytest
 from roost.daemon.worker import Worker
 from roost.drivers.base import Adapter, Launch
 from roost.programs.turn_output import HEAD_KEEP, TAIL_KEEP, TurnOutput
-from roost.protocol import MAX_FRAME, encode
-from roost.worker_protocol import ENTRY_MAX, split_bytes, text_events
+from roost.protocol import ENTRY_MAX, MAX_FRAME, encode
+from roost.worker_protocol import split_bytes, text_events
 
 from agent_script import build_log, flat
 

@@ -209,6 +209,12 @@ def status(ctx: Context, req: Request) -> dict[str, Any]:
     return {**ctx.facts(), **ctx.supervisor.status()}
 
 
+@handles("acknowledge")
+def acknowledge(ctx: Context, req: Request) -> None:
+    """A person read the store's notice (``roost daemon status --acknowledge``)."""
+    ctx.supervisor.store.acknowledge()
+
+
 @handles("shutdown")
 def shutdown(ctx: Context, req: Request) -> dict[str, Any]:
     ctx.stop()

@@ -40,9 +40,10 @@ class Subscription:
     what: str
     job: str | None = None
     inline: bool = False
-    #: Working children this agent-view subscription was sent as orphans: when their parent
-    #: opens again they get one more push (now with parent_open true), so the client drops them.
-    orphans: set[str] = field(default_factory=set)
+    #: Rows sent that may leave the scope without being archived: working orphans of an agent
+    #: view (their parent may open again), a subtree's jobs (one may be detached out of it).
+    #: Each gets one more push when it leaves, so the client can drop it.
+    shown: set[str] = field(default_factory=set)
 
 
 class Publisher:
@@ -74,8 +75,8 @@ class Publisher:
             rows, more = self._index.agent_view(limit, inline) if what == "agent_view" else \
                 self._index.subtree(job, SUBTREE_CAP)  # type: ignore[arg-type]
             sent = self._send_rows(sub, req_id, rows)
-            if what == "agent_view" and not inline:
-                sub.orphans.update(r["id"] for r in rows[:sent] if r.get("parent") is not None)
+            if what == "subtree" or not inline:
+                sub.shown.update(r["id"] for r in rows[:sent] if what == "subtree" or r["parent"] is not None)
             result = {"count": sent, "more": more + len(rows) - sent}
         self._subs[sub.sub] = sub
         self._scope(sub).add(sub)
@@ -149,8 +150,7 @@ class Publisher:
             if job is None:
                 continue
             targets = [s for s in self._views if self._view_shows(s, job)]
-            for above in (job_id, *self._index.ancestors(job_id)):
-                targets.extend(self._trees.get(above, ()))
+            targets += self._trees_showing(job_id)
             if not targets:
                 continue
             row = dumps(self._index.row(job_id)).encode()
@@ -164,14 +164,25 @@ class Publisher:
             return True
         if not self._index.parent_open(job):
             if job.state in ACTIVE_STATES:  # a finished orphan is not listed: nothing to take back
-                sub.orphans.add(job.id)
+                sub.shown.add(job.id)
             else:
-                sub.orphans.discard(job.id)
+                sub.shown.discard(job.id)
             return True
-        if job.id in sub.orphans:
-            sub.orphans.discard(job.id)
+        if job.id in sub.shown:
+            sub.shown.discard(job.id)
             return True
         return False
+
+    def _trees_showing(self, job_id: str) -> list[Subscription]:
+        """Subtree subscriptions that get this row: those of the job and its ancestors, and once
+        more those it was detached out of."""
+        inside = {s for above in (job_id, *self._index.ancestors(job_id)) for s in self._trees.get(above, ())}
+        for sub in inside:
+            sub.shown.add(job_id)
+        left = [s for subs in self._trees.values() for s in subs if s not in inside and job_id in s.shown]
+        for sub in left:
+            sub.shown.discard(job_id)
+        return [*inside, *left]
 
     def timeline(self, entry: dict[str, Any]) -> None:
         """A committed timeline entry: to that job's timeline subscribers only."""

@@ -8,10 +8,14 @@ from typing import TYPE_CHECKING, Any
 from roost.daemon.index import JobIndex
 from roost.daemon.messages import Reports
 from roost.models import Job, State
+from roost.protocol import MAX_FRAME
 from roost.rules.lifecycle import reports_opted_out
 
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
+
+#: The most text of reports one prompt carries (half a worker-protocol frame).
+PROMPT_BYTES = MAX_FRAME // 2
 
 
 def structured(pending: list[dict[str, Any]], index: JobIndex) -> list[dict[str, Any]]:
@@ -23,6 +27,25 @@ def structured(pending: list[dict[str, Any]], index: JobIndex) -> list[dict[str,
                     "state": rep["state"], "kind": "question" if rep["question"] else "report",
                     "text": rep["text"]})
     return out
+
+
+def batch(pending: list[dict[str, Any]], index: JobIndex) -> tuple[list[dict[str, Any]], list[int]]:
+    """The reports one prompt carries, oldest first, and their outbox ids: as many as fit in
+    PROMPT_BYTES (the rest go in the next prompt), and one alone is cut to fit, so a prompt is
+    never over the worker protocol's frame."""
+    out: list[dict[str, Any]] = []
+    ids: list[int] = []
+    size = 0
+    for rep in structured(pending, index):
+        cost = len(rep["text"].encode()) + len(rep["title"].encode()) + 128
+        if out and size + cost > PROMPT_BYTES:
+            break
+        if cost > PROMPT_BYTES:
+            rep["text"] = rep["text"].encode()[: PROMPT_BYTES - 1024].decode(errors="ignore") + "…"
+        out.append(rep)
+        ids.append(pending[len(ids)]["id"])
+        size += cost
+    return out, ids
 
 
 def prompt_text(reports: list[dict[str, Any]]) -> str:

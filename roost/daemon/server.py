@@ -29,8 +29,9 @@ from roost.config import ConfigError, ConfigWatcher
 from roost.daemon.connection import Connection
 from roost.daemon.handlers import Context, handle_line
 from roost.daemon.store import Store, StoreError
+from roost.daemon.store_repair import open_store
 from roost.daemon.supervisor import Supervisor
-from roost.paths import Paths
+from roost.paths import Paths, UnsafePath
 from roost.protocol import MAX_CONNECTIONS, MAX_FRAME, ErrorCode, ProtocolError, encode, err
 
 log = logging.getLogger("roost.daemon")
@@ -73,7 +74,8 @@ class Daemon:
     # -- 1. set-up ---------------------------------------------------------------------------------
     def setup(self) -> None:
         """Take the lock, read the config, open the store, recover records. Raises AlreadyRunning,
-        ConfigError or StoreError with a message that says what is wrong."""
+        ConfigError, StoreError or UnsafePath with a message that says what is wrong (a damaged
+        store is repaired, not refused: see store_repair)."""
         self.paths.ensure()
         fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -86,7 +88,7 @@ class Daemon:
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
         self.watcher = ConfigWatcher(self.config_path)
-        self.store = Store(self.paths.store)
+        self.store = open_store(self.paths.store, self.paths.state_dir)
         self.supervisor = Supervisor(self.store, self.paths, lambda: self.watcher.config)  # type: ignore[union-attr]
         self.supervisor.recover()
 
@@ -259,7 +261,7 @@ def run(paths: Paths, config_path: Path | None) -> int:
     daemon = Daemon(paths, config_path)
     try:
         daemon.setup()
-    except (AlreadyRunning, ConfigError, StoreError) as exc:
+    except (AlreadyRunning, ConfigError, StoreError, UnsafePath) as exc:
         log.error("%s", exc)
         print(f"roost daemon: {exc}", flush=True)
         return 1

@@ -7,6 +7,7 @@ or pushes it to subscribers, so a crash of the daemon loses nothing that was ack
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from roost.models import Job
+from roost.paths import open_private
 from roost.protocol import PAGE_BYTES
 
 SCHEMA_VERSION = 1
@@ -53,6 +55,7 @@ CREATE TABLE IF NOT EXISTS inbox (
     delivered_at REAL
 );
 CREATE INDEX IF NOT EXISTS inbox_job ON inbox(job, delivered_at);
+CREATE TABLE IF NOT EXISTS damaged_records (id TEXT NOT NULL, record TEXT NOT NULL, error TEXT NOT NULL, ts REAL NOT NULL);
 """
 
 
@@ -60,11 +63,17 @@ class StoreError(Exception):
     """The store cannot be opened or is of a schema this roost does not know."""
 
 
+class StoreDamaged(StoreError):
+    """The file is not a readable SQLite store (garbage, truncated, malformed pages)."""
+
+
 class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []
+        if not path.exists():  # owner-only from the first byte; SQLite gives -wal and -shm its mode
+            os.close(open_private(path))
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.row_factory = sqlite3.Row
@@ -73,7 +82,35 @@ class Store:
             self._db.execute("PRAGMA busy_timeout=5000")
             self._migrate()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{path}: cannot open the store: {exc}") from None
+            raise StoreDamaged(f"{path}: cannot open the store: {exc}") from None
+
+    def check(self) -> str | None:
+        """What SQLite's quick check finds wrong with the file, or None when it is sound."""
+        try:
+            rows = [r[0] for r in self._db.execute("PRAGMA quick_check(5)")]
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        return None if rows == ["ok"] else "; ".join(rows)
+
+    # -- what a person must hear about (a repaired store), until they acknowledge it -----------------
+    def notice(self) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key='notice'").fetchone()
+        return row["value"] if row else None
+
+    def set_notice(self, text: str) -> None:
+        with self.transaction():
+            old = self.notice()
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('notice', ?)", (f"{old}\n{text}" if old else text,))
+
+    def acknowledge(self) -> None:
+        with self.transaction():
+            self._db.execute("DELETE FROM meta WHERE key='notice'")
+
+    def insert_row(self, table: str, columns: list[str], row: tuple[object, ...]) -> None:
+        """Copy one row as it is (a salvage from a damaged store)."""
+        with self.transaction():
+            self._db.execute(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) "
+                             f"VALUES ({', '.join('?' * len(columns))})", row)
 
     def _migrate(self) -> None:
         with self.transaction():
@@ -128,7 +165,29 @@ class Store:
         )
 
     def jobs(self) -> list[Job]:
-        return [Job.from_dict(json.loads(r["record"])) for r in self._db.execute("SELECT record FROM jobs")]
+        """Every record. One that cannot be read is set aside in ``damaged_records`` (the text is
+        kept as it was) with a timeline note on its id; the rest load."""
+        out: list[Job] = []
+        bad: list[tuple[str, str, str]] = []
+        for r in self._db.execute("SELECT id, record FROM jobs"):
+            try:
+                data = json.loads(r["record"])
+                if not isinstance(data, dict) or data.get("id") != r["id"]:
+                    raise ValueError("not a record of this job")
+                out.append(Job.from_dict(data))
+            except (ValueError, TypeError, KeyError) as exc:
+                bad.append((r["id"], r["record"], f"{type(exc).__name__}: {exc}"))
+        if bad:
+            with self.transaction():
+                for job_id, record, error in bad:
+                    self._db.execute("INSERT INTO damaged_records (id, record, error, ts) VALUES (?, ?, ?, ?)",
+                                     (job_id, record, error, time.time()))
+                    self._db.execute("DELETE FROM jobs WHERE id=?", (job_id,))
+                    self.add_timeline(job_id, "error", {"message": f"the record could not be read ({error}); "
+                                                                   "it was set aside in damaged_records"})
+            self.set_notice(f"{len(bad)} job record(s) could not be read and were set aside in the table "
+                            f"damaged_records of {self.path}: {', '.join(b[0] for b in bad[:10])}")
+        return out
 
     # -- timeline -----------------------------------------------------------------------------
     def add_timeline(self, job_id: str, kind: str, data: dict[str, Any], ts: float | None = None) -> dict[str, Any]:

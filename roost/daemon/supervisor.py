@@ -8,6 +8,7 @@ here; everything that changes a record afterwards goes through that job's mailbo
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import secrets
@@ -28,7 +29,7 @@ from roost.drivers import driver_for
 from roost.drivers.base import DriverError
 from roost.models import LIFETIMES, STOPPABLE_STATES, Job, State
 from roost.paths import Paths
-from roost.protocol import REPORT_STATUSES, ErrorCode, ProtocolError
+from roost.protocol import MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
 
 if TYPE_CHECKING:
     from roost.daemon.publisher import Publisher
@@ -38,6 +39,8 @@ log = logging.getLogger("roost.daemon")
 ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 #: How long shutdown waits for workers to close before it stops waiting.
 SHUTDOWN_WAIT = 10.0
+#: Room a prompt frame needs besides the message (its type, id and run token).
+PROMPT_MARGIN = 4096
 
 
 def _title_from(prompt: str) -> str:
@@ -154,6 +157,7 @@ class Supervisor:
         if not os.path.isdir(cwd):
             raise ProtocolError(ErrorCode.BAD_ARGS, f"working directory {cwd} does not exist")
         labels = {str(k): str(v) for k, v in (args.get("labels") or {}).items()}
+        _check_prompt(args["prompt"])
         now = self.clock()
         job = Job(id=self._new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
                   cwd=os.path.abspath(cwd), parent=parent.id if parent else None, state=State.QUEUED,
@@ -182,6 +186,7 @@ class Supervisor:
     # -- operations on a job --------------------------------------------------------------------------
     async def send(self, job_id: str, text: str, caller: str | None) -> dict[str, Any]:
         self.index.require(job_id)
+        _check_prompt(text)
         return await self._ask(job_id, m.Send(text, caller))
 
     async def stop(self, job_id: str, tree: bool, caller: str | None) -> dict[str, Any]:
@@ -291,7 +296,16 @@ class Supervisor:
 
     def status(self) -> dict[str, Any]:
         return {"jobs": len(self.index.jobs), "workers": len(self.engine.slots),
-                "queued": self.engine.queued_count()}
+                "queued": self.engine.queued_count(), "store_notice": self.store.notice()}
+
+
+def _check_prompt(text: str) -> None:
+    """A message must fit in one worker-protocol frame with room to spare, or no worker could
+    ever take it (it would wait in the inbox for good)."""
+    size = len(json.dumps(text, ensure_ascii=False).encode())
+    if size > MAX_FRAME - PROMPT_MARGIN:
+        raise ProtocolError(ErrorCode.BAD_ARGS, f"a message of {size} bytes is over the {MAX_FRAME - PROMPT_MARGIN}"
+                                                "-byte limit for one prompt; send it as a file the agent reads")
 
 
 async def _shut(worker: Any, abort_first: bool) -> None:

@@ -37,8 +37,8 @@ def deliver_next(eng: "Engine", job: Job) -> bool:
         pending = eng.store.pending_reports(job.id)
         if not pending:
             return False
-        structured = reports.structured(pending, eng.index)
-        kind, ids, text = "reports", [r["id"] for r in pending], reports.prompt_text(structured)
+        structured, ids = reports.batch(pending, eng.index)
+        kind, text = "reports", reports.prompt_text(structured)
         entry = {"reports": structured}
     run = next(eng.runs)
     turn = Turn(run=run, kind=kind, ids=ids, state_before=job.state, text_before=job.last_text)
@@ -96,8 +96,7 @@ def steer(eng: "Engine", job: Job, slot: Slot) -> None:
     pending = eng.store.pending_reports(job.id)
     if not pending:
         return
-    structured = reports.structured(pending, eng.index)
-    ids = [r["id"] for r in pending]
+    structured, ids = reports.batch(pending, eng.index)
     with eng.store.transaction():
         eng.store.mark_reports(ids, eng.clock())
         eng.timeline(job, "reports", reports=structured, steer=True)
@@ -185,6 +184,9 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
                 eng.timeline(job, "note", message=f"ignored the end of an older turn (run {event.get('run')})")
             return
         end_turn(eng, job, slot, event)
+    elif kind == "note":  # the worker side says what it left out (output over its bounds)
+        with eng.store.transaction():
+            eng.timeline(job, "note", message=str(event.get("message", "")))
     elif kind == "malformed":
         with eng.store.transaction():
             eng.timeline(job, "error", message="worker wrote a line that is not a protocol event: "

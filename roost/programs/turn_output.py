@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from roost.worker_protocol import ENTRY_MAX, note, split_bytes
+from roost.protocol import ENTRY_MAX
+from roost.worker_protocol import note, split_bytes
 
 #: How much of a turn's output streams to the transcript before only its end is kept.
 HEAD_KEEP = 4 * 1024 * 1024

@@ -12,7 +12,7 @@ import { StringEnum } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { createConnection } from "node:net";
 
-const PROTOCOL_VERSION = 1;
+const PROTOCOL_VERSION = 2; // roost/protocol.py's PROTOCOL_VERSION (tests/test_pi_driver.py checks they agree)
 const TIMEOUT_MS = 30_000;
 
 type Row = { id: string; title: string; state: string; driver: string; lifetime: string };

@@ -1,0 +1,105 @@
+"""Owner-only, whatever the umask; nothing another user owns or may write is used (issue 9, item 7)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roost import paths as paths_mod
+from roost.config import ConfigError, ConfigWatcher, load_config
+
+OTHER = "roost-other"
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.fixture(scope="module")
+def other_uid() -> int:
+    """A second local user (created when the tests run as root, as CI does)."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to create a second user")
+    try:
+        return pwd.getpwnam(OTHER).pw_uid
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER], check=True)
+        return pwd.getpwnam(OTHER).pw_uid
+
+
+def test_under_umask_000_every_directory_is_0700_and_every_file_0600(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, "ROOST_HOME": str(home)}
+    script = ("import os; os.umask(0)\n"
+              "from roost import paths\n"
+              "from roost.daemon.store import Store\n"
+              "p = paths.resolve(); p.ensure(); Store(p.store).close()\n")
+    subprocess.run([sys.executable, "-c", script], env=env, check=True)
+    p = paths_mod.resolve({"ROOST_HOME": str(home)})
+    for d in (home, p.config_dir, p.state_dir, p.sessions_dir, p.logs_dir, p.runtime_dir):
+        assert mode(d) == 0o700, d
+    for f in p.state_dir.glob("roost.db*"):
+        assert mode(f) == 0o600, f
+
+
+def test_a_group_writable_config_file_is_refused_with_the_fix(tmp_path: Path) -> None:
+    config = tmp_path / "roost.toml"
+    config.write_text("idle_timeout = 5\n")
+    config.chmod(0o664)
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert str(config) in str(info.value) and "writable by group" in str(info.value)
+    assert f"chmod go-w {config}" in str(info.value)
+
+
+def test_a_config_made_writable_after_start_is_not_reloaded(tmp_path: Path) -> None:
+    config = tmp_path / "roost.toml"
+    config.write_text("idle_timeout = 5\n")
+    config.chmod(0o600)
+    watcher = ConfigWatcher(config)
+    config.write_text("idle_timeout = 99\n")
+    config.chmod(0o666)
+    assert not watcher.poll()
+    assert watcher.config.idle_timeout == 5
+    assert watcher.last_error is not None and "writable by group and others" in str(watcher.last_error)
+
+
+def test_a_config_directory_owned_by_another_user_is_refused(tmp_path: Path, other_uid: int) -> None:
+    home = tmp_path / "home"
+    p = paths_mod.resolve({"ROOST_HOME": str(home)})
+    p.ensure()
+    os.chown(p.config_dir, other_uid, -1)
+    with pytest.raises(paths_mod.UnsafePath) as info:
+        p.ensure()
+    assert str(p.config_dir) in str(info.value) and f"uid {other_uid}" in str(info.value)
+
+
+def test_a_config_file_another_user_wrote_is_never_read(tmp_path: Path, other_uid: int) -> None:
+    config = tmp_path / "roost.toml"
+    config.write_text('default_driver = "evil"\n[drivers.evil]\nkind = "command"\ncommand = ["sh", "-c", "id"]\n')
+    config.chmod(0o644)
+    os.chown(config, other_uid, -1)
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert "belongs to uid" in str(info.value)
+
+
+def test_a_runtime_directory_that_links_to_another_users_directory_is_refused(tmp_path: Path,
+                                                                               other_uid: int) -> None:
+    home = tmp_path / "home"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, other_uid, -1)
+    home.mkdir(mode=0o700)
+    (home / "run").symlink_to(theirs)
+    p = paths_mod.resolve({"ROOST_HOME": str(home)})
+    with pytest.raises(paths_mod.UnsafePath) as info:
+        p.ensure()
+    assert "a link to" in str(info.value) and str(theirs) in str(info.value)
+    assert mode(theirs) == 0o700 and os.stat(theirs).st_uid == other_uid, "nothing was changed on their side"
