@@ -8,6 +8,7 @@ its own config, store and socket.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -39,7 +40,7 @@ def median(xs: list[float]) -> float:
 def pct(xs: list[float], p: float) -> float:
     """The p-th percentile (nearest rank) of xs."""
     s = sorted(xs)
-    return s[min(len(s) - 1, max(0, int(round(p / 100 * len(s) + 0.5)) - 1))]
+    return s[min(len(s) - 1, max(0, math.ceil(p / 100 * len(s)) - 1))]
 
 
 def clock(fn: Callable[[], object]) -> float:
