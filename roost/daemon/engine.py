@@ -17,7 +17,7 @@ import asyncio
 import collections
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Protocol
 
 from roost.config import Config
 from roost.daemon.index import JobIndex
@@ -36,13 +36,22 @@ log = logging.getLogger("roost.daemon")
 
 #: How many effects of one tree operation (aborts, closes) run at once.
 FAN_OUT = 32
+#: States whose rows say why (a failure's reason, who stopped it).
+REASONED = frozenset({State.FAILED, State.STOPPED})
+
+
+class StateListener(Protocol):
+    """Told of every committed state change (the daemon's hooks)."""
+
+    def job_changed(self, row: dict[str, Any], old: str, new: str) -> None: ...
 
 
 class Engine:
     """The state every handler works on, and the machinery that orders them."""
 
     def __init__(self, store: Store, index: JobIndex, publisher: "Publisher", config: Callable[[], Config],
-                 make_worker: WorkerFactory, clock: Callable[[], float], monotonic: Callable[[], float]) -> None:
+                 make_worker: WorkerFactory, clock: Callable[[], float], monotonic: Callable[[], float],
+                 hooks: StateListener | None = None) -> None:
         self.store = store
         self.index = index
         self.publisher = publisher
@@ -50,6 +59,7 @@ class Engine:
         self.make_worker = make_worker
         self.clock = clock
         self.monotonic = monotonic
+        self.hooks = hooks
         self.slots: dict[str, Slot] = {}
         #: Messages waiting in each job's inbox (kept here so no timer or rule runs SQL).
         self.inbox: collections.Counter[str] = collections.Counter()
@@ -151,10 +161,18 @@ class Engine:
         self.store.after_commit(lambda: self.publisher.rows_changed(ids))
 
     def set_state(self, job: Job, state: State, **data: Any) -> None:
-        if job.state != state:
-            job.state = state
-            job.state_since = self.clock()
-            self.timeline(job, "state", state=state.value, **data)
+        """Change a job's state, with a timeline entry; the hooks hear of it once it is committed."""
+        if job.state == state:
+            return
+        old = job.state
+        job.state = state
+        job.state_since = self.clock()
+        job.reason = str(data.get("reason") or f"by {data.get('by', 'its owner')}") if state in REASONED else ""
+        self.timeline(job, "state", state=state.value, **data)
+        if self.hooks is not None:
+            hooks = self.hooks
+            self.store.after_commit(lambda: hooks.job_changed(self.index.row(job.id, full=True), old.value,
+                                                              state.value))
 
     def kids_changed(self, job: Job) -> None:
         """Whether the job's worker is up or it is open changed: its children's ``parent_open``

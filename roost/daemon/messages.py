@@ -84,6 +84,17 @@ class Detach(Message):
 
 
 @dataclass
+class Rename(Message):
+    title: str
+
+
+@dataclass
+class Unarchive(Message):
+    #: Make it a root: its parent stays archived.
+    detach: bool
+
+
+@dataclass
 class Resume(Message):
     """Start the worker again if it is closed (opening a job, or a wake for reports)."""
 
