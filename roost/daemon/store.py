@@ -158,6 +158,45 @@ class Store:
             for callback in callbacks:
                 callback()
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Inside a transaction: undo only what this block wrote if it fails (and drop the pushes
+        it asked for), keeping the rest of the transaction."""
+        self._db.execute("SAVEPOINT one")
+        mark = len(self._after_commit)
+        try:
+            yield
+        except BaseException:
+            del self._after_commit[mark:]
+            try:
+                self._db.execute("ROLLBACK TO one")
+                self._db.execute("RELEASE one")
+            except sqlite3.Error:
+                pass  # the whole transaction is gone; its commit will say so
+            raise
+        self._db.execute("RELEASE one")
+
+    def commit_point(self) -> None:
+        """Inside a savepoint of a transaction: commit everything written so far (and send its
+        pushes), then go on in a new transaction with the savepoint open again. On failure nothing
+        since the transaction began is kept; the error is raised."""
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error:
+            self._after_commit.clear()
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("SAVEPOINT one")
+            raise
+        callbacks, self._after_commit = self._after_commit, []
+        self._db.execute("BEGIN IMMEDIATE")
+        self._db.execute("SAVEPOINT one")
+        for callback in callbacks:
+            callback()
+
     def _rollback(self) -> None:
         self._after_commit.clear()
         try:
@@ -284,6 +323,12 @@ class Store:
         rows = self._db.execute(
             "SELECT id, job, text, created_at FROM inbox WHERE job=? AND delivered_at IS NULL ORDER BY id", (job_id,))
         return [dict(r) for r in rows]
+
+    def next_message(self, job_id: str) -> dict[str, Any] | None:
+        """The oldest message waiting for a job (read by index, one row)."""
+        row = self._db.execute("SELECT id, job, text, created_at FROM inbox WHERE job=? AND delivered_at IS NULL "
+                               "ORDER BY id LIMIT 1", (job_id,)).fetchone()
+        return dict(row) if row else None
 
     def pending_count(self, job_id: str) -> int:
         row = self._db.execute("SELECT COUNT(*) FROM inbox WHERE job=? AND delivered_at IS NULL", (job_id,)).fetchone()
