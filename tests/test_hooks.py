@@ -27,7 +27,7 @@ import json, os, sys, time
 got = sys.stdin.read()
 env = {k: v for k, v in os.environ.items() if k.startswith("ROOST_")}
 with open(sys.argv[1], "a") as out:
-    out.write(json.dumps({"stdin": json.loads(got), "env": env, "pid": os.getpid()}) + "\\n")
+    out.write(json.dumps({"stdin": json.loads(got), "env": env, "pid": os.getpid(), "cwd": os.getcwd()}) + "\\n")
 while len(sys.argv) > 2 and not os.path.exists(sys.argv[2]):
     time.sleep(0.02)
 """
@@ -77,15 +77,17 @@ async def test_the_job_arrives_as_json_on_stdin_and_in_the_environment(
     monkeypatch.setenv("ROOST_TOKEN", "secret")  # the daemon's own, if it had one, stays its own
     out = tmp_path / "out.jsonl"
     hooks = Hooks(lambda: settings(job_failed=recorder(out)))
-    row = {**ROW, "state": "failed", "reason": "the worker died", "parent": "pp01", "title": "a\0b ünï"}
+    row = {**ROW, "state": "failed", "reason": "the worker died", "parent": "pp01", "title": "a\0b ünï",
+           "cwd": str(tmp_path), "created_at": 0.0}
     hooks.job_changed(row, "working", "failed")
     await until(lambda: lines(out))
     got = lines(out)[0]
-    assert got["stdin"] == row
+    assert got["stdin"] == {**row, "created_at": "1970-01-01T00:00:00Z"}  # as `roost show --json` gives it
     expected = {"ROOST_HOOK": "job_failed", "ROOST_JOB_ID": "ab12", "ROOST_JOB_TITLE": "ab ünï",
                 "ROOST_JOB_STATE": "failed", "ROOST_JOB_REASON": "the worker died", "ROOST_JOB_PARENT": "pp01"}
     assert {k: got["env"].get(k) for k in expected} == expected
     assert "ROOST_TOKEN" not in got["env"]
+    assert got["cwd"] == str(tmp_path)  # the job's directory
     await hooks.close()
 
 
@@ -95,7 +97,7 @@ async def test_no_hook_set_runs_nothing_and_config_is_read_at_each_change(tmp_pa
     hooks = Hooks(lambda: config[0])
     hooks.job_changed(ROW, "working", "done")
     config[0] = settings(job_done=recorder(out))  # a reload: the next change uses it
-    hooks.job_changed(ROW, "working", "done")
+    hooks.job_changed({**ROW, "cwd": str(tmp_path / "gone")}, "working", "done")  # runs all the same
     await until(lambda: lines(out))
     await hooks.close()
     assert len(lines(out)) == 1

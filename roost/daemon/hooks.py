@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from roost.config import Config
-from roost.models import NEEDS_INPUT_STATES, State
+from roost.models import NEEDS_INPUT_STATES, State, record_json
 
 log = logging.getLogger("roost.daemon")
 
@@ -112,10 +112,12 @@ class Hooks:
             self._pump()
 
     async def _run(self, run: HookRun) -> None:
-        try:  # its own session, so a timeout kills whatever it started too
+        cwd = run.row.get("cwd")
+        try:  # its own session, so a timeout kills whatever it started too; stderr is the daemon log
             proc = await asyncio.create_subprocess_exec(
                 *run.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-                env=hook_environment(run), start_new_session=True)
+                env=hook_environment(run), cwd=cwd if isinstance(cwd, str) and os.path.isdir(cwd) else None,
+                start_new_session=True)
         except (OSError, ValueError) as exc:  # missing binary, not executable, a NUL in an argument
             log.warning("%s could not start: %s", run.describe(), getattr(exc, "strerror", None) or exc)
             return
@@ -134,10 +136,11 @@ class Hooks:
 
     @staticmethod
     async def _feed_and_wait(proc: asyncio.subprocess.Process, row: dict[str, Any]) -> int:
-        """Write the job as JSON on the hook's stdin (it may not read it) and wait for it to exit."""
+        """Write the job as `roost show --json` gives it on the hook's stdin (it may not read it) and
+        wait for it to exit."""
         assert proc.stdin is not None
         try:
-            proc.stdin.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+            proc.stdin.write(json.dumps(record_json(row), ensure_ascii=False).encode() + b"\n")
             await proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # it exited, or closed stdin, without reading: its choice
