@@ -179,7 +179,7 @@ def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, tit
 @click.argument("text")
 @pass_ctx
 def send(ctx: Ctx, job_id: str, text: str) -> None:
-    """Send TEXT to a job (resumes a done, idle or closed job)."""
+    """Send TEXT to a job (resumes a done, idle or closed job; restarts a stopped one)."""
     result = ctx.call("send", job=job_id, text=text)
     click.echo(f"{result['outcome']}: {job_id}")
 

@@ -17,16 +17,17 @@ import asyncio
 import collections
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
+import sqlite3
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Protocol
 
 from roost.config import Config
 from roost.daemon.index import JobIndex
-from roost.daemon.messages import Due, Message, Start, WorkerMessage
+from roost.daemon.messages import Due, Message, Resync, Start, WorkerMessage
 from roost.daemon.slot import Phase, Slot
-from roost.daemon.store import Store
+from roost.daemon.store import Store, describe_failure
 from roost.daemon.workers import WorkerFactory
 from roost.models import TURN_STATES, Job, State
-from roost.protocol import ENTRY_MAX, ProtocolError
+from roost.protocol import ENTRY_MAX, ErrorCode, ProtocolError
 from roost.rules.lifecycle import WorkerFacts, next_due
 
 if TYPE_CHECKING:
@@ -36,13 +37,25 @@ log = logging.getLogger("roost.daemon")
 
 #: How many effects of one tree operation (aborts, closes) run at once.
 FAN_OUT = 32
+#: How soon, and at most how long apart, a change the store refused is tried again.
+RETRY_FIRST = 0.5
+RETRY_MAX = 30.0
+#: States whose rows say why (a failure's reason, who stopped it).
+REASONED = frozenset({State.FAILED, State.STOPPED})
+
+
+class StateListener(Protocol):
+    """Told of every committed state change (the daemon's hooks)."""
+
+    def job_changed(self, row: dict[str, Any], old: str, new: str) -> None: ...
 
 
 class Engine:
     """The state every handler works on, and the machinery that orders them."""
 
     def __init__(self, store: Store, index: JobIndex, publisher: "Publisher", config: Callable[[], Config],
-                 make_worker: WorkerFactory, clock: Callable[[], float], monotonic: Callable[[], float]) -> None:
+                 make_worker: WorkerFactory, clock: Callable[[], float], monotonic: Callable[[], float],
+                 hooks: StateListener | None = None) -> None:
         self.store = store
         self.index = index
         self.publisher = publisher
@@ -50,6 +63,7 @@ class Engine:
         self.make_worker = make_worker
         self.clock = clock
         self.monotonic = monotonic
+        self.hooks = hooks
         self.slots: dict[str, Slot] = {}
         #: Messages waiting in each job's inbox (kept here so no timer or rule runs SQL).
         self.inbox: collections.Counter[str] = collections.Counter()
@@ -65,6 +79,10 @@ class Engine:
         self._due: dict[str, float] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Jobs whose last change could not be committed, with why.
+        self.unsaved: dict[str, str] = {}
+        self._retry: asyncio.TimerHandle | None = None
+        self._retry_delay = RETRY_FIRST
 
     @property
     def config(self) -> Config:
@@ -99,6 +117,8 @@ class Engine:
                         HANDLERS[type(message)](self, job, message)
                     except ProtocolError as exc:  # a refusal, for the sender
                         message.fail(exc)
+                    except (sqlite3.Error, OSError) as exc:  # the store took no writes (a full disk)
+                        self._unsaved(job, exc, message)
                     except Exception as exc:  # a handler bug must not take the daemon down
                         log.exception("job %s: %s failed", job_id, type(message).__name__)
                         message.fail(exc)
@@ -106,6 +126,29 @@ class Engine:
                     self._arm(job)
         finally:
             self._draining = False
+
+    # -- a store that takes no writes ------------------------------------------------------------------
+    def _unsaved(self, job: Job, exc: BaseException, message: Message) -> None:
+        """A change could not be committed: the sender hears why, and the job is saved again
+        (``Resync``) once the store takes writes, so no record stays claiming what is not true."""
+        reason = describe_failure(exc, self.store.path)
+        log.error("job %s: %s: %s", job.id, type(message).__name__, reason)
+        message.fail(ProtocolError(ErrorCode.STORE, reason))
+        self.unsaved[job.id] = reason
+        if self._retry is None:
+            self._retry = asyncio.get_running_loop().call_later(self._retry_delay, self.retry_unsaved)
+
+    def retry_unsaved(self) -> None:
+        """Try again to save the jobs whose change the store refused (the retry timer calls it)."""
+        self._retry = None
+        for job_id, reason in list(self.unsaved.items()):
+            self.post(job_id, Resync(reason))
+        if self.unsaved:  # still failing: wait longer before the next try
+            self._retry_delay = min(self._retry_delay * 2, RETRY_MAX)
+            if self._retry is None:
+                self._retry = asyncio.get_running_loop().call_later(self._retry_delay, self.retry_unsaved)
+        else:
+            self._retry_delay = RETRY_FIRST
 
     # -- effects ------------------------------------------------------------------------------------
     def spawn_task(self, coro: Coroutine[Any, Any, Any], bounded: bool = False) -> None:
@@ -128,6 +171,8 @@ class Engine:
             task.cancel()
         for timer in self._timers.values():
             timer.cancel()
+        if self._retry is not None:
+            self._retry.cancel()
         self._timers.clear()
 
     # -- writing records (one transaction per message; pushes go out after the commit) --------------
@@ -151,10 +196,18 @@ class Engine:
         self.store.after_commit(lambda: self.publisher.rows_changed(ids))
 
     def set_state(self, job: Job, state: State, **data: Any) -> None:
-        if job.state != state:
-            job.state = state
-            job.state_since = self.clock()
-            self.timeline(job, "state", state=state.value, **data)
+        """Change a job's state, with a timeline entry; the hooks hear of it once it is committed."""
+        if job.state == state:
+            return
+        old = job.state
+        job.state = state
+        job.state_since = self.clock()
+        job.reason = str(data.get("reason") or f"by {data.get('by', 'its owner')}") if state in REASONED else ""
+        self.timeline(job, "state", state=state.value, **data)
+        if self.hooks is not None:
+            hooks = self.hooks
+            self.store.after_commit(lambda: hooks.job_changed(self.index.row(job.id, full=True), old.value,
+                                                              state.value))
 
     def kids_changed(self, job: Job) -> None:
         """Whether the job's worker is up or it is open changed: its children's ``parent_open``

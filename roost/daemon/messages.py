@@ -84,6 +84,17 @@ class Detach(Message):
 
 
 @dataclass
+class Rename(Message):
+    title: str
+
+
+@dataclass
+class Unarchive(Message):
+    #: Make it a root: its parent stays archived.
+    detach: bool
+
+
+@dataclass
 class Resume(Message):
     """Start the worker again if it is closed (opening a job, or a wake for reports)."""
 
@@ -91,6 +102,14 @@ class Resume(Message):
 @dataclass
 class Reports(Message):
     """Children's reports wait in this job's outbox: deliver, hold, steer, wake or drop them."""
+
+
+@dataclass
+class Resync(Message):
+    """A change to this job could not be committed: save its record again now that the store
+    may take writes, and catch up on what the failed change left undone."""
+
+    reason: str
 
 
 @dataclass

@@ -63,6 +63,16 @@ class StoreError(Exception):
     """The store cannot be opened or is of a schema this roost does not know."""
 
 
+def describe_failure(exc: BaseException, path: Path) -> str:
+    """What a failed write means, in words a person can act on."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and "full" in text:
+        return f"the state directory is full ({path.parent}): the change was not saved"
+    if isinstance(exc, OSError) and exc.errno == 28:
+        return f"the state directory is full ({path.parent}): the change was not saved"
+    return f"the store ({path}) could not be written: {text}"
+
+
 class StoreDamaged(StoreError):
     """The file is not a readable SQLite store (garbage, truncated, malformed pages)."""
 
@@ -135,15 +145,25 @@ class Store:
         except BaseException:
             self._depth -= 1
             if self._depth == 0:
-                self._db.execute("ROLLBACK")
-                self._after_commit.clear()
+                self._rollback()
             raise
         self._depth -= 1
         if self._depth == 0:
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:  # a full disk fails the commit itself: nothing of it is kept
+                self._rollback()
+                raise
             callbacks, self._after_commit = self._after_commit, []
             for callback in callbacks:
                 callback()
+
+    def _rollback(self) -> None:
+        self._after_commit.clear()
+        try:
+            self._db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite already rolled it back
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once the current transaction commits (at once outside one): pushes to
@@ -264,6 +284,10 @@ class Store:
         rows = self._db.execute(
             "SELECT id, job, text, created_at FROM inbox WHERE job=? AND delivered_at IS NULL ORDER BY id", (job_id,))
         return [dict(r) for r in rows]
+
+    def pending_count(self, job_id: str) -> int:
+        row = self._db.execute("SELECT COUNT(*) FROM inbox WHERE job=? AND delivered_at IS NULL", (job_id,)).fetchone()
+        return int(row[0])
 
     def pending_counts(self) -> dict[str, int]:
         """How many messages wait for each job (loaded once at start; the engine keeps them)."""
