@@ -207,3 +207,36 @@ async def test_close_kills_what_is_still_running(tmp_path: Path, monkeypatch: py
     hooks.job_changed(ROW, "working", "done")  # after close nothing new starts
     await asyncio.sleep(0.2)
     assert len(lines(out)) == 1
+
+
+# --- through a real daemon -----------------------------------------------------------------------------
+
+def test_the_daemon_runs_each_hook_with_the_job_and_logs_a_failing_one(daemon_factory: Any, tmp_path: Path) -> None:
+    script = tmp_path / "recorder.py"
+    script.write_text(RECORDER)
+    outs = {name: tmp_path / f"{name}.jsonl" for name in ("job_needs_input", "job_done", "job_failed")}
+    hook_lines = "\n".join(f"{name} = {json.dumps([sys.executable, str(script), str(path)])}"
+                           for name, path in outs.items())
+    daemon = daemon_factory(f"[hooks]\n{hook_lines}\ntimeout = 5\n")
+    done, failed, asking = (daemon.spawn(p) for p in ("say hi\nreport done all good", "fail the disk is gone",
+                                                      "ask which branch?"))
+    daemon.wait_for(lambda: all(lines(path) for path in outs.values()), what="the three hooks")
+    got = {name: lines(path) for name, path in outs.items()}
+    assert [r["stdin"]["id"] for r in got["job_done"]] == [done]
+    assert [r["stdin"]["id"] for r in got["job_needs_input"]] == [asking]
+    (fail_run,) = got["job_failed"]
+    assert fail_run["stdin"]["id"] == failed and fail_run["stdin"]["state"] == "failed"
+    assert fail_run["env"]["ROOST_JOB_REASON"] == "the disk is gone" == fail_run["stdin"]["reason"]
+    assert fail_run["env"]["ROOST_JOB_ID"] == failed and fail_run["env"]["ROOST_HOOK"] == "job_failed"
+    assert fail_run["cwd"] == str(daemon.home)
+
+    reloads = daemon.log_text().count("config reloaded")
+    daemon.write_config('[hooks]\njob_done = ["sh", "-c", "exit 7"]\n')  # read again on change
+    daemon.wait_for(lambda: daemon.log_text().count("config reloaded") > reloads, what="the new config")
+    again = daemon.spawn("report done twice")
+    daemon.wait_state(again, "done")
+    daemon.wait_for(lambda: f"hook job_done for job {again} (sh) exited with exit code 7" in daemon.log_text(),
+                    what="the failure in the daemon log")
+    row = daemon.show(again)
+    assert (row["state"], row["reason"]) == ("done", "")
+    assert "exit code 7" not in json.dumps(daemon.timeline(again))  # the job never hears of it
