@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from roost.config import Config, ConfigError
 from roost.daemon import messages as m
 from roost.daemon.engine import Engine
+from roost.daemon.hooks import Hooks
 from roost.daemon.index import JobIndex
 from roost.daemon.recovery import recover
 from roost.daemon.slot import Phase
@@ -64,8 +65,9 @@ class Supervisor:
             from roost.daemon.publisher import Publisher
             publisher = Publisher(self.index, store)
         self.publisher = publisher
+        self.hooks = Hooks(config)
         self.engine = Engine(store, self.index, self.publisher, config,
-                             make_worker or process_factory(paths, config), clock, monotonic)
+                             make_worker or process_factory(paths, config), clock, monotonic, hooks=self.hooks)
         self._lost: list[Job] = []
 
     @property
@@ -96,7 +98,8 @@ class Supervisor:
     def start(self) -> None:
         """Once the event loop runs: tell parents about children the restart failed, deliver (or
         wake for) reports left in the outbox, start queued spawns."""
-        for job in self._lost:
+        for job in self._lost:  # the hooks hear of them too: recovery ran before the loop
+            self.hooks.job_changed(self.index.row(job.id, full=True), State.WORKING.value, job.state.value)
             reports.route(self.engine, job, State.FAILED, self.engine.last_error(job))
         self._lost = []
         for parent_id in self.store.parents_with_reports():
@@ -133,6 +136,7 @@ class Supervisor:
                 break
             await asyncio.sleep(0.02)
         eng.cancel_tasks()
+        await self.hooks.close()
 
     # -- spawning ------------------------------------------------------------------------------------
     async def spawn(self, args: dict[str, Any], caller: str | None) -> dict[str, Any]:
