@@ -39,9 +39,11 @@ class ClientError(Exception):
 
 
 def job_identity(environ: dict[str, str] | None = None) -> tuple[str | None, str | None]:
-    """The (job id, token) a worker's environment carries, or (None, None) for a person."""
+    """The (job id, token) a worker's environment carries, or (None, None) for a person. A job id
+    with no token (a hook's environment names its job) is a person too: only the token proves a job."""
     env = os.environ if environ is None else environ
-    return env.get("ROOST_JOB_ID") or None, env.get("ROOST_TOKEN") or None
+    job, token = env.get("ROOST_JOB_ID") or None, env.get("ROOST_TOKEN") or None
+    return (job, token) if job and token else (None, None)
 
 
 def _hello_args(client: str, job: str | None, token: str | None) -> dict[str, Any]:
@@ -140,13 +142,19 @@ class Client:
 
     def _exchange(self, op: str, args: dict[str, Any], timeout: float,
                   snapshot: list[dict[str, Any]] | None = None) -> Any:
+        return self._answer(self._send(op, args, timeout), op, timeout, snapshot)
+
+    def _send(self, op: str, args: dict[str, Any], timeout: float) -> int:
         req_id = next(self._ids)
-        deadline = time.monotonic() + timeout
         try:
             self._sock.settimeout(timeout)
             self._sock.sendall(_request(req_id, op, args))
         except OSError as exc:
             raise ClientError("disconnected", f"lost the daemon: {exc.strerror or exc}") from None
+        return req_id
+
+    def _answer(self, req_id: int, op: str, timeout: float, snapshot: list[dict[str, Any]] | None = None) -> Any:
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 frame = self.read_frame(max(deadline - time.monotonic(), 0.001))
@@ -190,12 +198,17 @@ class Client:
         return self._events.popleft()
 
     def pages(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> Iterator[dict[str, Any]]:
-        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page."""
+        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page. The next
+        page is asked for as soon as a page arrives, so the daemon builds it while the caller
+        works on this one (the two take turns otherwise)."""
         next_args: dict[str, Any] | None = args
+        req_id = self._send(op, args, timeout)
         while next_args is not None:
-            page = self.call(op, timeout=timeout, **next_args)
-            yield page
+            page = self._answer(req_id, op, timeout)
             next_args = next_page(op, next_args, page)
+            if next_args is not None:
+                req_id = self._send(op, next_args, timeout)
+            yield page
 
     def rows(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every row ``list`` has for ``filters``, page by page (memory holds one page)."""
