@@ -17,6 +17,7 @@ import asyncio
 import collections
 import itertools
 import logging
+import os
 import signal
 import subprocess
 import threading
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from roost.drivers.base import Adapter, Launch
+from roost.paths import make_private_dir, open_private
 from roost.proctree import MARK_VAR, WorkerTree, boot_ticks
 from roost.protocol import MAX_FRAME, encode
 from roost.worker_protocol import Oversize, describe_exit, read_line, response
@@ -98,7 +100,7 @@ class Worker:
         self._exit_task = asyncio.create_task(self._wait_exit(exited))
 
     def _reap(self, loop: asyncio.AbstractEventLoop, exited: "asyncio.Future[int]") -> None:
-        """In a thread of its own: wait for the worker (only it: the daemon reaps nothing else)."""
+        """In a thread of its own: wait for this worker's pid only (no other child is reaped here)."""
         assert self.proc
         rc = self.proc.wait()
         try:
@@ -139,9 +141,9 @@ class Worker:
     async def _drain_stderr(self, stderr: asyncio.StreamReader) -> None:
         """Copy stderr to the job's log as it comes, in chunks (no line is too long for a log), and
         keep its last lines."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.log_path.parent)
         partial = b""
-        with open(self.log_path, "ab") as log_file:
+        with os.fdopen(open_private(self.log_path), "ab") as log_file:  # 0600 whatever the umask
             while True:
                 data = await stderr.read(1 << 16)
                 if not data:
@@ -167,8 +169,8 @@ class Worker:
         assert self.tree
         if not await self.tree.end(grace=0, session_known=True):
             log.error("job %s: processes of its worker %d are still alive after SIGKILL", self.job_id, self.tree.pid)
-        if late:
-            await asyncio.wait(late, timeout=0.2)
+        if late:  # the pipes' writers are gone: what is left in them is read at once
+            await asyncio.wait(late, timeout=PIPE_GRACE)
         for transport in [*self._pipes, self._stdin]:
             if transport is not None:
                 transport.close()

@@ -46,6 +46,8 @@ KILL_GRACE = 2.0
 PIPE_GRACE = 1.0
 #: How long what a command left behind has after SIGTERM before SIGKILL.
 LEFTOVER_GRACE = 0.5
+#: How long the output already in the pipes may take to go out once nothing is left to write more.
+DRAIN_TIMEOUT = 30.0
 STDERR_LINES = 5
 
 
@@ -176,18 +178,13 @@ class CommandWorker(WorkerProcess):
             await self.kill()
         output = TurnOutput(self.emit)
         tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
-        loop = asyncio.get_running_loop()
-        stdout, stderr = asyncio.StreamReader(limit=MAX_FRAME), asyncio.StreamReader(limit=MAX_FRAME)
-        pipes = []
-        for reader, pipe in ((stdout, proc.stdout), (stderr, proc.stderr)):
-            transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
-            pipes.append(transport)
+        stdout, stderr, pipes = await self.connect(proc)
         pumps = [asyncio.create_task(self.pump_stdout(stdout, output)), asyncio.create_task(self.pump_stderr(stderr, tail))]
         returncode = await exited
         _, late = await asyncio.wait(pumps, timeout=PIPE_GRACE)
         await self.children.end_all(LEFTOVER_GRACE)  # the turn is over: so is what it left running
-        if late:
-            _, late = await asyncio.wait(late, timeout=0.2)
+        if late:  # nothing is left to write: what is in the pipes is all there is, however slow to send
+            _, late = await asyncio.wait(late, timeout=DRAIN_TIMEOUT)
         for task in late:
             task.cancel()
         for transport in pipes:
@@ -201,6 +198,17 @@ class CommandWorker(WorkerProcess):
         else:
             reason = f"{Path(argv[0]).name} {describe_exit(returncode)}"
             self.end_turn(run, "failed", error=reason + (": " + " | ".join(tail) if tail else ""))
+
+    async def connect(self, proc: subprocess.Popen[bytes]) -> tuple[asyncio.StreamReader, asyncio.StreamReader,
+                                                                    list[asyncio.BaseTransport]]:
+        """The command's stdout and stderr as streams, and their transports (closed when the turn ends)."""
+        loop = asyncio.get_running_loop()
+        readers = asyncio.StreamReader(limit=MAX_FRAME), asyncio.StreamReader(limit=MAX_FRAME)
+        transports = []
+        for reader, pipe in zip(readers, (proc.stdout, proc.stderr)):
+            transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
+            transports.append(transport)
+        return readers[0], readers[1], transports
 
     def prompt_input(self, message: str) -> IO[bytes] | int:
         """The command's stdin: the prompt in an unlinked file (never a pipe that could fill up while
