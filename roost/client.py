@@ -8,6 +8,7 @@ no id (a frame the daemon could not read) answers the oldest request still waiti
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import socket
@@ -27,6 +28,16 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 30.0
 #: What ends an events stream: the daemon dropped a reader that fell behind.
 LAGGED = "lagged"
+#: The one code that means "no daemon is there", so starting one may help; every other failure
+#: (busy, timeout, an error frame, this process out of descriptors) is reported as what it is.
+UNREACHABLE = "unreachable"
+#: What a client's own resources ran out says: starting a daemon would not help.
+LOCAL = "local"
+#: Seconds a connect keeps trying while the daemon's queue of new connections is full (a burst of
+#: clients drains in milliseconds; a daemon that stays full is out of descriptors or wedged).
+CONNECT_WAIT = 3.0
+#: Nobody listens on the socket path: no file there, or one a dead daemon left.
+_NOBODY = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR})
 
 
 class ClientError(Exception):
@@ -59,7 +70,47 @@ def _result(frame: dict[str, Any]) -> Any:
 
 
 def _request(req_id: int, op: str, args: dict[str, Any]) -> bytes:
-    return encode({"id": req_id, "op": op, "args": {k: v for k, v in args.items() if v is not None}})
+    """The request's frame; one over MAX_FRAME is refused here, with nothing sent, since the
+    daemon could only read and discard it."""
+    frame = encode({"id": req_id, "op": op, "args": {k: v for k, v in args.items() if v is not None}})
+    if len(frame) > MAX_FRAME:
+        raise ClientError(ErrorCode.TOO_LARGE, f"{op}: a request of {len(frame):,} bytes is over the "
+                                               f"{MAX_FRAME:,}-byte frame limit; nothing was sent")
+    return frame
+
+
+def _new_socket() -> socket.socket:
+    """A non-blocking unix socket; running out of descriptors here is this process's problem."""
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise ClientError(LOCAL, f"cannot open a connection to the daemon: this process is out of file "
+                                     f"descriptors ({exc.strerror}); the daemon was not asked") from None
+        raise ClientError(LOCAL, f"cannot open a connection to the daemon: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def _try_connect(sock: socket.socket, socket_path: Path) -> bool:
+    """Connect (a unix connect on Linux is done at once); False when the daemon's queue of new
+    connections is full, ClientError for anything else, ``unreachable`` only when nobody listens."""
+    try:
+        sock.connect(str(socket_path))
+        return True
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        sock.close()
+        code = UNREACHABLE if exc.errno in _NOBODY else "connect"
+        raise ClientError(code, f"cannot reach the daemon at {socket_path}: {exc.strerror or exc}") from None
+
+
+def _backlog_full(sock: socket.socket, socket_path: Path) -> ClientError:
+    sock.close()
+    return ClientError(ErrorCode.BUSY, f"the daemon at {socket_path} is not taking new connections (its queue "
+                                       f"stayed full for {CONNECT_WAIT:.0f}s: it may be out of file descriptors; "
+                                       f"its log says); try again later")
 
 
 def _snapshot_items(event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -100,13 +151,15 @@ class Client:
     def connect(cls, socket_path: Path, client: str = "cli", job: str | None = None,
                 token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> "Client":
         """Connect and say hello; ``timeout`` bounds the connect and the hello."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _new_socket()
+        deadline = time.monotonic() + min(timeout, CONNECT_WAIT)
+        pause = 0.005
+        while not _try_connect(sock, socket_path):
+            if time.monotonic() > deadline:
+                raise _backlog_full(sock, socket_path)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
         sock.settimeout(timeout)
-        try:
-            sock.connect(str(socket_path))
-        except OSError as exc:
-            sock.close()
-            raise ClientError("unreachable", f"cannot reach the daemon at {socket_path}: {exc.strerror or exc}") from None
         self = cls(sock)
         try:
             self.call("hello", timeout=timeout, **_hello_args(client, job, token))
@@ -142,11 +195,12 @@ class Client:
                   snapshot: list[dict[str, Any]] | None = None) -> Any:
         req_id = next(self._ids)
         deadline = time.monotonic() + timeout
+        request = _request(req_id, op, args)
         try:
             self._sock.settimeout(timeout)
-            self._sock.sendall(_request(req_id, op, args))
+            self._sock.sendall(request)
         except OSError as exc:
-            raise ClientError("disconnected", f"lost the daemon: {exc.strerror or exc}") from None
+            self._said_before_closing(exc)
         while True:
             try:
                 frame = self.read_frame(max(deadline - time.monotonic(), 0.001))
@@ -164,6 +218,17 @@ class Client:
                     self._events.append(frame)
             elif frame.get("id") in (req_id, None):
                 return _result(frame)
+
+    def _said_before_closing(self, exc: OSError) -> None:
+        """The daemon closed before taking our request: raise what it said first (``busy``,
+        ``no_hello``), which is in our receive buffer, or else that it is gone."""
+        try:
+            frame = self.read_frame(0.5)
+        except ClientError:
+            frame = {}
+        if frame.get("ok") is False:
+            _result(frame)
+        raise ClientError("disconnected", f"lost the daemon: {exc.strerror or exc}") from None
 
     def call(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> Any:
         """Send one request and return its result, or raise ClientError with the daemon's words
@@ -237,15 +302,18 @@ class AsyncClient:
     @classmethod
     async def connect(cls, socket_path: Path, client: str = "app", job: str | None = None,
                       token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> "AsyncClient":
-        """Connect and say hello, within ``timeout`` seconds."""
+        """Connect and say hello, within ``timeout`` seconds. The socket is connected here, not
+        by asyncio, which takes a full queue of new connections (EAGAIN) for a connect in progress
+        and hands back a socket that was never connected."""
         import asyncio
 
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(str(socket_path), limit=MAX_FRAME), timeout)
-        except (OSError, TimeoutError) as exc:
-            reason = getattr(exc, "strerror", None) or exc or "timed out"
-            raise ClientError("unreachable", f"cannot reach the daemon at {socket_path}: {reason}") from None
+        sock = _new_socket()
+        deadline = time.monotonic() + min(timeout, CONNECT_WAIT)
+        while not _try_connect(sock, socket_path):
+            if time.monotonic() > deadline:
+                raise _backlog_full(sock, socket_path)
+            await asyncio.sleep(0.05)
+        reader, writer = await asyncio.open_unix_connection(sock=sock, limit=MAX_FRAME)
         self = cls(reader, writer)
         self._reader_task = asyncio.create_task(self._read_loop())
         try:
@@ -368,13 +436,20 @@ class AsyncClient:
             pass
 
 
-def daemon_running(socket_path: Path) -> bool:
-    """Whether a daemon answers hello on the socket."""
+def probe(socket_path: Path, timeout: float = 2.0) -> ClientError | None:
+    """None when a daemon answers hello on the socket, else the error that says why not."""
     try:
-        Client.connect(socket_path, client="probe", timeout=2.0).close()
-        return True
-    except (ClientError, OSError):
-        return False
+        Client.connect(socket_path, client="probe", timeout=timeout).close()
+        return None
+    except ClientError as exc:
+        return exc
+
+
+def daemon_running(socket_path: Path) -> bool:
+    """Whether a daemon is there: it answered, even if only to say it is busy, or it holds the
+    socket without answering in time. Only an unreachable socket means none runs."""
+    error = probe(socket_path)
+    return error is None or error.code != UNREACHABLE
 
 
 def start_daemon(paths: paths_mod.Paths, config: str | None = None, timeout: float = 15.0) -> None:
@@ -386,7 +461,7 @@ def start_daemon(paths: paths_mod.Paths, config: str | None = None, timeout: flo
     cmd = [sys.executable, "-m", "roost.daemon"]
     if config:
         cmd += ["--config", str(config)]
-    log = open(paths.daemon_log, "ab")
+    log = os.fdopen(paths_mod.open_private(paths.daemon_log), "ab")  # 0600 from creation, whatever the umask
     start = log.tell()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                             close_fds=True)
@@ -417,13 +492,14 @@ def _log_tail(path: Path, start: int) -> str:
 
 def connect(client: str = "cli", autostart: bool = True, config: str | None = None,
             environ: dict[str, str] | None = None) -> Client:
-    """A blocking client for this environment, starting the daemon when none runs."""
+    """A blocking client for this environment, starting the daemon only when none is there: a
+    daemon that answered with an error (busy, a timeout) is reported, never doubled."""
     paths = paths_mod.resolve(environ)
     job, token = job_identity(environ)
     try:
         return Client.connect(paths.socket, client=client, job=job, token=token)
     except ClientError as exc:
-        if not autostart or exc.code != "unreachable":
+        if not autostart or exc.code != UNREACHABLE:
             raise
     start_daemon(paths, config=config)
     return Client.connect(paths.socket, client=client, job=job, token=token)
