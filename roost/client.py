@@ -71,8 +71,14 @@ def _result(frame: dict[str, Any]) -> Any:
 
 def _request(req_id: int, op: str, args: dict[str, Any]) -> bytes:
     """The request's frame; one over MAX_FRAME is refused here, with nothing sent, since the
-    daemon could only read and discard it."""
-    frame = encode({"id": req_id, "op": op, "args": {k: v for k, v in args.items() if v is not None}})
+    daemon could only read and discard it. So is text that is not Unicode (a lone surrogate, as
+    Python makes of invalid UTF-8 in a command line): no frame can carry it."""
+    try:
+        frame = encode({"id": req_id, "op": op, "args": {k: v for k, v in args.items() if v is not None}})
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start:exc.end]
+        raise ClientError(ErrorCode.BAD_ARGS, f"{op}: the text is not valid UTF-8 (it holds {bad!r}, a byte "
+                                              f"that is not UTF-8); nothing was sent") from None
     if len(frame) > MAX_FRAME:
         raise ClientError(ErrorCode.TOO_LARGE, f"{op}: a request of {len(frame):,} bytes is over the "
                                                f"{MAX_FRAME:,}-byte frame limit; nothing was sent")
