@@ -8,7 +8,6 @@ no id (a frame the daemon could not read) answers the oldest request still waiti
 
 from __future__ import annotations
 
-import errno
 import itertools
 import os
 import socket
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost import paths as paths_mod
 from roost.protocol import MAX_FRAME, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode, encode, err
+from roost.socket_connect import UNREACHABLE, ClientError, connect_socket, connect_socket_async
 
 if TYPE_CHECKING:
     import asyncio
@@ -28,25 +28,6 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 30.0
 #: What ends an events stream: the daemon dropped a reader that fell behind.
 LAGGED = "lagged"
-#: The one code that means "no daemon is there", so starting one may help; every other failure
-#: (busy, timeout, an error frame, this process out of descriptors) is reported as what it is.
-UNREACHABLE = "unreachable"
-#: What a client's own resources ran out says: starting a daemon would not help.
-LOCAL = "local"
-#: Seconds a connect keeps trying while the daemon's queue of new connections is full (a burst of
-#: clients drains in milliseconds; a daemon that stays full is out of descriptors or wedged).
-CONNECT_WAIT = 3.0
-#: Nobody listens on the socket path: no file there, or one a dead daemon left.
-_NOBODY = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR})
-
-
-class ClientError(Exception):
-    """The daemon refused a request, or could not be reached; ``code`` says which."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def job_identity(environ: dict[str, str] | None = None) -> tuple[str | None, str | None]:
@@ -87,40 +68,6 @@ def _request(req_id: int, op: str, args: dict[str, Any]) -> bytes:
     return frame
 
 
-def _new_socket() -> socket.socket:
-    """A non-blocking unix socket; running out of descriptors here is this process's problem."""
-    try:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    except OSError as exc:
-        if exc.errno in (errno.EMFILE, errno.ENFILE):
-            raise ClientError(LOCAL, f"cannot open a connection to the daemon: this process is out of file "
-                                     f"descriptors ({exc.strerror}); the daemon was not asked") from None
-        raise ClientError(LOCAL, f"cannot open a connection to the daemon: {exc.strerror or exc}") from None
-    sock.setblocking(False)
-    return sock
-
-
-def _try_connect(sock: socket.socket, socket_path: Path) -> bool:
-    """Connect (a unix connect on Linux is done at once); False when the daemon's queue of new
-    connections is full, ClientError for anything else, ``unreachable`` only when nobody listens."""
-    try:
-        sock.connect(str(socket_path))
-        return True
-    except BlockingIOError:
-        return False
-    except OSError as exc:
-        sock.close()
-        code = UNREACHABLE if exc.errno in _NOBODY else "connect"
-        raise ClientError(code, f"cannot reach the daemon at {socket_path}: {exc.strerror or exc}") from None
-
-
-def _backlog_full(sock: socket.socket, socket_path: Path) -> ClientError:
-    sock.close()
-    return ClientError(ErrorCode.BUSY, f"the daemon at {socket_path} is not taking new connections (its queue "
-                                       f"stayed full for {CONNECT_WAIT:.0f}s: it may be out of file descriptors; "
-                                       f"its log says); try again later")
-
-
 def _snapshot_items(event: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows or timeline entry one snapshot event carries."""
     return event.get("rows") or ([event["entry"]] if "entry" in event else [])
@@ -159,14 +106,7 @@ class Client:
     def connect(cls, socket_path: Path, client: str = "cli", job: str | None = None,
                 token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> "Client":
         """Connect and say hello; ``timeout`` bounds the connect and the hello."""
-        sock = _new_socket()
-        deadline = time.monotonic() + min(timeout, CONNECT_WAIT)
-        pause = 0.005
-        while not _try_connect(sock, socket_path):
-            if time.monotonic() > deadline:
-                raise _backlog_full(sock, socket_path)
-            time.sleep(pause)
-            pause = min(pause * 2, 0.1)
+        sock = connect_socket(socket_path, timeout)
         sock.settimeout(timeout)
         self = cls(sock)
         try:
@@ -310,17 +250,10 @@ class AsyncClient:
     @classmethod
     async def connect(cls, socket_path: Path, client: str = "app", job: str | None = None,
                       token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> "AsyncClient":
-        """Connect and say hello, within ``timeout`` seconds. The socket is connected here, not
-        by asyncio, which takes a full queue of new connections (EAGAIN) for a connect in progress
-        and hands back a socket that was never connected."""
+        """Connect and say hello, within ``timeout`` seconds."""
         import asyncio
 
-        sock = _new_socket()
-        deadline = time.monotonic() + min(timeout, CONNECT_WAIT)
-        while not _try_connect(sock, socket_path):
-            if time.monotonic() > deadline:
-                raise _backlog_full(sock, socket_path)
-            await asyncio.sleep(0.05)
+        sock = await connect_socket_async(socket_path, timeout)
         reader, writer = await asyncio.open_unix_connection(sock=sock, limit=MAX_FRAME)
         self = cls(reader, writer)
         self._reader_task = asyncio.create_task(self._read_loop())

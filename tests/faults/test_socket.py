@@ -20,7 +20,8 @@ import time
 
 import pytest
 
-from roost.client import CONNECT_WAIT, AsyncClient, ClientError
+from roost.client import AsyncClient, ClientError
+from roost.socket_connect import CONNECT_WAIT
 from roost.protocol import MAX_CONNECTIONS, MAX_FRAME
 from test_backpressure import cpu_seconds
 
