@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from roost import paths as paths_mod
 from roost.protocol import MAX_FRAME, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode, encode, err
@@ -141,14 +141,20 @@ class Client:
 
     def _exchange(self, op: str, args: dict[str, Any], timeout: float,
                   snapshot: list[dict[str, Any]] | None = None) -> Any:
+        return self._answer(self._send(op, args, timeout), op, timeout, snapshot)
+
+    def _send(self, op: str, args: dict[str, Any], timeout: float) -> int:
         req_id = next(self._ids)
-        deadline = time.monotonic() + timeout
         request = _request(req_id, op, args)
         try:
             self._sock.settimeout(timeout)
             self._sock.sendall(request)
         except OSError as exc:
             self._said_before_closing(exc)
+        return req_id
+
+    def _answer(self, req_id: int, op: str, timeout: float, snapshot: list[dict[str, Any]] | None = None) -> Any:
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 frame = self.read_frame(max(deadline - time.monotonic(), 0.001))
@@ -167,7 +173,7 @@ class Client:
             elif frame.get("id") in (req_id, None):
                 return _result(frame)
 
-    def _said_before_closing(self, exc: OSError) -> None:
+    def _said_before_closing(self, exc: OSError) -> NoReturn:
         """The daemon closed before taking our request: raise what it said first (``busy``,
         ``no_hello``), which is in our receive buffer, or else that it is gone."""
         try:
@@ -203,12 +209,17 @@ class Client:
         return self._events.popleft()
 
     def pages(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> Iterator[dict[str, Any]]:
-        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page."""
+        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page. The next
+        page is asked for as soon as a page arrives, so the daemon builds it while the caller
+        works on this one (the two take turns otherwise)."""
         next_args: dict[str, Any] | None = args
+        req_id = self._send(op, args, timeout)
         while next_args is not None:
-            page = self.call(op, timeout=timeout, **next_args)
-            yield page
+            page = self._answer(req_id, op, timeout)
             next_args = next_page(op, next_args, page)
+            if next_args is not None:
+                req_id = self._send(op, next_args, timeout)
+            yield page
 
     def rows(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every row ``list`` has for ``filters``, page by page (memory holds one page)."""

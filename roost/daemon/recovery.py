@@ -37,7 +37,7 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float]) -> Recove
         note(job, "state", state=state.value, **data)
 
     with store.transaction():
-        for job in sorted(index.jobs.values(), key=lambda j: (j.created_at, j.id)):
+        for job in index.jobs.values():
             changed = True
             if job.pid is not None:
                 kill_stale_worker(job)
@@ -62,6 +62,7 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float]) -> Recove
                 job.updated_at = now
                 store.save_job(job)
                 index.update(job)
+    out.queued.sort(key=lambda job_id: (index.jobs[job_id].created_at, job_id))
     return out
 
 
