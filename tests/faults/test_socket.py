@@ -67,12 +67,11 @@ def test_an_oversize_frame_whose_id_comes_too_late_gets_an_id_less_error_and_the
     raw.close()
 
 
-@pytest.mark.xfail(strict=True, reason="roost/protocol.py decode takes a lone surrogate (\\ud800, valid JSON) "
-                                       "into the store, and then no reply that carries it can be encoded")
 def test_a_lone_surrogate_in_a_request_is_refused_not_stored(daemon):
     raw = daemon.raw()
     raw.send(b'{"id": 2, "op": "spawn", "args": {"prompt": "say x", "title": "bad \\ud800", "cwd": "/"}}\n')
-    raw.reply(2)
+    refused = raw.reply(2)
+    assert not refused["ok"] and refused["error"]["code"] == "bad_json" and "lone surrogate" in refused["error"]["message"]
     raw.send({"id": 3, "op": "list", "args": {}})
     assert raw.reply(3)["ok"], "listing still works"
     raw.close()
