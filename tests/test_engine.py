@@ -224,3 +224,11 @@ async def test_unarchiving_a_child_of_an_archived_parent_makes_it_a_root(rig: Ri
     await rig.settle()
     await rig.sup.unarchive(kid, None)
     assert rig.job(kid).parent is None and rig.job(kid).depth == 0 and rig.job(root).archived_at is not None
+
+
+async def test_a_lone_surrogate_a_worker_says_is_kept_as_a_replacement_character(rig: Rig) -> None:
+    job = await rig.spawn()
+    rig.worker(job).end_turn(text="half an emoji \ud83d here")
+    await rig.settle()
+    assert rig.job(job).last_text == "half an emoji \ufffd here"
+    assert rig.sup.list_page()["rows"][0]["last_text"] == "half an emoji \ufffd here"
