@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
-from roost import paths
 from roost.daemon.index import JobIndex
 from roost.daemon.store import Store
 from roost.models import TURN_STATES, Job, State
@@ -26,8 +26,9 @@ class Recovered:
     queued: list[str] = field(default_factory=list)
 
 
-def recover(store: Store, index: JobIndex, clock: Callable[[], float]) -> Recovered:
+def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir: Path) -> Recovered:
     index.load(store.jobs())
+    kill_stale_workers(state_dir)
     out = Recovered()
     now = clock()
 
@@ -42,7 +43,6 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float]) -> Recove
         for job in index.jobs.values():
             changed = True
             if job.pid is not None:
-                kill_stale_worker(job)
                 job.pid = None
                 job.reaped = True
                 if job.state in TURN_STATES:
@@ -68,16 +68,18 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float]) -> Recove
     return out
 
 
-def kill_stale_worker(job: Job) -> None:
-    """Kill the worker a dead daemon left for this job, and every process of its tree (its agents
-    too, in sessions of their own or orphaned to PID 1 when the worker died), from the record the
-    daemon wrote when it started the worker: by pid and start time, so a recycled pid is never
-    killed. A record from another boot names nothing alive."""
-    path = record_path(paths.resolve().state_dir, job.id)
-    tree = WorkerTree.load(path)
-    if tree is None:
-        log.warning("job %s: no record of its worker %s; nothing of it is killed", job.id, job.pid)
+def kill_stale_workers(state_dir: Path) -> None:
+    """Kill every worker a dead daemon left, and every process of its tree (its agents too, in
+    sessions of their own or orphaned to PID 1 when the worker died), from the records the daemon
+    writes when it starts a worker — all of them, also those whose pid never reached the job's
+    record. By pid and start time, so a recycled pid is never killed; a record from another boot
+    names nothing alive."""
+    folder = record_path(state_dir, "x").parent
+    if not folder.is_dir():
         return
-    if tree.boot == boot_id() and not tree.kill_now():
-        log.error("job %s: processes of its old worker %d are still alive after SIGKILL", job.id, tree.pid)
-    path.unlink(missing_ok=True)
+    boot = boot_id()
+    for path in sorted(folder.glob("*.json")):
+        tree = WorkerTree.load(path)
+        if tree is not None and tree.boot == boot and not tree.kill_now():
+            log.error("%s: processes of an old worker (%d) are still alive after SIGKILL", path.stem, tree.pid)
+        path.unlink(missing_ok=True)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from roost import paths as paths_mod
-from roost.daemon.recovery import kill_stale_worker
+from roost.daemon.recovery import kill_stale_workers
 from roost.models import Job
 from roost.proctree import WorkerTree, boot_id, read_proc, record_path
 
@@ -238,10 +238,11 @@ def test_recovery_never_kills_a_recycled_pid(roost_home, unrelated):
     assert found is not None
     other = (unrelated.pid, found.start)
     path = stale_record(roost_home, job, unrelated.pid, other[1] + 1)  # the pid, as another process
-    kill_stale_worker(job)
+    state_dir = paths_mod.resolve({"ROOST_HOME": str(roost_home)}).state_dir
+    kill_stale_workers(state_dir)
     assert running(other), "a pid that now names another process is left alone"
     assert not path.exists()
     # The same record with the right start time is that process: it is killed (the check can fail).
     stale_record(roost_home, job, unrelated.pid, other[1])
-    kill_stale_worker(job)
+    kill_stale_workers(state_dir)
     assert unrelated.wait(5) == -signal.SIGKILL
