@@ -57,7 +57,7 @@ async def diff(sup: "Supervisor", job_id: str, offset: int = 0) -> dict[str, Any
     if live:
         for name in (await _git("ls-files", "--others", "--exclude-standard", cwd=where)).splitlines():
             counts = await _git("diff", "--no-index", "--numstat", "--", "/dev/null", name, cwd=where, check=False)
-            files.extend(_numstat(line) for line in counts.splitlines() if line.strip())
+            files.extend({**_numstat(line), "path": name} for line in counts.splitlines() if line.strip())
             text += await _git("diff", "--no-index", "--", "/dev/null", name, cwd=where, check=False)
     data = text.encode()
     start = _char_start(data, min(offset, len(data)))
