@@ -33,6 +33,8 @@ ACTIVE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State.WA
 TURN_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING})
 #: States a job can be stopped from: a turn in flight, or a question nobody answered yet.
 STOPPABLE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State.WAITING, State.BLOCKED})
+#: States whose rows say why (a failure's reason, who stopped it): ``Job.reason``.
+REASONED_STATES = frozenset({State.FAILED, State.STOPPED})
 #: States that mean "this job needs a person".
 NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
@@ -232,3 +233,14 @@ async def test_a_lone_surrogate_a_worker_says_is_kept_as_a_replacement_character
     await rig.settle()
     assert rig.job(job).last_text == "half an emoji \ufffd here"
     assert rig.sup.list_page()["rows"][0]["last_text"] == "half an emoji \ufffd here"
+
+
+async def test_a_stopped_job_closes_at_once_even_before_its_aborted_turn_ends(rig: Rig) -> None:
+    job = await rig.spawn()
+    rig.worker(job).abort_gate = asyncio.Event()
+    await rig.sup.stop(job, False, None)
+    await rig.settle()
+    assert rig.sup.engine.slots[job].turn is not None, "the abort's turn_end has not come"
+    result = await rig.sup.close(job, None)
+    assert result == {"closed": True} and job not in rig.sup.engine.slots
+    assert rig.state(job) == "stopped" and rig.job(job).reaped

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from roost.daemon.index import JobIndex
 from roost.daemon.store import Store
-from roost.models import TURN_STATES, Job, State
+from roost.models import REASONED_STATES, TURN_STATES, Job, State
 from roost.proctree import WorkerTree, boot_id, record_path
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
 
     def set_state(job: Job, state: State, **data: Any) -> None:
         job.state, job.state_since = state, now
+        job.reason = str(data.get("reason", "")) if state in REASONED_STATES else ""
         note(job, "state", state=state.value, **data)
 
     with store.transaction():

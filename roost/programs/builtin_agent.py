@@ -8,7 +8,6 @@ file so a new process resumes where the last one stopped. docs/builtin-agent.md 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -18,7 +17,7 @@ from typing import Any
 
 from roost.client import AsyncClient, ClientError, job_identity
 from roost.paths import make_private_dir, open_private
-from roost.programs.worker_process import WorkerProcess
+from roost.programs.worker_process import WorkerProcess, options
 
 #: Prompts that start with this are reports from children: noted, never run as a script.
 REPORT_MARK = "<roost-report"
@@ -277,10 +276,8 @@ def spawn_count(word: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="roost-builtin-agent", description=__doc__)
-    parser.add_argument("--session", required=True, help="the session file (created when missing)")
-    args = parser.parse_args(argv)
-    BuiltinAgent(Session(Path(args.session)), dict(os.environ)).run()
+    args = options(argv, ("session",), "roost-builtin-agent")  # the session file, created when missing
+    BuiltinAgent(Session(Path(args["session"])), dict(os.environ)).run()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ that tree and reaps it. An abort kills the tree too: SIGTERM, then SIGKILL after
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import json
@@ -32,7 +31,7 @@ from typing import IO, Any
 from roost.config import substitute
 from roost.proctree import MARK_VAR, WorkerTree, become_subreaper, read_proc
 from roost.programs.turn_output import TurnOutput
-from roost.programs.worker_process import WorkerProcess
+from roost.programs.worker_process import WorkerProcess, options
 from roost.protocol import MAX_FRAME
 from roost.worker_protocol import describe_exit
 
@@ -260,11 +259,8 @@ class CommandWorker(WorkerProcess):
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="roost-command-worker", description=__doc__)
-    parser.add_argument("--session", required=True, help="the session file (created when missing)")
-    parser.add_argument("--spec", required=True, help="JSON: command, resume_args, prompt_via")
-    args = parser.parse_args(argv)
-    CommandWorker(json.loads(args.spec), Transcript(Path(args.session))).run()
+    args = options(argv, ("session", "spec"), "roost-command-worker")  # spec: JSON of command, resume_args, prompt_via
+    CommandWorker(json.loads(args["spec"]), Transcript(Path(args["session"]))).run()
 
 
 if __name__ == "__main__":
