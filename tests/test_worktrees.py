@@ -77,6 +77,13 @@ def test_a_child_works_in_its_parents_worktree_unless_it_asks(daemon: DaemonHarn
     assert (Path(parent["worktree"]) / "from-child.txt").exists()
 
 
+def test_a_child_that_asks_gets_its_own_worktree_from_its_parents_branch(daemon: DaemonHarness, repo: Path) -> None:
+    parent = spawn_in(daemon, repo, "write p.txt parent\nrun git add -A && git commit -qm p")
+    child = daemon.wait_state(daemon.spawn("write c.txt child", parent=parent["id"], cwd=parent["worktree"], worktree=True), "idle")
+    assert child["base"] == parent["branch"] and child["repo"] == str(repo)
+    assert (Path(child["worktree"]) / "p.txt").exists() and not (Path(parent["worktree"]) / "c.txt").exists()
+
+
 def test_a_cwd_outside_a_git_repository_is_refused(daemon: DaemonHarness, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
