@@ -37,6 +37,7 @@ __all__ = [
     "ConfigWatcher",
     "DriverProfile",
     "HookSettings",
+    "WorktreeSettings",
     "default_config_text",
     "load_config",
     "parse_config",
@@ -88,9 +89,12 @@ class DriverProfile:
     kind: str
     lifetime: str | None = None
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    #: Its jobs get a git worktree of their own unless a spawn says otherwise (docs/worktrees.md).
+    worktree: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "lifetime": self.lifetime, "options": _thaw(self.options)}
+        return {"name": self.name, "kind": self.kind, "lifetime": self.lifetime, "options": _thaw(self.options),
+                "worktree": self.worktree}
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,21 @@ class HookSettings:
     def command(self, event: str) -> tuple[str, ...] | None:
         """The command set for one of :data:`HOOK_EVENTS`."""
         return getattr(self, event)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class WorktreeSettings:
+    """The ``[worktree]`` table: what a job's new worktree gets before its agent starts, what runs
+    before it is removed, and where worktrees live ("": under the state directory)."""
+
+    copy: tuple[str, ...] = ()
+    setup: tuple[str, ...] = ()
+    teardown: tuple[str, ...] = ()
+    setup_timeout: float = 600.0
+    dir: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
@@ -134,6 +153,7 @@ class Config:
     notify_via: tuple[str, ...] = ("bell",)
     theme: str = "textual-dark"
     hooks: HookSettings = HookSettings()
+    worktree: WorktreeSettings = WorktreeSettings()
     drivers: Mapping[str, DriverProfile] = field(default_factory=_default_drivers)
     source: Path | None = None
 
@@ -161,7 +181,7 @@ class Config:
             value = getattr(self, f.name)
             if f.name == "drivers":
                 value = {name: profile.to_dict() for name, profile in value.items()}
-            elif f.name == "hooks":
+            elif f.name in ("hooks", "worktree"):
                 value = value.to_dict()
             elif isinstance(value, tuple):
                 value = list(value)
@@ -383,7 +403,15 @@ _HOOK_KEYS: dict[str, Check] = {
     "max_running": _integer(1),
 }
 
-_COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(LIFETIMES)}
+_WORKTREE_KEYS: dict[str, Check] = {
+    "copy": _string_list(),
+    "setup": _string_list(),
+    "teardown": _string_list(),
+    "setup_timeout": _seconds(positive=True),
+    "dir": _string(),
+}
+
+_COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(LIFETIMES), "worktree": _boolean}
 
 #: Per kind: key -> (checker, default). A default of ``None`` means required.
 _KIND_KEYS: dict[str, dict[str, tuple[Check, Any]]] = {
@@ -406,8 +434,9 @@ _KIND_KEYS: dict[str, dict[str, tuple[Check, Any]]] = {
     },
 }
 
-assert {f.name for f in fields(Config)} == set(_TOP) | {"drivers", "hooks", "source"}
+assert {f.name for f in fields(Config)} == set(_TOP) | {"drivers", "hooks", "worktree", "source"}
 assert {f.name for f in fields(HookSettings)} == set(_HOOK_KEYS)
+assert {f.name for f in fields(WorktreeSettings)} == set(_WORKTREE_KEYS)
 
 
 def _defaults_for(kind: str) -> dict[str, Any]:
@@ -465,11 +494,13 @@ def parse_config(text: str, source: str | os.PathLike[str]) -> Config:
         if key == "drivers":
             drivers.update(_parse_drivers(file, value, checked))
         elif key == "hooks":
-            values["hooks"] = _parse_hooks(file, value, checked)
+            values["hooks"] = HookSettings(**_parse_table(file, "hooks", _HOOK_KEYS, value, checked))
+        elif key == "worktree":
+            values["worktree"] = WorktreeSettings(**_parse_table(file, "worktree", _WORKTREE_KEYS, value, checked))
         elif key in _TOP:
             values[key] = checked(key, _TOP[key], value)
         else:
-            raise ConfigError(file, _key_part(key), _unknown_key(key, sorted([*_TOP, "drivers", "hooks"])))
+            raise ConfigError(file, _key_part(key), _unknown_key(key, sorted([*_TOP, "drivers", "hooks", "worktree"])))
 
     default_driver = values.get("default_driver", Config.default_driver)
     if default_driver not in drivers:
@@ -477,16 +508,18 @@ def parse_config(text: str, source: str | os.PathLike[str]) -> Config:
     return Config(**values, drivers=MappingProxyType(drivers), source=Path(file))
 
 
-def _parse_hooks(file: str, raw: Any, checked: Callable[[str, Check, Any], Any]) -> HookSettings:
+def _parse_table(file: str, name: str, schema: dict[str, Check], raw: Any,
+                 checked: Callable[[str, Check, Any], Any]) -> dict[str, Any]:
+    """The checked values of a flat table such as ``[hooks]`` or ``[worktree]``."""
     if not isinstance(raw, dict):
-        raise ConfigError(file, "hooks", f"expected a table ([hooks]), got {_describe(raw)}")
+        raise ConfigError(file, name, f"expected a table ([{name}]), got {_describe(raw)}")
     values = {}
     for key, value in raw.items():
-        dotted = f"hooks.{_key_part(key)}"
-        if key not in _HOOK_KEYS:
-            raise ConfigError(file, dotted, _unknown_key(key, list(_HOOK_KEYS), " in [hooks]"))
-        values[key] = checked(dotted, _HOOK_KEYS[key], value)
-    return HookSettings(**values)
+        dotted = f"{name}.{_key_part(key)}"
+        if key not in schema:
+            raise ConfigError(file, dotted, _unknown_key(key, list(schema), f" in [{name}]"))
+        values[key] = checked(dotted, schema[key], value)
+    return values
 
 
 def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any]) -> dict[str, DriverProfile]:
@@ -516,6 +549,7 @@ def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any
 
         schema = _KIND_KEYS[kind]
         lifetime: str | None = None
+        worktree = False
         options: dict[str, Any] = {}
         for key, value in table.items():
             dotted = f"{prefix}.{_key_part(key)}"
@@ -523,6 +557,8 @@ def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any
                 continue
             if key == "lifetime":
                 lifetime = checked(dotted, _COMMON["lifetime"], value)
+            elif key == "worktree":
+                worktree = checked(dotted, _COMMON["worktree"], value)
             elif key in schema:
                 options[key] = checked(dotted, schema[key][0], value)
             else:
@@ -551,7 +587,7 @@ def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any
                     "expected an element containing '{prompt}' when prompt_via = 'arg' "
                     "(or set prompt_via = 'stdin')",
                 )
-        out[name] = DriverProfile(name, kind, lifetime, _freeze(options))
+        out[name] = DriverProfile(name, kind, lifetime, _freeze(options), worktree)
     return out
 
 

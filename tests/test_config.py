@@ -326,7 +326,7 @@ def test_repo_config_file_is_the_shipped_one():
 
 def _uncommented(text: str) -> str:
     """The file with every commented-out setting and table header switched on."""
-    setting = re.compile(r"^# ((?:[a-z_]+ = .+)|(?:\[drivers\.[a-z_-]+\])|(?:\[hooks\]))$")
+    setting = re.compile(r"^# ((?:[a-z_]+ = .+)|(?:\[drivers\.[a-z_-]+\])|(?:\[hooks\])|(?:\[worktree\]))$")
     return "\n".join(setting.sub(r"\1", line) for line in text.splitlines()) + "\n"
 
 
@@ -343,6 +343,7 @@ def test_documented_values_are_the_defaults():
     assert claude.options["resume_args"] == ("--resume", "{session}")
     assert c.driver("pi-opus").kind == "pi"
     assert c.hooks == Config().hooks
+    assert c.worktree == Config().worktree
 
 
 @pytest.mark.parametrize("doc", [PACKAGE_FILE, DOCS], ids=["roost.toml", "config.md"])
@@ -359,11 +360,13 @@ def test_docs_give_each_default():
     docs = DOCS.read_text(encoding="utf-8")
     c = Config()
     for name in CONFIG_FIELDS:
-        if name in ("drivers", "hooks"):
+        if name in ("drivers", "hooks", "worktree"):
             continue
         assert re.search(rf"\| `{name}` \|[^\n]*\| `{re.escape(_shown(getattr(c, name)))}` \|", docs), name
     for name in ("timeout", "max_running"):
         assert re.search(rf"\| `{name}` \|[^\n]*\| `{_shown(getattr(c.hooks, name))}` \|", docs), name
+    for name in ("copy", "setup", "teardown", "setup_timeout", "dir"):
+        assert re.search(rf"\| `{name}` \|[^\n]*\| `{re.escape(_shown(getattr(c.worktree, name)))}` \|", docs), name
 
 
 def _shown(value: object) -> str:

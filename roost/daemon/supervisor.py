@@ -25,7 +25,7 @@ from roost.daemon.recovery import recover
 from roost.daemon.slot import Phase
 from roost.daemon.store import Store, describe_failure
 from roost.daemon.transitions import RESUMABLE_ON_OPEN
-from roost.daemon import reports
+from roost.daemon import reports, worktrees
 from roost.daemon.workers import WorkerFactory, process_factory
 from roost.drivers import driver_for
 from roost.drivers.base import DriverError
@@ -170,6 +170,7 @@ class Supervisor:
                   cwd=os.path.abspath(cwd), parent=parent.id if parent else None, state=State.QUEUED,
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
                   driver_opts=profile.to_dict())
+        await worktrees.prepare(job, args, profile, self.paths, config)
         eng = self.engine
         try:
             with self.store.transaction():

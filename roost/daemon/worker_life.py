@@ -9,7 +9,8 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from roost.config import ConfigError
-from roost.daemon import reports
+from roost.daemon import reports, worktrees
+from roost.daemon.gitrun import GitError
 from roost.daemon.messages import Event, Exited, NotReady, Ready, Spawned, StartFailed
 from roost.daemon.slot import Phase, Slot
 from roost.daemon.turns import deliver_next
@@ -49,6 +50,11 @@ def begin_start(eng: "Engine", job: Job) -> bool:
 
 
 async def _start(eng: "Engine", job_id: str, worker: Any, ready_timeout: float) -> None:
+    try:
+        await worktrees.before_start(eng.index.get(job_id), eng.config.worktree)
+    except GitError as exc:  # nothing started: the job fails with what the setup said
+        eng.post(job_id, StartFailed(worker, str(exc)))
+        return
     try:
         await worker.start()
     except OSError as exc:
