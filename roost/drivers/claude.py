@@ -109,6 +109,8 @@ class ClaudeAdapter(Adapter):
         #: The ``can_use_tool`` request Claude Code waits on: its request id and the tool's input.
         self.permission: tuple[str, Any] | None = None
         self.asked: dict[str, Any] = {}
+        #: Interrupts Claude Code took while the turn still runs: answered after its ``turn_end``.
+        self.abort_answers: list[Any] = []
         self.tools: dict[str, tuple[str, Any]] = {}
         self.subagents = SubagentTracker()
         self.totals = {k: int(usage.get(k) or 0) for k in ("input", "output")}
@@ -174,8 +176,14 @@ class ClaudeAdapter(Adapter):
         return handler(frame) if handler else []
 
     def _on_system(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
-        if frame.get("subtype") == "init" and frame.get("session_id"):
+        subtype = frame.get("subtype")
+        if subtype == "init" and frame.get("session_id"):
             self.session = str(frame["session_id"])
+        elif subtype == "task_started" and frame.get("tool_use_id"):
+            return self.subagents.start(str(frame["tool_use_id"]), frame, background=bool(frame.get("is_backgrounded")))
+        elif subtype == "task_notification" and frame.get("tool_use_id"):
+            return self.subagents.finish(str(frame["tool_use_id"]), str(frame.get("summary") or ""),
+                                         error=frame.get("status") != "completed")
         return []
 
     def _on_control_response(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
@@ -188,6 +196,9 @@ class ClaudeAdapter(Adapter):
         if kind == "get_state":
             self.ready = ok
             return [response(req_id, kind, ok, self._state() if ok else None, answer.get("error"))]
+        if ok and self.run is not None:  # answered once the turn's result is in, as pi answers an abort
+            self.abort_answers.append(req_id)
+            return []
         return [response(req_id, kind, ok, error=answer.get("error"))]
 
     def _on_control_request(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
@@ -203,7 +214,7 @@ class ClaudeAdapter(Adapter):
                     f"Answer yes to allow it; anything else denies it, with your words as the reason.")
         self.permission = (request_id, args)
         run, self.run = self.run, None
-        return [turn_end(run, "waiting", question=question)]
+        return text_events(question) + [turn_end(run, "waiting", question=question)]
 
     def _on_assistant(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
         message = frame.get("message") or {}
@@ -223,8 +234,6 @@ class ClaudeAdapter(Adapter):
                 out += text_events(block["text"].strip())
             elif block.get("type") == "tool_use":
                 self.tools[str(block.get("id"))] = (str(block.get("name")), block.get("input"))
-                if block.get("name") in ("Task", "Agent"):
-                    out += self.subagents.start(str(block.get("id")), block.get("input") or {})
         return out
 
     def _on_user(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
@@ -238,7 +247,7 @@ class ClaudeAdapter(Adapter):
             tool_id = str(block.get("tool_use_id"))
             name, args = self.tools.pop(tool_id, ("?", None))
             result, error = text_of(block.get("content")), bool(block.get("is_error"))
-            out += self.subagents.finish(tool_id, result, error)
+            out += self.subagents.returned(tool_id, result, error)
             out.append({"type": "tool", "name": name, "args": args, "result": result, "error": error})
         return out
 
@@ -249,8 +258,10 @@ class ClaudeAdapter(Adapter):
         if self.run is None:
             return events
         run, self.run = self.run, None
+        answers = [response(req_id, "abort", True) for req_id in self.abort_answers]
+        self.abort_answers.clear()
         if self.aborting or str(frame.get("terminal_reason", "")).startswith("aborted"):
-            return events + [turn_end(run, "aborted")]
+            return events + [turn_end(run, "aborted")] + answers
         if frame.get("is_error") or frame.get("subtype") != "success":
             error = str(frame.get("result") or frame.get("subtype") or "the turn failed")
             return events + [turn_end(run, "failed", error=error)]
