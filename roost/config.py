@@ -44,7 +44,7 @@ __all__ = [
     "substitute",
 ]
 
-DRIVER_KINDS = ("builtin", "pi", "command")
+DRIVER_KINDS = ("builtin", "pi", "command", "claude")
 AGENT_VIEW_SUBAGENTS = ("hide", "inline")
 #: What the app can notify about, and how (``notify``, ``notify_via``).
 NOTIFY = ("needs_input", "failed", "done")
@@ -425,6 +425,16 @@ _KIND_KEYS: dict[str, dict[str, tuple[Check, Any]]] = {
         "env": (_env_table, MappingProxyType({})),
         "load_project_extensions": (_boolean, False),
         "retry": (_boolean, True),
+    },
+    "claude": {
+        "command": (_string(nonempty=True), "claude"),
+        "model": (_string(), ""),
+        "config_dir": (_string(), ""),
+        "permission_mode": (_string(), ""),
+        "allowed_tools": (_string_list(), ()),
+        "ask_permission": (_boolean, True),
+        "args": (_string_list(), ()),
+        "env": (_env_table, MappingProxyType({})),
     },
     "command": {
         "command": (_string_list(nonempty=True, placeholders=True), None),

@@ -208,7 +208,7 @@ def test_builtin_driver_takes_no_options():
 def test_unknown_driver_kind():
     err = refused('[drivers.x]\nkind = "shell"')
     assert err.key == "drivers.x.kind"
-    assert err.message == "expected one of 'builtin', 'pi', 'command', got string 'shell'"
+    assert err.message == "expected one of 'builtin', 'pi', 'command', 'claude', got string 'shell'"
 
 
 def test_new_driver_needs_a_kind():
@@ -337,10 +337,12 @@ def test_documented_values_are_the_defaults():
     assert dataclasses.replace(c, drivers=Config().drivers, source=None) == Config()
     assert c.driver("builtin") == Config().driver("builtin")
     assert c.driver("pi") == Config().driver("pi")
-    claude = c.driver("claude")
-    assert claude.kind == "command"
-    assert claude.options["command"] == ("claude", "-p", "{prompt}")
-    assert claude.options["resume_args"] == ("--resume", "{session}")
+    assert c.driver("claude").kind == "claude"
+    assert dict(c.driver("claude").options) == dict(parse_config('[drivers.claude]\nkind = "claude"', "t").driver("claude").options)
+    aider = c.driver("aider")
+    assert aider.kind == "command"
+    assert aider.options["command"] == ("aider", "--yes-always", "--message", "{prompt}")
+    assert aider.options["resume_args"] == ("--resume", "{session}")
     assert c.driver("pi-opus").kind == "pi"
     assert c.hooks == Config().hooks
     assert c.worktree == Config().worktree
