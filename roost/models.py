@@ -71,6 +71,8 @@ class Job:
     depth: int = 0
     #: Why it is failed or stopped ("" in any other state): what its rows show.
     reason: str = ""
+    #: The ``[hosts.NAME]`` its worker runs on; "" is this machine (docs/hosts.md).
+    host: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data (state as its string). Copies the dict fields

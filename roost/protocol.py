@@ -121,7 +121,8 @@ _JOB = {"job": _NEED_STR}
 OPS: dict[str, dict[str, Arg]] = {
     "hello": {"version": Arg((int,), required=True), "client": _STR, "job": _OPT_STR, "token": _OPT_STR},
     "spawn": {"prompt": _NEED_STR, "parent": _OPT_STR, "driver": _OPT_STR, "cwd": _OPT_STR, "title": _OPT_STR,
-              "lifetime": _OPT_STR, "labels": Arg((dict,))},
+              "lifetime": _OPT_STR, "labels": Arg((dict,)),
+              "host": _OPT_STR},
     "send": {"job": _NEED_STR, "text": _NEED_STR},
     "stop": {"job": _NEED_STR, "tree": _BOOL},
     "close": _JOB,
