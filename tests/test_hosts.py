@@ -15,6 +15,7 @@ from typing import Iterator
 import pytest
 
 from roost.config import ConfigError, parse_config
+from roost.socket_connect import ClientError
 from roost.hosts.bundle import bundle
 from tests.sshd import Sshd, find_sshd, free_port
 
@@ -59,6 +60,16 @@ def remote_procs(job_id: str) -> list[int]:
     return out
 
 
+def _closed(daemon, job_id: str) -> bool:
+    """Close, once the job's aborted turn has come back (until then close is refused: in a turn)."""
+    try:
+        daemon.call("close", job=job_id)
+    except ClientError as exc:
+        assert "in a turn" in exc.message
+        return False
+    return True
+
+
 def master_pid(daemon) -> int:
     from roost.config import load_config
     from roost.hosts.commands import master_pid as pid_of
@@ -90,7 +101,7 @@ def test_stop_mid_turn_and_close_reach_the_remote_tree(daemon_factory, sshd, tmp
     daemon.wait_for(lambda: remote_procs(job), what="the remote worker")
     daemon.call("stop", job=job)
     assert daemon.wait_state(job, "stopped", timeout=10)["state"] == "stopped"
-    daemon.call("close", job=job)
+    daemon.wait_for(lambda: _closed(daemon, job), timeout=10, what="the aborted turn to end and close to be taken")
     daemon.wait_row(job, lambda r: r["pid"] is None, timeout=10)
     daemon.wait_for(lambda: not remote_procs(job), timeout=10, what="the remote tree to end")
 
@@ -138,6 +149,7 @@ def test_a_dropped_link_fails_the_job_ends_the_remote_worker_and_a_message_resum
 
 
 def test_a_host_that_is_down_fails_spawns_at_once_with_the_reason(daemon_factory, tmp_path):
+    (tmp_path / "own-sshd").mkdir()
     server = _server(tmp_path / "own-sshd")
     daemon = daemon_factory(_config(server, tmp_path / "remote"))
     job = daemon.spawn("say up", host="h", cwd=str(tmp_path))
