@@ -209,3 +209,14 @@ def test_host_config_is_strict():
         with pytest.raises(ConfigError) as info:
             parse_config(bad, "t")
         assert info.value.key == key
+
+
+def test_a_hosts_max_running_jobs_holds_the_next_worker_until_one_there_ends(daemon_factory, sshd, tmp_path):
+    daemon = daemon_factory(_config(sshd, tmp_path / "remote") + "max_running_jobs = 1\n")
+    first = daemon.spawn("say one", host="h", cwd=str(tmp_path))
+    daemon.wait_state(first, "idle", timeout=30)
+    second = daemon.spawn("say two", host="h", cwd=str(tmp_path))
+    row = daemon.show(second)  # the host's only slot is the first worker's: no process for it yet
+    assert row["state"] == "queued" and row["pid"] is None
+    daemon.call("close", job=first)
+    assert daemon.wait_state(second, "idle", timeout=30)["state"] == "idle"
