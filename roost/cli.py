@@ -176,11 +176,12 @@ def daemon_status(acknowledge: bool) -> None:
 @click.option("--worktree/--no-worktree", default=None, help="Run it in a git worktree of its own (default: the driver's).")
 @click.option("--branch", help="The worktree's new branch (default roost/ID).")
 @click.option("--base", help="What the branch starts from and merges into (default: the current HEAD).")
+@click.option("--host", help="Run it on this [hosts.NAME] (its cwd is then a path there); 'local': here.")
 @click.argument("prompt")
 @pass_ctx
 def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, title: str | None,
           lifetime: str | None, labels: tuple[str, ...], worktree: bool | None, branch: str | None,
-          base: str | None, prompt: str) -> None:
+          base: str | None, host: str | None, prompt: str) -> None:
     """Start a job on PROMPT and print its id."""
     label_map = {}
     for item in labels:
@@ -188,9 +189,10 @@ def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, tit
         if not sep or not key:
             _fail(f"--label {item!r}: expected KEY=VALUE")
         label_map[key] = value
-    row = ctx.call("spawn", prompt=prompt, parent=parent, driver=driver, cwd=os.path.abspath(cwd or os.getcwd()),
-                   title=title, lifetime=lifetime, labels=label_map or None, worktree=worktree, branch=branch,
-                   base=base)
+    remote = host not in (None, "local")  # a cwd there is that host's path, and none is the host's own
+    row = ctx.call("spawn", prompt=prompt, parent=parent, driver=driver, host=host, title=title, lifetime=lifetime,
+                   cwd=cwd if remote else os.path.abspath(cwd or os.getcwd()), labels=label_map or None,
+                   worktree=worktree, branch=branch, base=base)
     _say(row["id"])
 
 
@@ -460,6 +462,39 @@ def _load(ctx: Ctx) -> Any:
         return load_config(path)
     except ConfigError as exc:
         _fail(str(exc))
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def hosts(click_ctx: click.Context) -> None:
+    """The [hosts.NAME] machines: how each is reached, its connection, its jobs."""
+    if click_ctx.invoked_subcommand is None:
+        from roost.hosts.commands import host_lines
+
+        ctx = click_ctx.find_object(Ctx)
+        with _errors(), ctx.client() as client:
+            rows = list(client.rows())
+        for line in host_lines(_load(ctx), rows):
+            _say(line)
+
+
+@hosts.command("check")
+@click.argument("name")
+@pass_ctx
+def hosts_check(ctx: Ctx, name: str) -> None:
+    """Say what NAME lacks to run roost's workers (python, roost's worker side, pi)."""
+    from roost.config import ConfigError
+    from roost.hosts.commands import check
+
+    try:
+        host = _load(ctx).host(name)
+    except ConfigError as exc:
+        _fail(exc.message)
+    ok, lines = check(host)
+    for line in lines:
+        _say(line)
+    if not ok:
+        sys.exit(1)
 
 
 @config.command("show")

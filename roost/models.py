@@ -81,6 +81,8 @@ class Job:
     branch: str | None = None
     #: What the branch was made from and merges into: a branch name, or a commit when HEAD was detached.
     base: str | None = None
+    #: The ``[hosts.NAME]`` its worker runs on; "" is this machine (docs/hosts.md).
+    host: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data (state as its string). Copies the dict fields
