@@ -140,6 +140,12 @@ def printed(texts: list[str], size: int) -> bytes:
     return f"fresh session {session_id(texts[0])}\nprompt: print {size}\n".encode() + build_log(size)
 
 
+def _first_difference(got: str, want: str) -> str:
+    """Where two long texts part (pytest's own diff of megabytes takes minutes)."""
+    at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    return f"they part at {at}: {got[at - 40:at + 40]!r} != {want[at - 40:at + 40]!r}"
+
+
 def test_two_megabytes_of_output_reach_the_timeline_whole(daemon):
     job = daemon.spawn("print 2000000", driver="script")
     row = daemon.wait_state(job, "idle", timeout=30)
@@ -147,7 +153,8 @@ def test_two_megabytes_of_output_reach_the_timeline_whole(daemon):
     assert [e["data"]["outcome"] for e in entries if e["kind"] == "turn_end"] == ["ok"]
     texts = texts_of(entries)
     output = printed(texts, 2_000_000)
-    assert flat("".join(texts)) == flat(output)
+    got, want = flat("".join(texts)), flat(output)
+    assert len(got) == len(want) and got == want, (len(got), len(want), _first_difference(got, want))
     assert all(len(t.encode()) <= ENTRY_MAX for t in texts)
     assert output.decode().rstrip("\n").endswith(row["last_text"])
 
@@ -158,7 +165,8 @@ def test_twenty_megabytes_in_one_burst_keep_both_ends_and_say_what_was_left_out(
     entries = whole_timeline(daemon, job)
     texts = texts_of(entries)
     output = printed(texts, 20_000_000)
-    assert flat("".join(texts)) == flat(output[:HEAD_KEEP]) + flat(output[-TAIL_KEEP:])
+    got, want = flat("".join(texts)), flat(output[:HEAD_KEEP]) + flat(output[-TAIL_KEEP:])
+    assert got == want, (len(got), len(want), _first_difference(got, want))
     notes = [e["data"].get("message", "") for e in entries if e["kind"] == "note"]
     left_out = len(output) - HEAD_KEEP - TAIL_KEEP
     assert any(m.startswith(f"left out {left_out} bytes of the command's output here") for m in notes), notes
