@@ -24,8 +24,9 @@ from roost.rules.views import SUBAGENT_HINT
 from roost.tui.agent_view import AgentViewScreen, CommandLine
 from roost.tui.app import RoostApp
 from roost.tui.daemon_link import DaemonSource
-from roost.tui.dialogs import ConfirmBox, PromptBox
+from roost.tui.dialogs import ConfirmBox, PromptBox, ScriptBox
 from roost.tui.job_screen import JobScreen
+from roost.tui.key_router import SINGLE_PRESS_WINDOW
 
 from conftest import DaemonHarness
 
@@ -116,6 +117,12 @@ async def type_text(pilot: Pilot, text: str) -> None:
     await pilot.press(*[" " if ch == " " else ch for ch in text])
 
 
+async def press_alone(pilot: Pilot, key: str) -> None:
+    """A key pressed on its own: where a burst would make it text, it acts once the window passed."""
+    await pilot.press(key)
+    await pilot.pause(SINGLE_PRESS_WINDOW + 0.1)
+
+
 CHARACTERS = {"space": " ", "slash": "/"}
 
 
@@ -170,9 +177,11 @@ async def test_n_starts_a_job_on_the_default_driver_and_selects_it(daemon):
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("n")
-        assert isinstance(app.screen, PromptBox)
+        assert isinstance(app.screen, ScriptBox)
         await type_text(pilot, "say made with n")
         await pilot.press("enter")
+        await type_text(pilot, "say a second line")
+        await pilot.press("ctrl+s")
         rows = await until(pilot, lambda: jobs(daemon), "the new job")
         job = rows[0]["id"]
         assert rows[0]["driver"] == "builtin"
@@ -180,6 +189,7 @@ async def test_n_starts_a_job_on_the_default_driver_and_selects_it(daemon):
                     "the new row, selected")
         daemon.wait_for(lambda: "made with n" in daemon.texts(job), what="the job to run its prompt")
         assert "started say made with n" in notice(app)
+        daemon.wait_for(lambda: "a second line" in daemon.texts(job), what="the script's second line")
 
 
 async def test_m_messages_the_selected_job(daemon):
@@ -452,7 +462,7 @@ async def test_a_message_resumes_a_done_child_whose_worker_was_closed(daemon):
         await open_job(pilot, app, root)
         await type_text(pilot, "/subagents all")
         await pilot.press("enter")
-        await pilot.press("m")  # message the selected (done, closed) child without opening it
+        await press_alone(pilot, "m")  # message the selected (done, closed) child without opening it
         await until(pilot, lambda: isinstance(app.screen, PromptBox), "the message box")
         await type_text(pilot, "say second pass")
         await pilot.press("enter")
@@ -560,7 +570,8 @@ async def test_m_in_the_panel_messages_the_child(daemon):
     async with app.run_test(size=SIZE) as pilot:
         screen, _ = await open_tree(pilot, app, daemon)
         first = screen.panel.lines[0].row.id
-        await pilot.press("down", "m")
+        await pilot.press("down")
+        await press_alone(pilot, "m")
         assert isinstance(app.screen, PromptBox)
         await type_text(pilot, "say hello child")
         await pilot.press("enter")
@@ -574,12 +585,13 @@ async def test_x_stops_a_running_row_and_hides_a_finished_one(daemon):
     async with app.run_test(size=SIZE) as pilot:
         screen, _ = await open_tree(pilot, app, daemon)
         first = screen.panel.lines[0].row.id
-        await pilot.press("down", "x")
+        await pilot.press("down")
+        await press_alone(pilot, "x")
         daemon.wait_state(first, "stopped")
         await until(pilot, lambda: notice(app) == "stopped say reading", "the stop")
         await until(pilot, lambda: screen.panel.lines[-1].row.id == first, "the stopped row below running work")
         screen.panel.cursor = first
-        await pilot.press("x")
+        await press_alone(pilot, "x")
         assert first not in [line.row.id for line in screen.panel.lines]
         assert "hid say reading" in notice(app)
         assert daemon.show(first)["state"] == "stopped"
@@ -589,9 +601,10 @@ async def test_K_twice_in_the_panel_stops_every_running_row_nested_too(daemon):
     app = make_app(daemon, clock=FakeClock())
     async with app.run_test(size=SIZE) as pilot:
         screen, root = await open_tree(pilot, app, daemon)
-        await pilot.press("down", "K")
+        await pilot.press("down")
+        await press_alone(pilot, "K")
         assert "press K again within 2 s to stop 3 running subagents" == notice(app)
-        await pilot.press("K")
+        await press_alone(pilot, "K")
         await until(pilot, lambda: notice(app) == "stopped 3 subagents", "the stop")
         states = [daemon.show(line.row.id)["state"] for line in screen.panel.lines]
         assert states == ["stopped"] * 3
@@ -630,7 +643,7 @@ async def test_a_done_row_leaves_at_once_and_the_hint_shows_for_30s(daemon):
         await pilot.press("escape")
         assert panel_labels(screen) == ["work 30"]
         clock.advance(31)
-        app.tick()
+        app.screen.tick()
         assert status.hint == ""
         await type_text(pilot, "/subagents")
         await pilot.press("enter")
@@ -651,10 +664,10 @@ async def test_a_failed_row_stays_30s_then_leaves(daemon):
         screen = await open_job(pilot, app, root)
         await until(pilot, lambda: [line.row.state.value for line in screen.panel.lines] == ["failed"], "failed row")
         clock.advance(20)
-        app.tick()
+        app.screen.tick()
         assert len(screen.panel.lines) == 1
         clock.advance(11)
-        app.tick()
+        app.screen.tick()
         assert screen.panel.lines == [] and not screen.panel.display
         assert screen.query_one("#status").hint == "", "no hint for a failed row: it stayed in view"
 
@@ -675,7 +688,7 @@ async def test_the_footer_lists_the_keys_that_work_where_the_focus_is(daemon):
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, AgentViewScreen), "the agent view")
-        assert set(shown_keys(app)) == {"enter", "n", "slash", "q"}, "no row: nothing to message, pin, stop"
+        assert set(shown_keys(app)) == {"n", "slash", "q"}, "no row: nothing to open, message, pin, stop"
         screen, _ = await open_tree(pilot, app, daemon)
         keys = shown_keys(app)
         assert keys["enter"] == "send" and keys["escape"] == "back" and keys["down"] == "subagents"
@@ -761,7 +774,7 @@ async def test_text_typed_in_a_burst_behind_n_and_m_lands_in_the_box(daemon):
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, AgentViewScreen), "the agent view")
-        await burst(pilot, app, "n", *"say early", "enter")
+        await burst(pilot, app, "n", *"say early", "ctrl+s")
         job = (await until(pilot, lambda: jobs(daemon), "the new job"))[0]["id"]
         assert daemon.show(job)["title"] == "say early"
         await until(pilot, lambda: job in table_ids(app) and daemon.show(job)["state"] == "idle", "its row")

@@ -18,9 +18,10 @@ from roost.config import Config
 from roost.models import NEEDS_INPUT_STATES, TURN_STATES, Row
 from roost.rules.views import AgentViewRow, age_seconds, agent_view_rows, format_age, peek_line, usage_text
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
-from roost.tui.dialogs import ConfirmBox, PromptBox
+from roost.tui.dialogs import ConfirmBox, ScriptBox
+from roost.tui.job_screen import JobScreen
 from roost.tui.looks import BOLD, STATE_CELL_WIDTH, cell, state_text
-from roost.tui.roost_screen import OpenJob, RoostScreen, plural, send_outcome, stopped_text
+from roost.tui.roost_screen import RoostScreen, plural, send_outcome, stopped_text
 
 #: The command line's commands (``/`` or ``:``) and what each takes; docs/keys.md says what they do.
 COMMANDS = ("new PROMPT", "open ID", "send ID TEXT", "stop ID", "help", "quit")
@@ -55,7 +56,8 @@ def table_columns(width: int, usage: bool) -> list[Column]:
 class JobTable(DataTable[Text]):
     """The agent view's table: a row per job, keyed by job id."""
 
-    BINDINGS = [Binding("enter", "select_cursor", "open")]
+    # The screen opens the job at once, so keys typed right behind Enter reach the job's screen.
+    BINDINGS = [Binding("enter", "screen.open", "open")]
 
     def selected_id(self) -> str | None:
         """The job under the cursor as the table is now (not as a queued message says)."""
@@ -237,14 +239,23 @@ class AgentViewScreen(RoostScreen):
         return self.link.rows.get(job_id) if job_id else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("message", "pin", "stop_tree", "archive") and self._selected() is None:
+        if action in ("open", "message", "pin", "stop_tree", "archive") and self._selected() is None:
             return None
         return super().check_action(action, parameters)
 
+    def action_open(self) -> None:
+        row = self._selected()
+        if row is not None:
+            self.open_job(row.id)
+
     @on(DataTable.RowSelected)
-    def _open(self, event: DataTable.RowSelected) -> None:
+    def _clicked(self, event: DataTable.RowSelected) -> None:
+        """A click on the row under the cursor (Enter is the ``open`` action)."""
         if event.row_key.value is not None:
-            self.post_message(OpenJob(event.row_key.value))
+            self.open_job(event.row_key.value)
+
+    def open_job(self, job_id: str) -> None:
+        self.app.push_screen(JobScreen(self.link, self.config, self.clock, job_id))
 
     def action_move(self, step: int) -> None:
         if step > 0:
@@ -257,8 +268,7 @@ class AgentViewScreen(RoostScreen):
             if prompt:
                 self._spawn(prompt)
 
-        driver = self.config.default_driver
-        self.app.push_screen(PromptBox(f"New job on the {driver} agent", "its prompt"), spawn)
+        self.app.push_screen(ScriptBox(f"New job on the {self.config.default_driver} agent: its prompt"), spawn)
 
     def _spawn(self, prompt: str) -> None:
         def started(result: dict[str, object]) -> str:
@@ -339,7 +349,7 @@ class AgentViewScreen(RoostScreen):
             self.app.exit()
 
     def _open_id(self, job_id: str) -> None:
-        self._look_up(job_id, lambda row: self.post_message(OpenJob(row.id)))
+        self._look_up(job_id, lambda row: self.open_job(row.id))
 
     @work(group="requests")
     async def _look_up(self, job_id: str, then: Callable[[Row], None]) -> None:

@@ -7,24 +7,27 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
-from textual import events, on, work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from roost.client import ClientError
 from roost.config import Config
+from roost.models import STOPPABLE_STATES
 from roost.rules.views import (SUBAGENT_HINT, age_seconds, format_age, subagent_hint_visible, tree_running_ids,
                                usage_text)
 from roost.tui.composer import Composer
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
 from roost.tui.looks import state_text
-from roost.tui.roost_screen import JobClosed, OpenJob, RoostScreen, plural, send_outcome
+from roost.tui.roost_screen import JobClosed, RoostScreen, plural, send_outcome
 from roost.tui.subagent_panel import SubagentPanel
 from roost.tui.transcript import Transcript
 
 #: What ``/subagents ARG`` does: the panel mode to enter, or "stop".
 SUBAGENT_COMMANDS = {"": "recent", "all": "all", "stop": "stop"}
+#: Actions on the panel's selected row (bound here, so what they open opens at once).
+PANEL_ACTIONS = frozenset({"open_subagent", "message_subagent", "stop_or_hide", "stop_subagents", "leave_panel"})
 
 
 class JobScreen(RoostScreen):
@@ -32,11 +35,14 @@ class JobScreen(RoostScreen):
 
     CSS_PATH = "job_screen.tcss"
     BINDINGS = [
+        Binding("enter", "open_subagent", "open"),
+        Binding("m", "message_subagent", "message"),
+        Binding("x", "stop_or_hide", "stop / hide"),
+        Binding("K", "stop_subagents", "stop all", key_display="K K"),
         Binding("escape", "leave_panel", "leave panel"),
         Binding("up", "leave_panel", "leave panel", show=False),
         Binding("escape", "back", "back"),
         Binding("down", "enter_panel", "subagents", show=False),
-        Binding("K", "stop_subagents", "stop all", key_display="K K"),
         Binding("pageup", "scroll(-1)", "scroll", show=False),
         Binding("pagedown", "scroll(1)", "scroll", show=False),
     ]
@@ -177,7 +183,7 @@ class JobScreen(RoostScreen):
     # -- keys ----------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         in_panel = self.focused is self.panel
-        if action in ("leave_panel", "stop_subagents"):
+        if action in PANEL_ACTIONS:
             return in_panel
         if action == "back":
             return not in_panel
@@ -185,14 +191,19 @@ class JobScreen(RoostScreen):
             return self.focused is self.composer
         return super().check_action(action, parameters)
 
-    def typing_target(self, event: events.Key) -> Input | None:
-        """Typing in the panel leaves it, and what was typed goes to the composer."""
+    def single_press_keys(self) -> frozenset[str]:
+        """In the panel, its letter keys act only alone: typed in a burst they are text."""
+        if self.focused is not self.panel:
+            return frozenset()
+        return PANEL_KEYS
+
+    def take_text(self, text: str) -> bool:
+        """Typing in the panel leaves it; the text goes to the composer, whole."""
         if self.focused is self.panel:
-            if event.character in SubagentPanel.KEYS:
-                return None
             self.action_leave_panel()
-            return self.composer
-        return super().typing_target(event)
+        self.composer.insert_text_at_cursor(" ".join(text.splitlines()))
+        self.composer.focus()
+        return True
 
     def action_enter_panel(self, mode: str = "recent") -> None:
         """Select the panel (``↓``, ``/subagents``, ``/subagents all``); it lists more in these modes."""
@@ -261,23 +272,31 @@ class JobScreen(RoostScreen):
         else:
             self.action_enter_panel(what)
 
-    @on(SubagentPanel.Open)
-    def _open(self, message: SubagentPanel.Open) -> None:
-        self.post_message(OpenJob(message.job_id))
+    # -- the panel's keys ------------------------------------------------------------------------------
+    def action_open_subagent(self) -> None:
+        line = self.panel.selected()
+        if line is not None:
+            self.app.push_screen(JobScreen(self.link, self.config, self.clock, line.row.id))
 
-    @on(SubagentPanel.WriteTo)
-    def _write(self, message: SubagentPanel.WriteTo) -> None:
-        row = self.link.rows.get(message.job_id)
-        if row is not None:
-            self.write_to(row)
+    def action_message_subagent(self) -> None:
+        line = self.panel.selected()
+        if line is not None:
+            self.write_to(line.row)
 
-    @on(SubagentPanel.Stop)
-    def _stop(self, message: SubagentPanel.Stop) -> None:
-        row = self.link.rows.get(message.job_id)
-        title = row.job.title if row else message.job_id
-        self.request("stop", {"job": message.job_id},
-                     lambda result: f"stopped {title}" if result["stopped"] else f"{title} was not running")
+    def action_stop_or_hide(self) -> None:
+        """``x``: a running row is stopped, a finished one leaves the panel at once."""
+        line = self.panel.selected()
+        if line is None:
+            return
+        row = line.row
+        if row.state in STOPPABLE_STATES:
+            self.request("stop", {"job": row.id},
+                         lambda result: f"stopped {row.job.title}" if result["stopped"] else f"{row.job.title} was not running")
+        else:
+            self.panel.hide(row.id)
+            self.status.say(f"hid {row.job.title}: /subagents all still lists it")
 
-    @on(SubagentPanel.Hidden)
-    def _hidden(self, message: SubagentPanel.Hidden) -> None:
-        self.status.say(f"hid {message.row.job.title}: /subagents all still lists it")
+
+#: The panel's letter keys, from the bindings: each acts only when pressed alone (docs/keys.md).
+PANEL_KEYS = frozenset(b.key for b in JobScreen.BINDINGS
+                       if isinstance(b, Binding) and len(b.key) == 1 and b.action in PANEL_ACTIONS)

@@ -1,8 +1,10 @@
 """The subagent panel: the open job's subagents as a tree, above the composer.
 
 Which rows it shows comes from ``roost.rules.views.panel_rows``; the panel keeps its own view
-state (mode, hidden rows, the row under the cursor, by job id) and says what a person asked for
-with messages. Keys that would take the focus elsewhere are the screen's (``SkipAction``).
+state (mode, hidden rows, the row under the cursor, by job id). The keys that act on the
+selected row (open, message, stop or hide) are the job screen's, which opens what they open at
+once, so keys typed behind them reach what opened; ``↑`` on the top row is the screen's too
+(``SkipAction``).
 """
 
 from __future__ import annotations
@@ -13,14 +15,13 @@ from rich.text import Text
 from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.geometry import Size
-from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from roost.models import STOPPABLE_STATES, Row
 from roost.rules.views import PanelRow, age_seconds, format_age, panel_rows, peek_line
-from roost.tui.job_message import JobMessage
 from roost.tui.looks import Palette, state_marks
+
 
 class SubagentPanel(Widget, can_focus=True):
     """The open job's subagents; the cursor row is the one keys act on."""
@@ -29,31 +30,10 @@ class SubagentPanel(Widget, can_focus=True):
     BINDINGS = [
         Binding("up", "cursor(-1)", "up", show=False),
         Binding("down", "cursor(1)", "move", key_display="↑↓"),
-        Binding("enter", "open", "open"),
-        Binding("m", "write", "message"),
-        Binding("x", "stop_or_hide", "stop / hide"),
     ]
-    #: Printable keys the panel (or its screen) acts on; any other printable key is typing.
-    KEYS = frozenset("mxK")
 
     mode: reactive[str] = reactive("normal")
     cursor: reactive[str | None] = reactive(None)
-
-    class Open(JobMessage):
-        """Open this subagent's own job screen."""
-
-    class WriteTo(JobMessage):
-        """Ask for a message for this subagent."""
-
-    class Stop(JobMessage):
-        """Stop this running subagent."""
-
-    class Hidden(Message):
-        """A finished row was hidden with ``x``."""
-
-        def __init__(self, row: Row) -> None:
-            super().__init__()
-            self.row = row
 
     def __init__(self, open_job: str, clock: Callable[[], float], lifetime: float, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -109,7 +89,7 @@ class SubagentPanel(Widget, can_focus=True):
 
     def max_rows(self) -> int:
         """How many rows fit: about a quarter of the screen, at least three."""
-        return max(3, self.screen.size.height // 4)
+        return max(3, self.app.size.height // 4)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return min(len(self.lines), self.max_rows())
@@ -166,24 +146,7 @@ class SubagentPanel(Widget, can_focus=True):
             raise SkipAction()  # ↑ at the top: the screen takes the focus back to the composer
         self.cursor = ids[min(index, len(ids) - 1)]
 
-    def action_open(self) -> None:
-        line = self.selected()
-        if line is not None:
-            self.post_message(self.Open(line.row.id))
-
-    def action_write(self) -> None:
-        line = self.selected()
-        if line is not None:
-            self.post_message(self.WriteTo(line.row.id))
-
-    def action_stop_or_hide(self) -> None:
-        """``x``: a running row is stopped, a finished one leaves the panel at once."""
-        line = self.selected()
-        if line is None:
-            return
-        if line.row.state in STOPPABLE_STATES:
-            self.post_message(self.Stop(line.row.id))
-        else:
-            self.hidden.add(line.row.id)
-            self.recompute()
-            self.post_message(self.Hidden(line.row))
+    def hide(self, job_id: str) -> None:
+        """``x`` on a finished row: it leaves the panel now, not when its lifetime runs out."""
+        self.hidden.add(job_id)
+        self.recompute()
