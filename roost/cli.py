@@ -179,7 +179,7 @@ def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, tit
 @click.argument("text")
 @pass_ctx
 def send(ctx: Ctx, job_id: str, text: str) -> None:
-    """Send TEXT to a job (resumes a done, idle or closed job)."""
+    """Send TEXT to a job (resumes a done, idle or closed job; restarts a stopped one)."""
     result = ctx.call("send", job=job_id, text=text)
     click.echo(f"{result['outcome']}: {job_id}")
 
@@ -235,6 +235,26 @@ def archive(ctx: Ctx, job_id: str) -> None:
 @cli.command()
 @click.argument("job_id")
 @pass_ctx
+def unarchive(ctx: Ctx, job_id: str) -> None:
+    """Bring back an archived job, with the jobs archived along with it."""
+    row = ctx.call("unarchive", job=job_id)
+    below = row.get("descendants") or 0
+    click.echo(f"unarchived {job_id}" + (f" and {below} below it" if below else ""))
+
+
+@cli.command()
+@click.argument("job_id")
+@click.argument("title")
+@pass_ctx
+def rename(ctx: Ctx, job_id: str, title: str) -> None:
+    """Give a job a new TITLE."""
+    ctx.call("rename", job=job_id, title=title)
+    click.echo(f"renamed {job_id}")
+
+
+@cli.command()
+@click.argument("job_id")
+@pass_ctx
 def detach(ctx: Ctx, job_id: str) -> None:
     """Make a child a root job: it keeps working and leaves its parent's tree."""
     ctx.call("detach", job=job_id)
@@ -259,7 +279,7 @@ def show(ctx: Ctx, job_id: str, as_json: bool) -> None:
 @cli.command("ls")
 @click.option("--json", "as_json", is_flag=True, help="Every job's full record, as one JSON array.")
 @click.option("--all", "everything", is_flag=True, help="Every job, not only live work and recent jobs.")
-@click.option("--archived", is_flag=True, help="Include archived jobs.")
+@click.option("--archived", is_flag=True, help="Only archived jobs (roost unarchive ID brings one back).")
 @pass_ctx
 def ls(ctx: Ctx, as_json: bool, everything: bool, archived: bool) -> None:
     """List live work and the newest jobs, children indented under their parent."""
@@ -271,14 +291,16 @@ def ls(ctx: Ctx, as_json: bool, everything: bool, archived: bool) -> None:
             return
         if everything:
             rows, left_out = cli_views.every_row(client, archived), 0
+        elif archived:
+            rows, left_out = cli_views.archived_rows(client)
         else:
-            rows, left_out = cli_views.recent_rows(client, archived)
+            rows, left_out = cli_views.recent_rows(client)
     if not rows:
-        click.echo("no jobs yet: try  roost spawn 'say hello'")
+        click.echo("nothing is archived" if archived else "no jobs yet: try  roost spawn 'say hello'")
     for line in cli_views.tree_lines(rows):
         click.echo(line)
     if left_out:
-        click.echo(f"… {left_out:,} more; roost ls --all")
+        click.echo(f"… {left_out:,} more; roost ls --all" + (" --archived" if archived else ""))
 
 
 @cli.command()

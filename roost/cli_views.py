@@ -21,6 +21,8 @@ STATE_MARKS = {"queued": "◌", "starting": "…", "working": "●", "waiting": 
 LIVE_STATES = ["queued", "starting", "working", "waiting", "blocked"]
 #: How many of the newest root jobs the human `ls` lists, and how many rows below each.
 RECENT_ROOTS = 50
+#: How many of the newest archived jobs `ls --archived` lists.
+RECENT_ARCHIVED = 200
 SUBTREE_ROWS = 100
 #: Rows a `list` page asks for (pages also stop at the daemon's byte bound).
 LIST_PAGE = 1000
@@ -43,31 +45,42 @@ def write_json_array(records: Iterable[dict[str, Any]], out: TextIO) -> int:
 
 
 def full_records(client: Client, archived: bool) -> Iterator[dict[str, Any]]:
-    """Every job's full record (what `show` gives), oldest first, one page in memory at a time."""
-    for row in client.rows(full=True, archived=archived or None, limit=LIST_PAGE):
+    """Every job's full record (what `show` gives), or every archived job's, oldest first, one page
+    in memory at a time."""
+    for row in client.rows(full=True, archived_only=archived or None, limit=LIST_PAGE):
         yield record_json(row)
 
 
-def recent_rows(client: Client, archived: bool) -> tuple[list[dict[str, Any]], int]:
+def recent_rows(client: Client) -> tuple[list[dict[str, Any]], int]:
     """What the human `ls` lists: the newest root jobs with the rows below them, and every job
     that still works or needs someone; returns (rows oldest first, how many jobs are left out)."""
-    flag = archived or None
-    newest = client.call("list", roots=True, newest_first=True, limit=RECENT_ROOTS, archived=flag)
+    newest = client.call("list", roots=True, newest_first=True, limit=RECENT_ROOTS)
     rows = {r["id"]: r for r in newest["rows"]}
-    for row in client.rows(states=LIVE_STATES, archived=flag, limit=LIST_PAGE):
+    for row in client.rows(states=LIVE_STATES, limit=LIST_PAGE):
         rows.setdefault(row["id"], row)
     for root in [r for r in rows.values() if r.get("descendants") and r["parent"] is None]:
-        below = client.call("list", under=root["id"], limit=SUBTREE_ROWS, archived=flag)
+        below = client.call("list", under=root["id"], limit=SUBTREE_ROWS)
         for row in below["rows"]:
             rows.setdefault(row["id"], row)
-    total = client.call("list", limit=1, archived=flag)["total"]
-    ordered = sorted(rows.values(), key=lambda r: (r["created_at"], r["id"]))
+    total = client.call("list", limit=1)["total"]
+    ordered = _oldest_first(rows.values())
     return ordered, max(total - len(ordered), 0)
 
 
+def archived_rows(client: Client) -> tuple[list[dict[str, Any]], int]:
+    """What `ls --archived` lists: the newest archived jobs (a tree archived together prints as
+    one); returns (rows oldest first, how many archived jobs are left out)."""
+    page = client.call("list", archived_only=True, newest_first=True, limit=RECENT_ARCHIVED)
+    return _oldest_first(page["rows"]), max(page["total"] - len(page["rows"]), 0)
+
+
+def _oldest_first(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: (r["created_at"], r["id"]))
+
+
 def every_row(client: Client, archived: bool) -> list[dict[str, Any]]:
-    """Every job's slim row (``ls --all``), oldest first."""
-    return list(client.rows(archived=archived or None, limit=LIST_PAGE))
+    """Every job's slim row (``ls --all``), or every archived job's, oldest first."""
+    return list(client.rows(archived_only=archived or None, limit=LIST_PAGE))
 
 
 def tree_lines(rows: list[dict[str, Any]]) -> list[str]:

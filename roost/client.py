@@ -39,9 +39,11 @@ class ClientError(Exception):
 
 
 def job_identity(environ: dict[str, str] | None = None) -> tuple[str | None, str | None]:
-    """The (job id, token) a worker's environment carries, or (None, None) for a person."""
+    """The (job id, token) a worker's environment carries, or (None, None) for a person. A job id
+    with no token (a hook's environment names its job) is a person too: only the token proves a job."""
     env = os.environ if environ is None else environ
-    return env.get("ROOST_JOB_ID") or None, env.get("ROOST_TOKEN") or None
+    job, token = env.get("ROOST_JOB_ID") or None, env.get("ROOST_TOKEN") or None
+    return (job, token) if job and token else (None, None)
 
 
 def _hello_args(client: str, job: str | None, token: str | None) -> dict[str, Any]:

@@ -28,12 +28,15 @@ from .paths import UnsafePath, check_private
 __all__ = [
     "AGENT_VIEW_SUBAGENTS",
     "DRIVER_KINDS",
+    "HOOK_EVENTS",
     "NOTIFY",
+    "NOTIFY_VIA",
     "PLACEHOLDERS",
     "Config",
     "ConfigError",
     "ConfigWatcher",
     "DriverProfile",
+    "HookSettings",
     "default_config_text",
     "load_config",
     "parse_config",
@@ -42,7 +45,11 @@ __all__ = [
 
 DRIVER_KINDS = ("builtin", "pi", "command")
 AGENT_VIEW_SUBAGENTS = ("hide", "inline")
-NOTIFY = ("bell", "none")
+#: What the app can notify about, and how (``notify``, ``notify_via``).
+NOTIFY = ("needs_input", "failed", "done")
+NOTIFY_VIA = ("bell", "osc9", "osc777")
+#: The ``[hooks]`` commands the daemon can run, one per event.
+HOOK_EVENTS = ("job_needs_input", "job_done", "job_failed")
 PROMPT_VIA = ("arg", "stdin")
 #: The placeholders a command driver's ``command`` / ``resume_args`` elements may hold.
 PLACEHOLDERS = ("prompt", "session", "cwd")
@@ -86,6 +93,24 @@ class DriverProfile:
         return {"name": self.name, "kind": self.kind, "lifetime": self.lifetime, "options": _thaw(self.options)}
 
 
+@dataclass(frozen=True)
+class HookSettings:
+    """The ``[hooks]`` table: a command per event (``None``: nothing runs), and their limits."""
+
+    job_needs_input: tuple[str, ...] | None = None
+    job_done: tuple[str, ...] | None = None
+    job_failed: tuple[str, ...] | None = None
+    timeout: float = 10.0
+    max_running: int = 4
+
+    def command(self, event: str) -> tuple[str, ...] | None:
+        """The command set for one of :data:`HOOK_EVENTS`."""
+        return getattr(self, event)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
+
+
 def _default_drivers() -> Mapping[str, DriverProfile]:
     return MappingProxyType({name: DriverProfile(name, name, None, _freeze(_defaults_for(name))) for name in RESERVED_DRIVERS})
 
@@ -105,8 +130,10 @@ class Config:
     max_depth: int = 4
     finished_row_lifetime: float = 30.0
     agent_view_subagents: str = "hide"
-    notify: str = "bell"
+    notify: tuple[str, ...] = ("needs_input",)
+    notify_via: tuple[str, ...] = ("bell",)
     theme: str = "textual-dark"
+    hooks: HookSettings = HookSettings()
     drivers: Mapping[str, DriverProfile] = field(default_factory=_default_drivers)
     source: Path | None = None
 
@@ -134,6 +161,10 @@ class Config:
             value = getattr(self, f.name)
             if f.name == "drivers":
                 value = {name: profile.to_dict() for name, profile in value.items()}
+            elif f.name == "hooks":
+                value = value.to_dict()
+            elif isinstance(value, tuple):
+                value = list(value)
             elif f.name == "source":
                 value = str(value) if value is not None else None
             out[f.name] = value
@@ -242,6 +273,28 @@ def _choice(values: tuple[str, ...]) -> Check:
     return check
 
 
+def _choices(values: tuple[str, ...], hints: Mapping[str, str]) -> Check:
+    """An array of distinct choices; ``hints`` says what a lone string of the old form means now."""
+    one = _choice(values)
+
+    def check(value: Any) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            hint = ""
+            if isinstance(value, str):
+                hint = hints.get(value) or (f'did you mean ["{value}"]?' if value in values else "")
+            raise _Bad(f"expected an array of {_quote_all(values)}, got {_describe(value)}" + (f" ({hint})" if hint else ""))
+        for i, item in enumerate(value):
+            try:
+                one(item)
+            except _Bad as bad:
+                raise _Bad(bad.message, f"[{i}]") from None
+            if item in value[:i]:
+                raise _Bad(f"'{item}' is listed twice", f"[{i}]")
+        return tuple(value)
+
+    return check
+
+
 def _string(*, nonempty: bool = False) -> Check:
     def check(value: Any) -> str:
         if not isinstance(value, str):
@@ -318,8 +371,16 @@ _TOP: dict[str, Check] = {
     "max_depth": _integer(1),
     "finished_row_lifetime": _seconds(),
     "agent_view_subagents": _choice(AGENT_VIEW_SUBAGENTS),
-    "notify": _choice(NOTIFY),
+    "notify": _choices(NOTIFY, {"none": "to notify nothing: notify = []",
+                                "bell": 'the bell is how: notify_via = ["bell"]'}),
+    "notify_via": _choices(NOTIFY_VIA, {}),
     "theme": _theme,
+}
+
+_HOOK_KEYS: dict[str, Check] = {
+    **{event: _string_list(nonempty=True) for event in HOOK_EVENTS},
+    "timeout": _seconds(positive=True),
+    "max_running": _integer(1),
 }
 
 _COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(LIFETIMES)}
@@ -345,7 +406,8 @@ _KIND_KEYS: dict[str, dict[str, tuple[Check, Any]]] = {
     },
 }
 
-assert {f.name for f in fields(Config)} == set(_TOP) | {"drivers", "source"}
+assert {f.name for f in fields(Config)} == set(_TOP) | {"drivers", "hooks", "source"}
+assert {f.name for f in fields(HookSettings)} == set(_HOOK_KEYS)
 
 
 def _defaults_for(kind: str) -> dict[str, Any]:
@@ -402,15 +464,29 @@ def parse_config(text: str, source: str | os.PathLike[str]) -> Config:
     for key, value in data.items():
         if key == "drivers":
             drivers.update(_parse_drivers(file, value, checked))
+        elif key == "hooks":
+            values["hooks"] = _parse_hooks(file, value, checked)
         elif key in _TOP:
             values[key] = checked(key, _TOP[key], value)
         else:
-            raise ConfigError(file, _key_part(key), _unknown_key(key, sorted([*_TOP, "drivers"])))
+            raise ConfigError(file, _key_part(key), _unknown_key(key, sorted([*_TOP, "drivers", "hooks"])))
 
     default_driver = values.get("default_driver", Config.default_driver)
     if default_driver not in drivers:
         raise ConfigError(file, "default_driver", _unknown_driver(default_driver, drivers))
     return Config(**values, drivers=MappingProxyType(drivers), source=Path(file))
+
+
+def _parse_hooks(file: str, raw: Any, checked: Callable[[str, Check, Any], Any]) -> HookSettings:
+    if not isinstance(raw, dict):
+        raise ConfigError(file, "hooks", f"expected a table ([hooks]), got {_describe(raw)}")
+    values = {}
+    for key, value in raw.items():
+        dotted = f"hooks.{_key_part(key)}"
+        if key not in _HOOK_KEYS:
+            raise ConfigError(file, dotted, _unknown_key(key, list(_HOOK_KEYS), " in [hooks]"))
+        values[key] = checked(dotted, _HOOK_KEYS[key], value)
+    return HookSettings(**values)
 
 
 def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any]) -> dict[str, DriverProfile]:

@@ -67,6 +67,8 @@ class Job:
     archived_at: float | None = None
     last_text: str = ""
     depth: int = 0
+    #: Why it is failed or stopped ("" in any other state): what its rows show.
+    reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data (state as its string). Copies the dict fields
@@ -141,6 +143,7 @@ class Row:
             for name in _FULL_ONLY:
                 del data[name]
             data["last_text"] = peek_text(data["last_text"])
+            data["reason"] = peek_text(data["reason"])
         data.update(
             parent_open=self.parent_open,
             attached=self.attached,

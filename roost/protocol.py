@@ -60,6 +60,8 @@ class ErrorCode:
     DEPTH = "depth_limit"
     DRIVER = "driver"
     INTERNAL = "internal"
+    #: The store could not be written (the state directory is full): nothing of the request was kept.
+    STORE = "store"
 
 
 class ProtocolError(Exception):
@@ -128,7 +130,7 @@ OPS: dict[str, dict[str, Arg]] = {
     "show": _JOB,
     "list": {"limit": Arg((int,), bounds=(1, 1000)), "cursor": _OPT_STR, "roots": _BOOL,
              "states": Arg((list,), items=str), "under": _OPT_STR, "archived": _BOOL, "full": _BOOL,
-             "newest_first": _BOOL},
+             "newest_first": _BOOL, "archived_only": _BOOL},
     "children": {"job": _OPT_STR},
     "report": {"status": _NEED_STR, "text": _STR},
     "logs": {"job": _NEED_STR, "limit": Arg((int,), bounds=(1, 2000)), "before": _SEQ, "after": _SEQ},
@@ -139,6 +141,8 @@ OPS: dict[str, dict[str, Arg]] = {
     "release": _JOB,
     "archive": _JOB,
     "detach": _JOB,
+    "rename": {"job": _NEED_STR, "title": _NEED_STR},
+    "unarchive": _JOB,
     "label": {"job": _NEED_STR, "key": _NEED_STR, "value": Arg((str, type(None)), required=True)},
     "status": {},
     "acknowledge": {},

@@ -78,9 +78,9 @@ def test_errors_go_to_stderr_with_a_non_zero_exit(run):
     job = run("spawn", "work 30").stdout.strip()
     wait_json_state(run, job, "working")
     assert "stopped 1 job" in run("stop", job).stdout
-    proc = run("send", job, "say again", check=False)
-    assert proc.returncode == 2 and "stopped" in proc.stderr
     assert "already stopped" in run("stop", job).stdout
+    proc = run("close", "zzzz", check=False)
+    assert proc.returncode == 2 and "no job with id 'zzzz'" in proc.stderr
 
 
 def test_send_resumes_and_logs_show_the_transcript(run):

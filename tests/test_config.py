@@ -14,6 +14,7 @@ from roost.config import (
     ConfigError,
     ConfigWatcher,
     DriverProfile,
+    HookSettings,
     default_config_text,
     load_config,
     parse_config,
@@ -26,6 +27,7 @@ DOCS = REPO / "docs" / "config.md"
 CONFIG_FIELDS = [f.name for f in dataclasses.fields(Config) if f.name != "source"]
 PI_KEYS = ["command", "provider", "model", "agent_dir", "args", "env", "load_project_extensions", "retry"]
 COMMAND_KEYS = ["command", "resume_args", "prompt_via", "env"]
+HOOK_KEYS = [f.name for f in dataclasses.fields(HookSettings)]
 
 
 def refused(text: str, source: str = "roost.toml") -> ConfigError:
@@ -42,7 +44,9 @@ def test_defaults():
     assert (c.default_driver, c.idle_timeout, c.subagent_auto_close, c.subagent_auto_close_delay) == ("builtin", 1800.0, True, 3.0)
     assert (c.report_hold_max, c.report_text_max, c.wake_reaped_parent) == (120.0, 4000, False)
     assert (c.max_running_jobs, c.max_depth, c.finished_row_lifetime) == (8, 4, 30.0)
-    assert (c.agent_view_subagents, c.notify, c.theme, c.source) == ("hide", "bell", "textual-dark", None)
+    assert (c.agent_view_subagents, c.notify, c.notify_via, c.theme, c.source) == (
+        "hide", ("needs_input",), ("bell",), "textual-dark", None)
+    assert c.hooks == HookSettings(None, None, None, 10.0, 4)
     assert sorted(c.drivers) == ["builtin", "pi"]
     assert c.driver("builtin") == DriverProfile("builtin", "builtin", None, {})
     pi = c.driver("pi")
@@ -69,8 +73,9 @@ def test_values_are_read(tmp_path):
     path.write_text(
         'default_driver = "pi"\nidle_timeout = 90\nsubagent_auto_close = false\n'
         'subagent_auto_close_delay = 0.5\nmax_running_jobs = 0\nmax_depth = 1\n'
-        'agent_view_subagents = "inline"\nnotify = "none"\ntheme = "textual-light"\n'
+        'agent_view_subagents = "inline"\nnotify = []\nnotify_via = ["osc9", "bell"]\ntheme = "textual-light"\n'
         '[drivers.pi]\nmodel = "m"\nargs = ["--x"]\nenv = { A = "1" }\nlifetime = "session"\n'
+        '[hooks]\njob_done = ["notify-send", "done"]\ntimeout = 2.5\nmax_running = 1\n'
     )
     c = load_config(path)
     assert c.source == path
@@ -78,7 +83,9 @@ def test_values_are_read(tmp_path):
     assert c.idle_timeout == 90.0 and isinstance(c.idle_timeout, float)
     assert c.subagent_auto_close is False and c.subagent_auto_close_delay == 0.5
     assert (c.max_running_jobs, c.max_depth) == (0, 1)
-    assert (c.agent_view_subagents, c.notify, c.theme) == ("inline", "none", "textual-light")
+    assert (c.agent_view_subagents, c.notify, c.notify_via, c.theme) == ("inline", (), ("osc9", "bell"), "textual-light")
+    assert c.hooks == HookSettings(job_done=("notify-send", "done"), timeout=2.5, max_running=1)
+    assert c.to_dict()["hooks"]["job_done"] == ["notify-send", "done"] and c.to_dict()["notify_via"] == ["osc9", "bell"]
     pi = c.driver("pi")
     assert pi.lifetime == "session"
     assert pi.options["model"] == "m" and pi.options["args"] == ("--x",) and dict(pi.options["env"]) == {"A": "1"}
@@ -112,7 +119,17 @@ BAD_VALUES = [
     ("max_depth = 0", "max_depth", "expected an integer >= 1, got integer 0"),
     ("report_text_max = false", "report_text_max", "expected an integer >= 0, got boolean false"),
     ('agent_view_subagents = "inlne"', "agent_view_subagents", "expected one of 'hide', 'inline', got string 'inlne' (did you mean 'inline'?)"),
-    ('notify = "sound"', "notify", "expected one of 'bell', 'none', got string 'sound'"),
+    ('notify = "none"', "notify", "expected an array of 'needs_input', 'failed', 'done', got string 'none' (to notify nothing: notify = [])"),
+    ('notify = "failed"', "notify", "expected an array of 'needs_input', 'failed', 'done', got string 'failed' (did you mean [\"failed\"]?)"),
+    ('notify = ["faild"]', "notify[0]", "expected one of 'needs_input', 'failed', 'done', got string 'faild' (did you mean 'failed'?)"),
+    ('notify = ["done", "done"]', "notify[1]", "'done' is listed twice"),
+    ('notify_via = ["osc99"]', "notify_via[0]", "expected one of 'bell', 'osc9', 'osc777', got string 'osc99'"),
+    ('notify_via = "bell"', "notify_via", "expected an array of 'bell', 'osc9', 'osc777', got string 'bell' (did you mean [\"bell\"]?)"),
+    ("hooks = 1", "hooks", "expected a table ([hooks]), got integer 1"),
+    ('[hooks]\njob_done = "notify-send done"', "hooks.job_done", "expected an array of strings, got string 'notify-send done'"),
+    ("[hooks]\njob_failed = []", "hooks.job_failed", "expected a non-empty array of strings, got an empty array"),
+    ("[hooks]\ntimeout = 0", "hooks.timeout", "expected a number of seconds > 0, got integer 0"),
+    ("[hooks]\nmax_running = 0", "hooks.max_running", "expected an integer >= 1, got integer 0"),
     ("theme = 3", "theme", "expected a Textual theme name, got integer 3"),
     ("default_driver = 1", "default_driver", "expected a string, got integer 1"),
     ("drivers = 1", "drivers", "expected a table of drivers ([drivers.NAME] tables), got integer 1"),
@@ -162,6 +179,12 @@ def test_unknown_top_level_key_without_close_match_lists_the_keys():
     err = refused("colour = 1")
     assert err.key == "colour"
     assert "known keys:" in err.message and "idle_timeout" in err.message and "drivers" in err.message
+
+
+def test_unknown_key_in_hooks_suggests():
+    err = refused('[hooks]\njob_fail = ["x"]', "f.toml")
+    assert str(err) == "f.toml: key 'hooks.job_fail': unknown key in [hooks] (did you mean 'job_failed'?)"
+    assert "known keys: job_needs_input, job_done, job_failed, timeout, max_running" in refused("[hooks]\nx = 1").message
 
 
 def test_unknown_key_inside_drivers_pi_suggests():
@@ -303,7 +326,7 @@ def test_repo_config_file_is_the_shipped_one():
 
 def _uncommented(text: str) -> str:
     """The file with every commented-out setting and table header switched on."""
-    setting = re.compile(r"^# ((?:[a-z_]+ = .+)|(?:\[drivers\.[a-z_-]+\]))$")
+    setting = re.compile(r"^# ((?:[a-z_]+ = .+)|(?:\[drivers\.[a-z_-]+\])|(?:\[hooks\]))$")
     return "\n".join(setting.sub(r"\1", line) for line in text.splitlines()) + "\n"
 
 
@@ -319,12 +342,14 @@ def test_documented_values_are_the_defaults():
     assert claude.options["command"] == ("claude", "-p", "{prompt}")
     assert claude.options["resume_args"] == ("--resume", "{session}")
     assert c.driver("pi-opus").kind == "pi"
+    assert c.hooks == Config().hooks
 
 
 @pytest.mark.parametrize("doc", [PACKAGE_FILE, DOCS], ids=["roost.toml", "config.md"])
 def test_every_key_is_documented(doc):
     text = doc.read_text(encoding="utf-8")
-    missing = [k for k in [*CONFIG_FIELDS, "kind", "lifetime", *PI_KEYS, *COMMAND_KEYS] if not re.search(rf"\b{k}\b", text)]
+    missing = [k for k in [*CONFIG_FIELDS, "kind", "lifetime", *PI_KEYS, *COMMAND_KEYS, *HOOK_KEYS]
+               if not re.search(rf"\b{k}\b", text)]
     assert missing == []
     for placeholder in ("{prompt}", "{session}", "{cwd}"):
         assert placeholder in text
@@ -334,13 +359,22 @@ def test_docs_give_each_default():
     docs = DOCS.read_text(encoding="utf-8")
     c = Config()
     for name in CONFIG_FIELDS:
-        if name == "drivers":
+        if name in ("drivers", "hooks"):
             continue
-        value = getattr(c, name)
-        shown = {True: "true", False: "false"}.get(value) if isinstance(value, bool) else None
-        if shown is None:
-            shown = f'"{value}"' if isinstance(value, str) else f"{value:g}"
-        assert re.search(rf"\| `{name}` \|[^\n]*\| `{re.escape(shown)}` \|", docs), name
+        assert re.search(rf"\| `{name}` \|[^\n]*\| `{re.escape(_shown(getattr(c, name)))}` \|", docs), name
+    for name in ("timeout", "max_running"):
+        assert re.search(rf"\| `{name}` \|[^\n]*\| `{_shown(getattr(c.hooks, name))}` \|", docs), name
+
+
+def _shown(value: object) -> str:
+    """A default as the docs write it in TOML."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, tuple):
+        return "[" + ", ".join(f'"{v}"' for v in value) + "]"
+    return f"{value:g}"
 
 
 # --- re-reading on change ---------------------------------------------------------------------
@@ -384,8 +418,8 @@ def test_watcher_sees_a_file_appear_and_go(tmp_path):
     path = tmp_path / "roost.toml"
     watcher = ConfigWatcher(path)
     assert watcher.config == Config()
-    _write(path, "notify = \"none\"\n")
-    assert watcher.poll() is True and watcher.config.notify == "none"
+    _write(path, "notify = []\n")
+    assert watcher.poll() is True and watcher.config.notify == ()
     path.unlink()
     assert watcher.poll() is True and watcher.config == Config()
 

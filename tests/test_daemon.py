@@ -67,16 +67,21 @@ def test_working_then_stopped_and_stop_is_idempotent(daemon):
     assert daemon.show(job)["state"] == "stopped"
 
 
-def test_a_message_to_a_stopped_job_is_refused(daemon):
-    job = daemon.spawn("work 30")
+def test_an_agents_message_to_a_stopped_job_is_refused_and_a_persons_restarts_it(daemon):
+    lead = daemon.spawn("say lead")
+    daemon.wait_state(lead, "idle")
+    job = daemon.spawn("work 30", parent=lead)
     daemon.wait_state(job, "working")
     daemon.call("stop", job=job)
     daemon.wait_state(job, "stopped")
-    with pytest.raises(ClientError) as info:
-        daemon.call("send", job=job, text="say again")
-    assert info.value.code == "stopped"
-    assert "stopped" in info.value.message
+    token = dict(item.split("=", 1) for item in open(f"/proc/{daemon.show(lead)['pid']}/environ", "rb").read()
+                 .decode().split("\0") if "=" in item)["ROOST_TOKEN"]
+    with daemon.client(job=lead, token=token) as agent, pytest.raises(ClientError) as info:
+        agent.call("send", job=job, text="say again")
+    assert info.value.code == "stopped" and "stopped" in info.value.message
     assert daemon.show(job)["state"] == "stopped"
+    assert daemon.call("send", job=job, text="say again")["outcome"] == "restarted"
+    assert daemon.wait_state(job, "idle")["last_text"] == "again"
 
 
 def test_starting_while_the_running_cap_is_full(daemon_factory):

@@ -169,3 +169,58 @@ async def test_an_idle_daemon_arms_no_timer_for_jobs_without_a_worker(rig: Rig) 
     await rig.advance(100)
     assert job not in rig.sup.engine.slots
     assert rig.sup.engine.next_deadline(job) is None
+
+
+async def test_a_failed_or_stopped_row_says_why_and_other_states_say_nothing(rig: Rig) -> None:
+    job = await rig.spawn()
+    rig.worker(job).end_turn(outcome="failed")
+    await rig.settle()
+    assert rig.state(job) == "failed" and rig.job(job).reason == "the turn failed"
+    assert rig.sup.index.row(job)["reason"] == "the turn failed"
+    await rig.sup.send(job, "again", None)
+    await rig.settle()
+    assert rig.state(job) == "working" and rig.job(job).reason == ""
+    await rig.sup.stop(job, False, None)
+    assert rig.job(job).reason == "stopped by a person"
+
+
+async def test_a_persons_message_restarts_a_stopped_job_and_an_agents_is_refused(rig: Rig) -> None:
+    from roost.protocol import ProtocolError
+
+    lead = await rig.spawn("lead")
+    job = await rig.spawn("sub", caller=lead)
+    await rig.sup.stop(job, False, None)
+    await rig.settle()
+    with pytest.raises(ProtocolError) as info:
+        await rig.sup.send(job, "from the lead", lead)
+    assert info.value.code == "stopped"
+    result = await rig.sup.send(job, "go on", None)
+    await rig.settle()
+    assert result["outcome"] == "restarted"
+    assert rig.state(job) == "working" and rig.worker(job).prompts[-1][1] == "go on"
+
+
+async def test_rename_and_unarchive_bring_back_the_subtree_archived_with_it(rig: Rig) -> None:
+    root = await rig.spawn("root")
+    kid = await rig.spawn("kid", caller=root)
+    grandkid = await rig.spawn("grandkid", caller=kid)
+    await rig.sup.rename(kid, "  the   kid ", None)
+    assert rig.job(kid).title == "the kid"
+    await rig.sup.archive(kid, None)
+    await rig.settle()
+    assert rig.sup.index.counts(root) == (0, 0)
+    assert {r["id"] for r in rig.sup.list_page(archived_only=True)["rows"]} == {kid, grandkid}
+    await rig.sup.unarchive(kid, None)
+    assert rig.job(kid).archived_at is None and rig.job(grandkid).archived_at is None
+    assert rig.job(kid).parent == root and rig.sup.index.counts(root)[0] == 2
+    assert rig.state(kid) == "stopped", "archived while it worked: it stays stopped"
+    assert rig.sup.list_page(archived_only=True)["rows"] == []
+
+
+async def test_unarchiving_a_child_of_an_archived_parent_makes_it_a_root(rig: Rig) -> None:
+    root = await rig.spawn("root")
+    kid = await rig.spawn("kid", caller=root)
+    await rig.sup.archive(root, None)
+    await rig.settle()
+    await rig.sup.unarchive(kid, None)
+    assert rig.job(kid).parent is None and rig.job(kid).depth == 0 and rig.job(root).archived_at is not None

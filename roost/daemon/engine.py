@@ -17,16 +17,17 @@ import asyncio
 import collections
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
+import sqlite3
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Protocol
 
 from roost.config import Config
 from roost.daemon.index import JobIndex
-from roost.daemon.messages import Due, Message, Start, WorkerMessage
-from roost.daemon.slot import Phase, Slot
-from roost.daemon.store import Store
+from roost.daemon.messages import Due, Message, Resync, Start, WorkerMessage
+from roost.daemon.slot import Phase, Slot, Turn
+from roost.daemon.store import Store, describe_failure
 from roost.daemon.workers import WorkerFactory
 from roost.models import TURN_STATES, Job, State
-from roost.protocol import ENTRY_MAX, ProtocolError
+from roost.protocol import ENTRY_MAX, ErrorCode, ProtocolError
 from roost.rules.lifecycle import WorkerFacts, next_due
 
 if TYPE_CHECKING:
@@ -36,13 +37,27 @@ log = logging.getLogger("roost.daemon")
 
 #: How many effects of one tree operation (aborts, closes) run at once.
 FAN_OUT = 32
+#: The most messages one transaction applies before the loop serves others again.
+BATCH = 512
+#: How soon, and at most how long apart, a change the store refused is tried again.
+RETRY_FIRST = 0.5
+RETRY_MAX = 30.0
+#: States whose rows say why (a failure's reason, who stopped it).
+REASONED = frozenset({State.FAILED, State.STOPPED})
+
+
+class StateListener(Protocol):
+    """Told of every committed state change (the daemon's hooks)."""
+
+    def job_changed(self, row: dict[str, Any], old: str, new: str) -> None: ...
 
 
 class Engine:
     """The state every handler works on, and the machinery that orders them."""
 
     def __init__(self, store: Store, index: JobIndex, publisher: "Publisher", config: Callable[[], Config],
-                 make_worker: WorkerFactory, clock: Callable[[], float], monotonic: Callable[[], float]) -> None:
+                 make_worker: WorkerFactory, clock: Callable[[], float], monotonic: Callable[[], float],
+                 hooks: StateListener | None = None) -> None:
         self.store = store
         self.index = index
         self.publisher = publisher
@@ -50,6 +65,7 @@ class Engine:
         self.make_worker = make_worker
         self.clock = clock
         self.monotonic = monotonic
+        self.hooks = hooks
         self.slots: dict[str, Slot] = {}
         #: Messages waiting in each job's inbox (kept here so no timer or rule runs SQL).
         self.inbox: collections.Counter[str] = collections.Counter()
@@ -62,9 +78,19 @@ class Engine:
         self._mailboxes: dict[str, collections.deque[Message]] = {}
         self._ready: collections.deque[str] = collections.deque()
         self._draining = False
+        self._scheduled = False
+        #: Answers waiting for the commit of the batch that decided them.
+        self._held: list[tuple[asyncio.Future[Any], bool, Any]] = []
+        #: The batch being applied (each message with its job), and how much of it is committed.
+        self._done: list[tuple[Job | None, Message]] = []
+        self._committed = 0
         self._due: dict[str, float] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Jobs whose last change could not be committed, with why.
+        self.unsaved: dict[str, str] = {}
+        self._retry: asyncio.TimerHandle | None = None
+        self._retry_delay = RETRY_FIRST
 
     @property
     def config(self) -> Config:
@@ -78,34 +104,130 @@ class Engine:
             box = self._mailboxes[job_id] = collections.deque()
             self._ready.append(job_id)
         box.append(message)
-        if not self._draining:
-            self._drain()
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._draining and not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._drain)
 
     def _drain(self) -> None:
-        from roost.daemon.transitions import HANDLERS
-
+        """Apply what the mailboxes hold, up to BATCH messages in one transaction (each in a
+        savepoint of its own, so one that fails undoes only itself), then release the answers:
+        a sender hears of a change only once it is committed."""
+        self._scheduled = False
         self._draining = True
+        self._done = []
+        self._committed = 0
         try:
-            while self._ready:
-                job_id = self._ready.popleft()
-                box = self._mailboxes.pop(job_id, None)
-                job = self.index.get(job_id)
-                while box:
-                    message = box.popleft()
-                    if job is None:
-                        message.refuse_unknown(job_id)
-                        continue
-                    try:
-                        HANDLERS[type(message)](self, job, message)
-                    except ProtocolError as exc:  # a refusal, for the sender
-                        message.fail(exc)
-                    except Exception as exc:  # a handler bug must not take the daemon down
-                        log.exception("job %s: %s failed", job_id, type(message).__name__)
-                        message.fail(exc)
-                if job is not None:
-                    self._arm(job)
+            with self.store.transaction():
+                while self._ready and len(self._done) < BATCH:
+                    job_id = self._ready.popleft()
+                    box = self._mailboxes.pop(job_id, None)
+                    job = self.index.get(job_id)
+                    while box:
+                        message = box.popleft()
+                        self._done.append((job, message))
+                        if job is None:
+                            message.refuse_unknown(job_id)
+                        else:
+                            self._apply(job, message)
+                    if job is not None:
+                        self._arm(job)
+        except (sqlite3.Error, OSError) as exc:  # the commit failed: nothing since the last one was kept
+            self._lose(self._done[self._committed:], exc)
         finally:
             self._draining = False
+        self._release([m for _, m in self._done])
+        self._done = []
+        if self._ready:
+            self._schedule()
+
+    def commit_now(self) -> None:
+        """Commit what the batch wrote so far, so that an effect that follows (a prompt handed to
+        a worker) is never ahead of the store. Raises the store's error when the commit fails:
+        then every message of the batch since the last commit is answered with it, and its job
+        saved again once the store takes writes."""
+        if not self._draining:
+            return
+        try:
+            self.store.commit_point()
+        except (sqlite3.Error, OSError) as exc:
+            self._lose(self._done[self._committed:], exc)
+            self._committed = len(self._done)
+            raise
+        self._committed = len(self._done)
+        self._release([m for _, m in self._done[:self._committed]])
+
+    def _lose(self, lost: list[tuple[Job | None, Message]], exc: BaseException) -> None:
+        refusal = ProtocolError(ErrorCode.STORE, describe_failure(exc, self.store.path))
+        for job, message in lost:
+            message.outcome = (False, refusal)
+            if job is not None:
+                self._unsaved(job, exc, None)
+        self._held = [(fut, False, refusal) for fut, _, _ in self._held]
+
+    def _apply(self, job: Job, message: Message) -> None:
+        from roost.daemon.transitions import HANDLERS
+
+        try:
+            with self.store.savepoint():
+                HANDLERS[type(message)](self, job, message)
+        except ProtocolError as exc:  # a refusal, for the sender
+            message.fail(exc)
+        except (sqlite3.Error, OSError) as exc:  # the store took no writes (a full disk)
+            self._unsaved(job, exc, message)
+        except Exception as exc:  # a handler bug must not take the daemon down
+            log.exception("job %s: %s failed", job.id, type(message).__name__)
+            message.fail(exc)
+
+    # -- answers, released after the commit -----------------------------------------------------------
+    def settle(self, fut: asyncio.Future[Any] | None, value: Any = None, error: BaseException | None = None) -> None:
+        """Answer a waiting sender (a resume, a close, a prompt's fate) once this change is committed."""
+        if fut is not None:
+            self._held.append((fut, error is None, value if error is None else error))
+            if not self._draining:
+                self._release([])
+
+    def answer_turn(self, turn: Turn, value: dict[str, Any]) -> None:
+        """Tell the sender of a turn's message (once) what became of it."""
+        self.settle(turn.reply, value)
+        turn.reply = None
+
+    def _release(self, done: list[Message]) -> None:
+        held, self._held = self._held, []
+        answers = [(m.reply, *m.outcome) for m in done if m.reply is not None and m.outcome is not None]
+        for fut, ok, value in [*answers, *held]:
+            if fut is not None and not fut.done():
+                if ok:
+                    fut.set_result(value)
+                else:
+                    fut.set_exception(value)
+
+    # -- a store that takes no writes ------------------------------------------------------------------
+    def _unsaved(self, job: Job, exc: BaseException, message: Message | None) -> None:
+        """A change could not be committed: the sender hears why, and the job is saved again
+        (``Resync``) once the store takes writes, so no record stays claiming what is not true."""
+        reason = describe_failure(exc, self.store.path)
+        if self.unsaved.get(job.id) != reason:
+            log.error("job %s: a change was not saved: %s", job.id, reason)
+        if message is not None:
+            message.fail(ProtocolError(ErrorCode.STORE, reason))
+        self.unsaved[job.id] = reason
+        if self._retry is None:
+            self._retry = asyncio.get_running_loop().call_later(self._retry_delay, self.retry_unsaved)
+
+    def retry_unsaved(self) -> None:
+        """Try again to save the jobs whose change the store refused (the retry timer calls it)."""
+        self._retry = None
+        for job_id, reason in list(self.unsaved.items()):
+            self.post(job_id, Resync(reason))
+        if self.unsaved:  # still failing: wait longer before the next try
+            self._retry_delay = min(self._retry_delay * 2, RETRY_MAX)
+            if self._retry is None:
+                self._retry = asyncio.get_running_loop().call_later(self._retry_delay, self.retry_unsaved)
+        else:
+            self._retry_delay = RETRY_FIRST
 
     # -- effects ------------------------------------------------------------------------------------
     def spawn_task(self, coro: Coroutine[Any, Any, Any], bounded: bool = False) -> None:
@@ -128,6 +250,8 @@ class Engine:
             task.cancel()
         for timer in self._timers.values():
             timer.cancel()
+        if self._retry is not None:
+            self._retry.cancel()
         self._timers.clear()
 
     # -- writing records (one transaction per message; pushes go out after the commit) --------------
@@ -151,10 +275,18 @@ class Engine:
         self.store.after_commit(lambda: self.publisher.rows_changed(ids))
 
     def set_state(self, job: Job, state: State, **data: Any) -> None:
-        if job.state != state:
-            job.state = state
-            job.state_since = self.clock()
-            self.timeline(job, "state", state=state.value, **data)
+        """Change a job's state, with a timeline entry; the hooks hear of it once it is committed."""
+        if job.state == state:
+            return
+        old = job.state
+        job.state = state
+        job.state_since = self.clock()
+        job.reason = str(data.get("reason") or f"by {data.get('by', 'its owner')}") if state in REASONED else ""
+        self.timeline(job, "state", state=state.value, **data)
+        if self.hooks is not None:
+            hooks = self.hooks
+            self.store.after_commit(lambda: hooks.job_changed(self.index.row(job.id, full=True), old.value,
+                                                              state.value))
 
     def kids_changed(self, job: Job) -> None:
         """Whether the job's worker is up or it is open changed: its children's ``parent_open``

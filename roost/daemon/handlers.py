@@ -148,6 +148,16 @@ def detach(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.detach(req.args["job"], req.caller)
 
 
+@handles("rename")
+def rename(ctx: Context, req: Request) -> Any:
+    return ctx.supervisor.rename(req.args["job"], req.args["title"], req.caller)
+
+
+@handles("unarchive")
+def unarchive(ctx: Context, req: Request) -> Any:
+    return ctx.supervisor.unarchive(req.args["job"], req.caller)
+
+
 @handles("attach")
 def attach(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.attach(req.args["job"], req.conn.conn_id, bool(req.args.get("resume")))

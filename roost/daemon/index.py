@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from roost.models import ACTIVE_STATES, Job, Row
+from roost.models import ACTIVE_STATES, PEEK_MAX, Job, Row
 from roost.protocol import PAGE_BYTES, ErrorCode, ProtocolError
 
 #: How much a row costs on the wire beyond its texts (keys, numbers, punctuation), a safe estimate.
@@ -217,7 +217,7 @@ class JobIndex:
 
     def page(self, limit: int = 500, cursor: str | None = None, roots: bool = False,
              states: list[str] | None = None, under: str | None = None, archived: bool = False,
-             full: bool = False, newest_first: bool = False) -> dict[str, Any]:
+             full: bool = False, newest_first: bool = False, archived_only: bool = False) -> dict[str, Any]:
         """One page of ``list``: rows in creation order after ``cursor``, filtered, at most
         ``limit`` of them and about PAGE_BYTES of text; ``next`` is null on the last page."""
         if under is not None:
@@ -226,7 +226,9 @@ class JobIndex:
         below = {j.id for j in self.descendants(under, archived=True)} if under is not None else None
 
         def match(job: Job) -> bool:
-            return ((archived or job.archived_at is None) and (not roots or job.parent is None)
+            if archived_only and job.archived_at is None:
+                return False
+            return ((archived or archived_only or job.archived_at is None) and (not roots or job.parent is None)
                     and (wanted is None or job.state.value in wanted) and (below is None or job.id in below))
 
         rows: list[dict[str, Any]] = []
@@ -296,7 +298,8 @@ def _row_size(job: Job, full: bool) -> int:
     """About how many bytes a row takes on the wire (texts in UTF-8, the rest estimated)."""
     size = _ROW_OVERHEAD + len(job.title.encode()) + len(job.cwd.encode()) + 64 * len(job.labels)
     if full:
-        size += len(job.last_text.encode()) + len(repr(job.driver_opts)) + len(repr(job.usage))
+        size += (len(job.last_text.encode()) + len(job.reason.encode()) + len(repr(job.driver_opts))
+                 + len(repr(job.usage)))
     else:
-        size += 4 * 200 + len(repr(job.usage))
+        size += 2 * (min(len(job.last_text), PEEK_MAX) + min(len(job.reason), PEEK_MAX)) + len(repr(job.usage))
     return size

@@ -1,8 +1,9 @@
 """The messages a job's mailbox takes: commands from clients and the daemon's rules, and what
 its worker did. Each is applied by one handler in ``roost.daemon.transitions``.
 
-A message may carry ``reply``, a future its sender awaits; the handler answers it at once or
-keeps it until the outcome is known (a resume answers when the worker is ready)."""
+A message may carry ``reply``, a future its sender awaits; the handler answers it (``answer``,
+``fail``) or keeps it until the outcome is known (a resume answers when the worker is ready).
+Either way the engine releases an answer only once the changes it reports are committed."""
 
 from __future__ import annotations
 
@@ -17,16 +18,16 @@ from roost.protocol import ErrorCode, ProtocolError
 @dataclass
 class Message:
     reply: asyncio.Future[Any] | None = field(default=None, kw_only=True)
+    #: What the handler answered: (True, value) or (False, error); None while it keeps the reply.
+    outcome: tuple[bool, Any] | None = field(default=None, kw_only=True, repr=False)
 
     def answer(self, value: Any) -> None:
-        if self.reply is not None and not self.reply.done():
-            self.reply.set_result(value)
+        self.outcome = (True, value)
 
     def fail(self, exc: BaseException) -> None:
-        if self.reply is not None and not self.reply.done():
-            if not isinstance(exc, ProtocolError):
-                exc = ProtocolError(ErrorCode.INTERNAL, f"internal error: {exc}")
-            self.reply.set_exception(exc)
+        if not isinstance(exc, ProtocolError):
+            exc = ProtocolError(ErrorCode.INTERNAL, f"internal error: {exc}")
+        self.outcome = (False, exc)
 
     def refuse_unknown(self, job_id: str) -> None:
         self.fail(ProtocolError(ErrorCode.UNKNOWN_JOB, f"no job with id {job_id!r}"))
@@ -84,6 +85,17 @@ class Detach(Message):
 
 
 @dataclass
+class Rename(Message):
+    title: str
+
+
+@dataclass
+class Unarchive(Message):
+    #: Make it a root: its parent stays archived.
+    detach: bool
+
+
+@dataclass
 class Resume(Message):
     """Start the worker again if it is closed (opening a job, or a wake for reports)."""
 
@@ -91,6 +103,14 @@ class Resume(Message):
 @dataclass
 class Reports(Message):
     """Children's reports wait in this job's outbox: deliver, hold, steer, wake or drop them."""
+
+
+@dataclass
+class Resync(Message):
+    """A change to this job could not be committed: save its record again now that the store
+    may take writes, and catch up on what the failed change left undone."""
+
+    reason: str
 
 
 @dataclass

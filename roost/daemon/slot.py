@@ -48,12 +48,6 @@ class Turn:
     #: The sender waiting to hear whether the worker took the prompt.
     reply: asyncio.Future[Any] | None = None
 
-    def answer(self, value: dict[str, Any]) -> None:
-        """Tell the sender (once) what became of its message."""
-        if self.reply is not None and not self.reply.done():
-            self.reply.set_result(value)
-        self.reply = None
-
 
 @dataclass
 class Slot:

@@ -63,6 +63,16 @@ class StoreError(Exception):
     """The store cannot be opened or is of a schema this roost does not know."""
 
 
+def describe_failure(exc: BaseException, path: Path) -> str:
+    """What a failed write means, in words a person can act on."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and "full" in text:
+        return f"the state directory is full ({path.parent}): the change was not saved"
+    if isinstance(exc, OSError) and exc.errno == 28:
+        return f"the state directory is full ({path.parent}): the change was not saved"
+    return f"the store ({path}) could not be written: {text}"
+
+
 class StoreDamaged(StoreError):
     """The file is not a readable SQLite store (garbage, truncated, malformed pages)."""
 
@@ -135,15 +145,64 @@ class Store:
         except BaseException:
             self._depth -= 1
             if self._depth == 0:
-                self._db.execute("ROLLBACK")
-                self._after_commit.clear()
+                self._rollback()
             raise
         self._depth -= 1
         if self._depth == 0:
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:  # a full disk fails the commit itself: nothing of it is kept
+                self._rollback()
+                raise
             callbacks, self._after_commit = self._after_commit, []
             for callback in callbacks:
                 callback()
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Inside a transaction: undo only what this block wrote if it fails (and drop the pushes
+        it asked for), keeping the rest of the transaction."""
+        self._db.execute("SAVEPOINT one")
+        mark = len(self._after_commit)
+        try:
+            yield
+        except BaseException:
+            del self._after_commit[mark:]
+            try:
+                self._db.execute("ROLLBACK TO one")
+                self._db.execute("RELEASE one")
+            except sqlite3.Error:
+                pass  # the whole transaction is gone; its commit will say so
+            raise
+        self._db.execute("RELEASE one")
+
+    def commit_point(self) -> None:
+        """Inside a savepoint of a transaction: commit everything written so far (and send its
+        pushes), then go on in a new transaction with the savepoint open again. On failure nothing
+        since the transaction began is kept; the error is raised."""
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error:
+            self._after_commit.clear()
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("SAVEPOINT one")
+            raise
+        callbacks, self._after_commit = self._after_commit, []
+        self._db.execute("BEGIN IMMEDIATE")
+        self._db.execute("SAVEPOINT one")
+        for callback in callbacks:
+            callback()
+
+    def _rollback(self) -> None:
+        self._after_commit.clear()
+        try:
+            self._db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite already rolled it back
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once the current transaction commits (at once outside one): pushes to
@@ -264,6 +323,16 @@ class Store:
         rows = self._db.execute(
             "SELECT id, job, text, created_at FROM inbox WHERE job=? AND delivered_at IS NULL ORDER BY id", (job_id,))
         return [dict(r) for r in rows]
+
+    def next_message(self, job_id: str) -> dict[str, Any] | None:
+        """The oldest message waiting for a job (read by index, one row)."""
+        row = self._db.execute("SELECT id, job, text, created_at FROM inbox WHERE job=? AND delivered_at IS NULL "
+                               "ORDER BY id LIMIT 1", (job_id,)).fetchone()
+        return dict(row) if row else None
+
+    def pending_count(self, job_id: str) -> int:
+        row = self._db.execute("SELECT COUNT(*) FROM inbox WHERE job=? AND delivered_at IS NULL", (job_id,)).fetchone()
+        return int(row[0])
 
     def pending_counts(self) -> dict[str, int]:
         """How many messages wait for each job (loaded once at start; the engine keeps them)."""

@@ -12,16 +12,18 @@ import json
 import logging
 import os
 import secrets
+import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from roost.config import Config, ConfigError
 from roost.daemon import messages as m
 from roost.daemon.engine import Engine
+from roost.daemon.hooks import Hooks
 from roost.daemon.index import JobIndex
 from roost.daemon.recovery import recover
 from roost.daemon.slot import Phase
-from roost.daemon.store import Store
+from roost.daemon.store import Store, describe_failure
 from roost.daemon.transitions import RESUMABLE_ON_OPEN
 from roost.daemon import reports
 from roost.daemon.workers import WorkerFactory, process_factory
@@ -39,6 +41,8 @@ log = logging.getLogger("roost.daemon")
 ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 #: How long shutdown waits for workers to close before it stops waiting.
 SHUTDOWN_WAIT = 10.0
+#: The longest title a job may be given.
+TITLE_MAX = 200
 #: Room a prompt frame needs besides the message (its type, id and run token).
 PROMPT_MARGIN = 4096
 
@@ -61,8 +65,9 @@ class Supervisor:
             from roost.daemon.publisher import Publisher
             publisher = Publisher(self.index, store)
         self.publisher = publisher
+        self.hooks = Hooks(config)
         self.engine = Engine(store, self.index, self.publisher, config,
-                             make_worker or process_factory(paths, config), clock, monotonic)
+                             make_worker or process_factory(paths, config), clock, monotonic, hooks=self.hooks)
         self._lost: list[Job] = []
 
     @property
@@ -93,7 +98,8 @@ class Supervisor:
     def start(self) -> None:
         """Once the event loop runs: tell parents about children the restart failed, deliver (or
         wake for) reports left in the outbox, start queued spawns."""
-        for job in self._lost:
+        for job in self._lost:  # the hooks hear of them too: recovery ran before the loop
+            self.hooks.job_changed(self.index.row(job.id, full=True), State.WORKING.value, job.state.value)
             reports.route(self.engine, job, State.FAILED, self.engine.last_error(job))
         self._lost = []
         for parent_id in self.store.parents_with_reports():
@@ -130,6 +136,7 @@ class Supervisor:
                 break
             await asyncio.sleep(0.02)
         eng.cancel_tasks()
+        await self.hooks.close()
 
     # -- spawning ------------------------------------------------------------------------------------
     async def spawn(self, args: dict[str, Any], caller: str | None) -> dict[str, Any]:
@@ -164,13 +171,16 @@ class Supervisor:
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
                   driver_opts=profile.to_dict())
         eng = self.engine
-        with self.store.transaction():
-            eng.changed(self.index.add(job))
-            self.store.save_job(job)
-            eng.timeline(job, "spawned", parent=job.parent, driver=driver_name, lifetime=lifetime,
-                         by=caller or "person")
-            self.store.add_message(job.id, args["prompt"], now)
-            eng.inbox[job.id] += 1
+        try:
+            with self.store.transaction():
+                self.store.save_job(job)
+                eng.timeline(job, "spawned", parent=job.parent, driver=driver_name, lifetime=lifetime,
+                             by=caller or "person")
+                self.store.add_message(job.id, args["prompt"], now)
+        except (sqlite3.Error, OSError) as exc:  # nothing was kept: the job does not exist
+            raise ProtocolError(ErrorCode.STORE, describe_failure(exc, self.store.path)) from None
+        eng.changed(self.index.add(job))
+        eng.inbox[job.id] += 1
         eng.run_queue.append(job.id)
         eng.pump()
         return self.index.row(job.id)
@@ -185,9 +195,34 @@ class Supervisor:
 
     # -- operations on a job --------------------------------------------------------------------------
     async def send(self, job_id: str, text: str, caller: str | None) -> dict[str, Any]:
-        self.index.require(job_id)
+        """A message for a job; a person's message to a stopped job restarts it."""
+        restarts = self.index.require(job_id).state == State.STOPPED and caller is None
         _check_prompt(text)
-        return await self._ask(job_id, m.Send(text, caller))
+        result = await self._ask(job_id, m.Send(text, caller))
+        return {**result, "outcome": "restarted"} if restarts else result
+
+    async def rename(self, job_id: str, title: str, caller: str | None) -> dict[str, Any]:
+        self.check_caller(caller, self.index.require(job_id), "rename")
+        title = " ".join(title.split())
+        if not title or len(title) > TITLE_MAX:
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"rename: a title is 1 to {TITLE_MAX} characters, not {len(title)}")
+        await self._ask(job_id, m.Rename(title))
+        return self.index.row(job_id)
+
+    async def unarchive(self, job_id: str, caller: str | None) -> dict[str, Any]:
+        """Bring back an archived job and what was archived with it (its subtree, archived at or
+        after it). A job whose parent is still archived comes back as a root."""
+        job = self.index.require(job_id)
+        self.check_caller(caller, job, "unarchive")
+        if job.archived_at is None:
+            return self.index.row(job_id)
+        since = job.archived_at
+        parent = self.index.get(job.parent) if job.parent else None
+        back = [j for j in self.index.descendants(job.id, archived=True)
+                if j.archived_at is not None and j.archived_at >= since]
+        await self._ask(job.id, m.Unarchive(detach=parent is not None and parent.archived_at is not None))
+        await asyncio.gather(*(self._ask(j.id, m.Unarchive(detach=False)) for j in back))
+        return self.index.row(job_id)
 
     async def stop(self, job_id: str, tree: bool, caller: str | None) -> dict[str, Any]:
         job = self.index.require(job_id)

@@ -37,9 +37,13 @@ def on_start(eng: "Engine", job: Job, msg: m.Start) -> None:
 def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
     if job.archived_at is not None:
         raise ProtocolError(ErrorCode.ARCHIVED, f"job {job.id} is archived; it takes no messages")
-    if job.state == State.STOPPED:
-        raise ProtocolError(ErrorCode.STOPPED, f"job {job.id} is stopped; a stopped job takes no messages")
+    restart = job.state == State.STOPPED
+    if restart and msg.caller is not None:  # only a person restarts a stopped job
+        raise ProtocolError(ErrorCode.STOPPED, f"job {job.id} is stopped; a stopped job takes no messages "
+                                               "from agents (a person's message restarts it)")
     with eng.store.transaction():
+        if restart:
+            eng.set_state(job, State.IDLE, note="restarted by a person's message")
         eng.store.add_message(job.id, msg.text, eng.clock())
         eng.inbox[job.id] += 1
         eng.timeline(job, "message", text=msg.text, by=msg.caller or "person")
@@ -71,7 +75,8 @@ def on_stop(eng: "Engine", job: Job, msg: m.Stop) -> None:
         msg.answer(False)
         return
     with eng.store.transaction():
-        eng.set_state(job, State.STOPPED, by=msg.caller or "person")
+        eng.set_state(job, State.STOPPED, by=msg.caller or "person",
+                      reason=f"stopped by job {msg.caller}" if msg.caller else "stopped by a person")
         eng.store.drop_messages(job.id, eng.clock())
         eng.inbox.pop(job.id, None)
         eng.save(job)
@@ -162,16 +167,42 @@ def on_detach(eng: "Engine", job: Job, msg: m.Detach) -> None:
     if job.parent is not None:
         old_parent = job.parent
         with eng.store.transaction():
-            eng.timeline(job, "detached", parent=old_parent)
-            moved = eng.index.reparent(job, None)
-            for job_id in moved:
-                member = eng.index.get(job_id)
-                if member is not None:
-                    eng.store.save_job(member)
+            _make_root(eng, job)
             eng.save(job)
-            eng.changed(moved)
         if old_parent in eng.slots:
             eng.post(old_parent, m.Due())
+    msg.answer(None)
+
+
+def _make_root(eng: "Engine", job: Job) -> None:
+    """Detach a job from its parent (inside a transaction): its subtree's depths follow."""
+    eng.timeline(job, "detached", parent=job.parent)
+    moved = eng.index.reparent(job, None)
+    for job_id in moved:
+        member = eng.index.get(job_id)
+        if member is not None:
+            eng.store.save_job(member)
+    eng.changed(moved)
+
+
+def on_rename(eng: "Engine", job: Job, msg: m.Rename) -> None:
+    with eng.store.transaction():
+        eng.timeline(job, "renamed", old=job.title, title=msg.title)
+        job.title = msg.title
+        eng.save(job)
+    msg.answer(None)
+
+
+def on_unarchive(eng: "Engine", job: Job, msg: m.Unarchive) -> None:
+    if job.archived_at is None:
+        msg.answer(None)
+        return
+    with eng.store.transaction():
+        job.archived_at = None
+        eng.timeline(job, "unarchived")
+        if msg.detach and job.parent is not None:
+            _make_root(eng, job)
+        eng.save(job)
     msg.answer(None)
 
 
@@ -205,6 +236,24 @@ def on_reports(eng: "Engine", job: Job, msg: m.Reports) -> None:
         slot.held_since = eng.monotonic()
 
 
+def on_resync(eng: "Engine", job: Job, msg: m.Resync) -> None:
+    """Save a job whose change the store refused, saying so; a job that claims a turn nothing
+    runs any more is failed with the reason; then what it waits for goes ahead."""
+    slot = eng.slots.get(job.id)
+    eng.inbox[job.id] = eng.store.pending_count(job.id)  # the failed change may have counted a message
+    nothing_runs = slot is None or (slot.turn is None and slot.phase is Phase.READY)
+    with eng.store.transaction():
+        if job.state in (State.STARTING, State.WORKING) and nothing_runs:
+            eng.set_state(job, State.FAILED, reason=f"{msg.reason} while its turn began or ended")
+        eng.timeline(job, "error", message=f"{msg.reason}; the record was saved again once the store took writes "
+                                           "(what happened in between may be missing from the timeline)")
+        eng.save(job)
+        eng.changed([job.id])
+    eng.unsaved.pop(job.id, None)
+    t.deliver_next(eng, job)
+    eng.pump()
+
+
 def on_due(eng: "Engine", job: Job, msg: m.Due) -> None:
     """A deadline passed or an input of the time rules changed: close, reap or steer if due."""
     slot = eng.slots.get(job.id)
@@ -223,8 +272,9 @@ def on_due(eng: "Engine", job: Job, msg: m.Due) -> None:
 
 HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
     m.Start: on_start, m.Send: on_send, m.Stop: on_stop, m.Close: on_close, m.Pin: on_pin, m.Label: on_label,
-    m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume,
-    m.Reports: on_reports, m.Due: on_due,
+    m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume, m.Rename: on_rename,
+    m.Unarchive: on_unarchive,
+    m.Reports: on_reports, m.Due: on_due, m.Resync: on_resync,
     m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,
     m.PromptAnswer: t.on_prompt_answer, m.SteerAnswer: t.on_steer_answer, m.AbortAnswer: t.on_abort_answer,
     m.Event: t.on_event, m.Exited: w.on_exited,

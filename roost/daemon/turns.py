@@ -29,9 +29,9 @@ def deliver_next(eng: "Engine", job: Job) -> bool:
             or job.archived_at is not None):
         return False
     now = eng.clock()
-    message = eng.store.pending_messages(job.id)[:1] if eng.inbox[job.id] else []
-    if message:
-        kind, ids, text = "prompt", [message[0]["id"]], message[0]["text"]
+    message = eng.store.next_message(job.id) if eng.inbox[job.id] else None
+    if message is not None:
+        kind, ids, text = "prompt", [message["id"]], message["text"]
         entry: dict[str, Any] = {"text": text}
     else:
         pending = eng.store.pending_reports(job.id)
@@ -42,6 +42,7 @@ def deliver_next(eng: "Engine", job: Job) -> bool:
         entry = {"reports": structured}
     run = next(eng.runs)
     turn = Turn(run=run, kind=kind, ids=ids, state_before=job.state, text_before=job.last_text)
+    since = job.state_since
     with eng.store.transaction():
         if kind == "prompt":
             eng.store.mark_message(ids[0], now)
@@ -52,6 +53,13 @@ def deliver_next(eng: "Engine", job: Job) -> bool:
         # Working from the moment it is handed over, so a stop right after a message cuts it.
         eng.set_state(job, State.WORKING)
         eng.save(job)
+    try:
+        eng.commit_now()  # the prompt goes to the worker only once the store says it was handed over
+    except Exception:
+        job.state, job.state_since = turn.state_before, since  # nothing of the hand-over happened
+        eng.inbox[job.id] += kind == "prompt"
+        eng.index.update(job)
+        raise
     slot.turn = turn
     slot.held_since = None
     slot.idle_since = None
@@ -74,7 +82,7 @@ def on_prompt_answer(eng: "Engine", job: Job, msg: PromptAnswer) -> None:
     if slot is None or turn is None or turn.run != msg.run:
         return  # the turn already ended (its turn_end came first) or the worker is gone
     if msg.accepted:
-        turn.answer({"outcome": "delivered", "job": job.id})
+        eng.answer_turn(turn, {"outcome": "delivered", "job": job.id})
         return
     slot.turn = None
     slot.idle_since = eng.monotonic()
@@ -88,7 +96,7 @@ def on_prompt_answer(eng: "Engine", job: Job, msg: PromptAnswer) -> None:
         if job.state == State.WORKING:
             eng.set_state(job, turn.state_before)
         eng.save(job)
-    turn.answer({"outcome": "queued", "job": job.id})
+    eng.answer_turn(turn, {"outcome": "queued", "job": job.id})
 
 
 def steer(eng: "Engine", job: Job, slot: Slot) -> None:
@@ -100,6 +108,7 @@ def steer(eng: "Engine", job: Job, slot: Slot) -> None:
     with eng.store.transaction():
         eng.store.mark_reports(ids, eng.clock())
         eng.timeline(job, "reports", reports=structured, steer=True)
+    eng.commit_now()
     slot.held_since = None
     eng.spawn_task(_steer(eng, job.id, slot.worker, ids, reports.prompt_text(structured)))
 
@@ -146,7 +155,7 @@ def on_abort_answer(eng: "Engine", job: Job, msg: AbortAnswer) -> None:
         msg.worker.kill()
         return
     if job.state == State.STOPPED:  # the abort was taken but no turn_end came: settle this run
-        slot.turn.answer({"outcome": "delivered", "job": job.id})
+        eng.answer_turn(slot.turn, {"outcome": "delivered", "job": job.id})
         slot.turn = None
         slot.idle_since = eng.monotonic()
         eng.pump()
@@ -202,7 +211,7 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
     slot.turn = None
     now = eng.monotonic()
     slot.idle_since = now
-    turn.answer({"outcome": "delivered", "job": job.id})
+    eng.answer_turn(turn, {"outcome": "delivered", "job": job.id})
     outcome = event.get("outcome")
     report = turn.report
     text = job.last_text

@@ -75,11 +75,11 @@ def fail_start(eng: "Engine", job: Job, reason: str) -> None:
     eng.pump()
 
 
-def refuse_resumes(slot: Slot, job: Job, reason: str) -> None:
+def refuse_resumes(eng: "Engine", slot: Slot, job: Job, reason: str) -> None:
+    refusal = ProtocolError(ErrorCode.REFUSED, f"job {job.id} could not be resumed: {reason}; "
+                                               "the message is kept for its next resume")
     for fut in slot.resume_replies:
-        if not fut.done():
-            fut.set_exception(ProtocolError(ErrorCode.REFUSED, f"job {job.id} could not be resumed: {reason}; "
-                                                               "the message is kept for its next resume"))
+        eng.settle(fut, error=refusal)
     slot.resume_replies.clear()
 
 
@@ -89,7 +89,7 @@ def on_start_failed(eng: "Engine", job: Job, msg: StartFailed) -> None:
         return
     del eng.slots[job.id]
     fail_start(eng, job, msg.reason)
-    refuse_resumes(slot, job, msg.reason)
+    refuse_resumes(eng, slot, job, msg.reason)
 
 
 def on_spawned(eng: "Engine", job: Job, msg: Spawned) -> None:
@@ -124,8 +124,7 @@ def on_ready(eng: "Engine", job: Job, msg: Ready) -> None:
             eng.save(job)
     started = deliver_next(eng, job)
     for fut in slot.resume_replies:
-        if not fut.done():
-            fut.set_result({"outcome": "resumed" if started or eng.inbox[job.id] == 0 else "queued", "job": job.id})
+        eng.settle(fut, {"outcome": "resumed" if started or eng.inbox[job.id] == 0 else "queued", "job": job.id})
     slot.resume_replies.clear()
     eng.pump()
 
@@ -139,7 +138,7 @@ def on_not_ready(eng: "Engine", job: Job, msg: NotReady) -> None:
         if job.state in TURN_STATES:
             eng.set_state(job, State.FAILED, reason=msg.reason)
         eng.save(job)
-    refuse_resumes(slot, job, msg.reason)
+    refuse_resumes(eng, slot, job, msg.reason)
     slot.phase = Phase.CLOSING
     slot.close_reason = msg.reason
     msg.worker.kill()
@@ -179,10 +178,9 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
         eng.save(job)
         eng.kids_changed(job)
     if slot.turn is not None:
-        slot.turn.answer({"outcome": "queued", "job": job.id})
+        eng.answer_turn(slot.turn, {"outcome": "queued", "job": job.id})
     for fut in slot.close_replies:
-        if not fut.done():
-            fut.set_result({"closed": True})
+        eng.settle(fut, {"closed": True})
     if job.state == State.FAILED and not on_purpose and job.archived_at is None:
         reports.route(eng, job, State.FAILED, eng.last_error(job))
     refuse = "its worker ended before it was ready" if slot.resume_replies else ""
@@ -191,9 +189,9 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
         if begin_start(eng, job):
             eng.slots[job.id].resume_replies.extend(replies)
         else:
-            refuse_resumes(slot, job, eng.last_error(job))
+            refuse_resumes(eng, slot, job, eng.last_error(job))
     elif refuse:
-        refuse_resumes(slot, job, eng.last_error(job) if job.state == State.FAILED else refuse)
+        refuse_resumes(eng, slot, job, eng.last_error(job) if job.state == State.FAILED else refuse)
     eng.recheck_parent(job)
     eng.pump()
 

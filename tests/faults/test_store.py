@@ -1,0 +1,119 @@
+"""A damaged store or record loses no more than itself (issue 9, item 3): the daemon starts,
+moves the damaged file aside, salvages what it can and says so until someone acknowledges it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from roost import paths as paths_mod
+from roost.daemon.store import Store
+from roost.models import Job, State
+
+from conftest import DaemonHarness
+
+
+def seed(home: Path, count: int) -> Path:
+    """Records written through the store's own API before the daemon starts."""
+    p = paths_mod.resolve({"ROOST_HOME": str(home)})
+    p.ensure()
+    store = Store(p.store)
+    with store.transaction():
+        for i in range(count):
+            job = Job(id=f"j{i:04d}", title=f"job {i}", driver="builtin", cwd="/", state=State.DONE,
+                      created_at=1000.0 + i, state_since=1000.0 + i, last_text="y" * 300)
+            store.save_job(job)
+            store.add_timeline(job.id, "text", {"text": "z" * 300}, 1000.0 + i)
+    store.close()
+    return p.store
+
+
+def asides(path: Path, why: str) -> list[Path]:
+    return [p for p in path.parent.glob(f"{path.name}.{why}-*") if not p.name.endswith(("-wal", "-shm"))]
+
+
+def status(daemon: DaemonHarness, *args: str) -> str:
+    return subprocess.run([sys.executable, "-m", "roost.cli", "daemon", "status", *args], env=daemon.env,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_a_garbage_store_is_moved_aside_and_the_daemon_starts_on_a_new_one(roost_home: Path) -> None:
+    path = seed(roost_home, 5)
+    garbage = os.urandom(8192)
+    path.write_bytes(garbage)
+    daemon = DaemonHarness(roost_home)
+    daemon.write_config("")
+    daemon.start()
+    try:
+        [aside] = asides(path, "damaged")
+        assert aside.read_bytes() == garbage, "the damaged file is kept as it was"
+        notice = daemon.call("status")["store_notice"]
+        assert str(aside) in notice and "damaged" in notice
+        assert "STORE REPAIRED" in daemon.log_text()
+        out = status(daemon)
+        assert "THE STORE WAS REPAIRED" in out and str(aside) in out
+        job = daemon.spawn("say fresh")
+        assert daemon.wait_state(job, "idle")["last_text"] == "fresh"
+        status(daemon, "--acknowledge")
+        assert daemon.call("status")["store_notice"] is None
+        assert "REPAIRED" not in status(daemon)
+    finally:
+        daemon.stop()
+
+
+def test_a_truncated_store_gives_back_what_can_be_read(roost_home: Path) -> None:
+    path = seed(roost_home, 3000)
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.truncate(int(size * 0.9))
+    daemon = DaemonHarness(roost_home)
+    daemon.write_config("")
+    daemon.start()
+    try:
+        rows = daemon.rows()
+        assert 1000 < len(rows) < 3000, "most records salvaged, the lost pages' records gone"
+        assert all(r["title"] == f"job {int(r['id'][1:])}" for r in rows), "each salvaged record is whole"
+        assert "salvaged" in daemon.call("status")["store_notice"]
+        assert asides(path, "damaged")
+    finally:
+        daemon.stop()
+
+
+def test_one_bad_record_is_set_aside_and_the_rest_load(roost_home: Path) -> None:
+    path = seed(roost_home, 10)
+    store = Store(path)
+    with store.transaction():
+        store._db.execute("UPDATE jobs SET record='{not json' WHERE id='j0003'")
+    store.close()
+    daemon = DaemonHarness(roost_home)
+    daemon.write_config("")
+    daemon.start()
+    try:
+        ids = {r["id"] for r in daemon.rows()}
+        assert ids == {f"j{i:04d}" for i in range(10)} - {"j0003"}
+        assert "j0003" in daemon.call("status")["store_notice"]
+    finally:
+        daemon.stop()
+    store = Store(path)
+    kept = store._db.execute("SELECT record, error FROM damaged_records WHERE id='j0003'").fetchone()
+    assert kept["record"] == "{not json" and "JSONDecodeError" in kept["error"]
+    store.close()
+
+
+def test_an_empty_store_where_roost_ran_before_is_not_taken_as_new_in_silence(roost_home: Path) -> None:
+    path = seed(roost_home, 3)
+    (path.parent / "sessions" / "j0001.jsonl").write_text('{"prompt": "say hi"}\n')
+    for extra in path.parent.glob("roost.db-*"):
+        extra.unlink()
+    path.write_bytes(b"")
+    daemon = DaemonHarness(roost_home)
+    daemon.write_config("")
+    daemon.start()
+    try:
+        notice = daemon.call("status")["store_notice"]
+        assert "empty (0 bytes)" in notice and asides(path, "empty")
+        assert daemon.rows() == []
+    finally:
+        daemon.stop()
