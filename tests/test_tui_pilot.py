@@ -199,7 +199,7 @@ async def test_a_job_that_needs_input_stands_out_and_rings_once(daemon):
 
 
 async def test_no_bell_when_notify_is_none(daemon):
-    app = make_app(daemon, 'notify = "none"')
+    app = make_app(daemon, 'notify = []')
     rings: list[float] = []
     async with app.run_test(size=SIZE) as pilot:
         app.bell = lambda: rings.append(1.0)  # type: ignore[method-assign]
@@ -332,7 +332,7 @@ async def test_reports_from_children_show_in_the_transcript(daemon):
         assert "done: child finished well" in transcript_text(screen)
 
 
-async def test_the_composer_sends_and_a_message_to_a_stopped_job_is_refused(daemon):
+async def test_the_composer_sends_and_a_message_to_a_stopped_job_restarts_it(daemon):
     job = daemon.spawn("work 30", title="worker")
     daemon.wait_state(job, "working")
     app = make_app(daemon)
@@ -344,10 +344,13 @@ async def test_the_composer_sends_and_a_message_to_a_stopped_job_is_refused(daem
         assert screen.composer.value == ""
         daemon.call("stop", job=job)
         daemon.wait_state(job, "stopped")
+        await until(pilot, lambda: screen.composer.border_title == "stopped · what you send restarts it",
+                    "the composer saying so before anything is sent")
         await type_text(pilot, "say again")
         await pilot.press("enter")
-        await until(pilot, lambda: "stopped; a stopped job takes no messages" in notice(app), "the refusal")
-        assert screen.query_one("#status").has_class("error")
+        await until(pilot, lambda: notice(app) == "restarted worker with your message", "the restart")
+        daemon.wait_for(lambda: "again" in daemon.texts(job), what="the restarted turn")
+        await until(pilot, lambda: screen.composer.border_title == "", "the note gone once it runs")
 
 
 async def test_a_message_resumes_a_done_child_whose_worker_was_closed(daemon):

@@ -15,9 +15,10 @@ from textual.widgets import DataTable, Input, Static
 
 from roost.client import ClientError
 from roost.config import Config
-from roost.models import NEEDS_INPUT_STATES, TURN_STATES, Row
-from roost.rules.views import AgentViewRow, age_seconds, agent_view_rows, format_age, peek_line, usage_text
-from roost.tui.daemon_link import DaemonLink, LinkUpdate
+from roost.models import NEEDS_INPUT_STATES, Row
+from roost.rules.views import (AgentViewRow, activity_text, age_seconds, agent_view_rows, format_age, header_counts,
+                               usage_text)
+from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
 from roost.tui.dialogs import ConfirmBox, ScriptBox
 from roost.tui.job_screen import JobScreen
 from roost.tui.looks import BOLD, STATE_CELL_WIDTH, cell, state_text
@@ -37,15 +38,14 @@ class Column:
 def table_columns(width: int, usage: bool) -> list[Column]:
     """The agent view's columns for a table ``width`` cells wide; the activity column takes the rest.
 
-    Narrow tables leave out the id column; usage (when some job has any) gets a column of its
-    own only on wide ones, and is shown in the activity column otherwise.
+    The id always stays (it is what every command takes); narrow tables cut the title. Usage
+    (when some job has any) gets a column of its own only on wide ones, and is shown in the
+    activity column otherwise.
     """
     wide = width >= 110 and usage
     title = 32 if width >= 110 else 26 if width >= 90 else 20
-    columns = [Column("state", "state", STATE_CELL_WIDTH)]
-    if width >= 100:
-        columns.append(Column("id", "id", 6))
-    columns += [Column("title", "job", title), Column("age", "age", 4)]
+    columns = [Column("state", "state", STATE_CELL_WIDTH), Column("id", "id", 6),
+               Column("title", "job", title), Column("age", "age", 4)]
     if wide:
         columns.append(Column("usage", "usage", 18))
     used = sum(c.width + 2 for c in columns) + 2  # cell padding, and room for a scrollbar
@@ -204,31 +204,36 @@ class AgentViewScreen(RoostScreen):
         asks = row.state in NEEDS_INPUT_STATES
         widths = {c.key: c.width for c in self._columns}
         usage = usage_text(row)
-        activity = [part for part in (item.summary, peek_line(row, widths["activity"])) if part]
+        said, failed = activity_text(row, widths["activity"])
+        activity = [part for part in (item.summary, said) if part]
         if usage and "usage" not in widths:
             activity.append(usage)
+        tone = palette.error if failed else palette.text if asks else palette.muted
         cells = {
             "state": state_text(row, palette),
+            "id": cell(row.id, palette.muted),
             "title": cell(item.prefix + row.job.title, palette.warning + BOLD if asks else palette.text),
             "age": cell(format_age(age_seconds(row, self.clock())), palette.muted),
-            "activity": cell(" · ".join(activity), palette.text if asks else palette.muted),
+            "activity": cell(" · ".join(activity), tone),
         }
-        if "id" in widths:
-            cells["id"] = cell(row.id, palette.muted)
         if "usage" in widths:
             cells["usage"] = cell(usage, palette.muted)
         return cells
 
     def _draw_topbar(self, listed: list[AgentViewRow]) -> None:
         assert self.palette is not None
-        rows = [item.row for item in listed]
-        working = sum(r.state in TURN_STATES for r in rows)
-        asking = sum(r.state in NEEDS_INPUT_STATES for r in rows)
+        counts = header_counts(item.row for item in listed)
         bar = Text("roost", style="bold")
-        bar.append(f"  ·  {plural(len(rows), 'job')}  ·  {working} working")
-        if asking:
+        bar.append(f"  ·  {plural(counts['jobs'], 'job')}  ·  {counts['working']} working")
+        if counts["queued"]:
+            bar.append(f"  ·  {counts['queued']} queued", style=self.palette.muted)
+        if counts["needs you"]:
+            asking = counts["needs you"]
             bar.append("  ·  ")
             bar.append(f"{asking} need{'s' if asking == 1 else ''} you", style=self.palette.warning + BOLD)
+        if counts["failed"]:
+            bar.append("  ·  ")
+            bar.append(f"{counts['failed']} failed", style=self.palette.error + BOLD)
         if self.link.more:
             bar.append(f"  ·  {self.link.more:,} older not listed: roost ls --all", style=self.palette.muted)
         self.topbar.update(bar)
@@ -358,7 +363,7 @@ class AgentViewScreen(RoostScreen):
         row = self.link.rows.get(job_id)
         if row is None:
             try:
-                row = Row.from_wire(await self.link.call("show", job=job_id))
+                row = safe_row(await self.link.call("show", job=job_id))
             except ClientError as exc:
                 self.status.say(exc.message, error=True)
                 return

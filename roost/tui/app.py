@@ -9,6 +9,7 @@ at a time and in order. Time comes from the clock given to the constructor, so v
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 
@@ -18,12 +19,13 @@ from textual.app import App
 from roost import paths as paths_mod
 from roost.client import ClientError
 from roost.config import Config, ConfigError, load_config
-from roost.models import NEEDS_INPUT_STATES
-from roost.rules.views import agent_view_rows
+from roost.models import State
+from roost.rules.views import agent_view_rows, newly_notable
 from roost.tui.agent_view import AgentViewScreen
 from roost.tui.daemon_link import DaemonLink, JobSource, LinkUpdate, default_source
 from roost.tui.job_screen import JobScreen
 from roost.tui.key_router import KeyRouter
+from roost.tui.notify import notification_text, osc_sequence
 from roost.tui.roost_screen import JobClosed, RoostScreen
 
 #: Seconds between attempts to reach the daemon again after losing it.
@@ -44,7 +46,8 @@ class RoostApp(App[None]):
         self.config = config or Config()
         self.clock = clock
         self._select = select
-        self._asking: set[str] | None = None
+        #: Each listed row's state when the app last looked (None before the first look).
+        self._states: dict[str, State] | None = None
         self.router = KeyRouter(self)
         self.config.check_theme(self.available_themes)
         self.theme = self.config.theme
@@ -79,12 +82,12 @@ class RoostApp(App[None]):
                 for screen in self.screen_stack:
                     if isinstance(screen, JobScreen):
                         screen.follow()
-            self._ring_when_asked()
+            self._notify()
             self._tell_changed(update)
             async for batch in self.link.batches():
                 update = self.link.apply(batch)
                 if update.rows:
-                    self._ring_when_asked()
+                    self._notify()
                 self._tell_changed(update)
             self._tell_lost(f"{self.link.source.end_reason()}; reconnecting")
             reconnecting = True
@@ -98,13 +101,23 @@ class RoostApp(App[None]):
         for screen in self._roost_screens():
             screen.post_message(DaemonLink.Lost(reason))
 
-    def _ring_when_asked(self) -> None:
-        """Ring the bell once when a listed job starts to need input (not for those that already did)."""
-        listed = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
-        asking = {item.row.id for item in listed if item.row.state in NEEDS_INPUT_STATES}
-        if self._asking is not None and asking - self._asking and self.config.notify == "bell":
+    def _notify(self) -> None:
+        """Tell the person outside the app when a listed job starts to need them, fails or
+        finishes, as ``notify`` asks and by the ways ``notify_via`` names (the bell rings once
+        for a batch). Jobs that were so before the app opened say nothing."""
+        rows = [item.row for item in agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)]
+        news = newly_notable(self._states, rows, self.config.notify)
+        self._states = {row.id: row.state for row in rows}
+        if news and "bell" in self.config.notify_via:
             self.bell()
-        self._asking = asking
+        for via in set(self.config.notify_via) - {"bell"}:
+            for what, row in news:
+                self._write_to_terminal(osc_sequence(via, notification_text(what, row), "TMUX" in os.environ))
+
+    def _write_to_terminal(self, sequence: str) -> None:
+        """Bytes for the terminal itself (Textual has no public call for an OSC; ``bell`` writes the same way)."""
+        if self._driver is not None:
+            self._driver.write(sequence)
 
     # -- keys ----------------------------------------------------------------------------------------
     async def on_event(self, event: events.Event) -> None:

@@ -22,6 +22,8 @@ class Composer(Input):
 
     #: Whether the open job has subagents, so ``↓`` has a panel to go to (the screen keeps it current).
     subagents_below: reactive[bool] = reactive(False)
+    #: Whether the open job is stopped: what is sent restarts it, and the box says so before you send.
+    restarts: reactive[bool] = reactive(False)
 
     class Send(Message):
         """A message for the open job."""
@@ -48,6 +50,9 @@ class Composer(Input):
 
     def watch_subagents_below(self) -> None:
         self.refresh_bindings()
+
+    def watch_restarts(self, restarts: bool) -> None:
+        self.border_title = "stopped · what you send restarts it" if restarts else ""
 
     def action_leave_to_screen(self) -> None:
         """A one-line box has nothing to scroll: these keys are the screen's (panel, transcript)."""

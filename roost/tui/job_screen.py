@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from roost.client import ClientError
 from roost.config import Config
-from roost.models import STOPPABLE_STATES
+from roost.models import STOPPABLE_STATES, State
 from roost.rules.views import (SUBAGENT_HINT, age_seconds, format_age, subagent_hint_visible, tree_running_ids,
                                usage_text)
 from roost.tui.composer import Composer
@@ -158,6 +158,7 @@ class JobScreen(RoostScreen):
         self.status.hint = SUBAGENT_HINT if hint and self.panel.mode == "normal" else ""
         row = self.link.rows.get(self.job_id)
         self.composer.subagents_below = row is not None and row.descendants > 0
+        self.composer.restarts = row is not None and row.state is State.STOPPED
         self._draw_jobbar()
         self.refresh_bindings()
 

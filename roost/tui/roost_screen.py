@@ -47,6 +47,8 @@ def send_outcome(row: Row, result: dict[str, Any]) -> str:
         return f"queued for {title}: it gets your message when its turn ends"
     if outcome == "resumed":
         return f"resumed {title} with your message"
+    if outcome == "restarted":
+        return f"restarted {title} with your message"
     return f"sent to {title}"
 
 

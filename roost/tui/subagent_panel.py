@@ -19,8 +19,17 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from roost.models import STOPPABLE_STATES, Row
-from roost.rules.views import PanelRow, age_seconds, format_age, panel_rows, peek_line
+from roost.rules.views import PanelRow, activity_text, age_seconds, format_age, panel_rows
 from roost.tui.looks import Palette, state_marks
+
+
+def fit_label(line: PanelRow, width: int) -> str:
+    """The row's label in ``width`` cells: the tree prefix and ``(+N)`` stay, the title is cut."""
+    if len(line.label) <= width:
+        return line.label
+    suffix = f" (+{line.plus})" if line.plus else ""
+    room = max(width - len(line.prefix) - len(suffix), 1)
+    return line.prefix + line.row.job.title[: room - 1] + "…" + suffix
 
 
 class SubagentPanel(Widget, can_focus=True):
@@ -115,11 +124,11 @@ class SubagentPanel(Widget, can_focus=True):
             text = Text(no_wrap=True, overflow="ellipsis", end="")
             text.append("› " if marked else "  ")
             text.append(f"{state_marks(row)} ", style=palette.for_state(row.state))
-            label = line.label if len(line.label) <= label_width else line.label[: label_width - 1] + "…"
-            text.append(f"{label:<{label_width}}  ", style=palette.text)
+            text.append(f"{fit_label(line, label_width):<{label_width}}  ", style=palette.text)
             text.append(f"{row.state.value:<8}", style=palette.for_state(row.state))
             text.append(f"{format_age(age_seconds(row, now)):>4}  ", style=palette.muted)
-            text.append(peek_line(row, max(width - text.cell_len, 0)), style=palette.muted)
+            said, failed = activity_text(row, max(width - text.cell_len, 0))
+            text.append(said, style=palette.error if failed else palette.muted)
             if marked:
                 text.pad_right(width - text.cell_len)
                 text.stylize(self.get_component_rich_style("subagent-panel--cursor"))
