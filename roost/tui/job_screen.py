@@ -43,8 +43,11 @@ class JobScreen(RoostScreen):
         Binding("up", "leave_panel", "leave panel", show=False),
         Binding("escape", "back", "back"),
         Binding("down", "enter_panel", "subagents", show=False),
-        Binding("pageup", "scroll(-1)", "scroll", show=False),
-        Binding("pagedown", "scroll(1)", "scroll", show=False),
+        Binding("pageup", "scroll(-1)", "scroll", key_display="PgUp"),
+        Binding("pagedown", "scroll(1)", "", key_display="PgDn"),
+        Binding("home", "top", "top", show=False),
+        Binding("end", "follow", "follow", key_display="End"),
+        Binding("ctrl+t", "stamp", "times", key_display="^t"),
     ]
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str) -> None:
@@ -149,13 +152,15 @@ class JobScreen(RoostScreen):
         self._after_change()
 
     def _after_change(self) -> None:
-        if self.transcript.is_vertical_scroll_end:  # the panel may have grown: keep the end in view
+        if self.transcript.following:  # the panel may have grown: keep the end in view
             self.call_after_refresh(self.transcript.scroll_end, animate=False)
         if self.focused is self.panel and not self.panel.lines:
             self.action_leave_panel()
         rows = self.link.rows.values()
         hint = subagent_hint_visible(rows, self.job_id, self.clock(), self.config.finished_row_lifetime)
-        self.status.hint = SUBAGENT_HINT if hint and self.panel.mode == "normal" else ""
+        unread = self.transcript.unread
+        self.status.hint = (f"↓ {unread} new · End follows" if unread
+                            else SUBAGENT_HINT if hint and self.panel.mode == "normal" else "")
         row = self.link.rows.get(self.job_id)
         self.composer.subagents_below = row is not None and row.descendants > 0
         self.composer.restarts = row is not None and row.state is State.STOPPED
@@ -190,6 +195,8 @@ class JobScreen(RoostScreen):
             return not in_panel
         if action == "enter_panel":
             return self.focused is self.composer
+        if action == "follow":
+            return not self.transcript.following
         return super().check_action(action, parameters)
 
     def single_press_keys(self) -> frozenset[str]:
@@ -234,6 +241,22 @@ class JobScreen(RoostScreen):
             self.transcript.scroll_page_up()
         else:
             self.transcript.scroll_page_down()
+
+    def action_top(self) -> None:
+        """The transcript's first line (older pages load as it gets there)."""
+        self.transcript.scroll_home(animate=False)
+        self.transcript.want_older()
+
+    def action_follow(self) -> None:
+        self.transcript.follow()
+
+    def action_stamp(self) -> None:
+        """Timestamps on each entry, or off again."""
+        self.transcript.stamped = not self.transcript.stamped
+
+    @on(Transcript.Unread)
+    def _unread(self) -> None:
+        self._after_change()
 
     def action_stop_subagents(self) -> None:
         running = tree_running_ids(self.link.rows.values(), self.job_id)
