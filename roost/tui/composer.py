@@ -17,7 +17,9 @@ class Composer(Input):
     BINDINGS = [
         Binding("enter", "submit", "send"),
         Binding("down", "subagents", "subagents", key_display="↓"),
-        Binding("up,pageup,pagedown", "leave_to_screen", show=False),
+        Binding("up,pagedown", "leave_to_screen", show=False),
+        # Shown here (the box is first in the chain the footer reads); the screen scrolls.
+        Binding("pageup", "leave_to_screen", "scroll", key_display="PgUp/PgDn"),
         Binding("home", "home_or_top", show=False),
         Binding("end", "end_or_follow", show=False),
     ]
