@@ -111,7 +111,7 @@ async def press_alone(pilot: Pilot, key: str) -> None:
     await pilot.pause(SINGLE_PRESS_WINDOW + 0.1)
 
 
-CHARACTERS = {"space": " ", "slash": "/"}
+CHARACTERS = {"space": " ", "slash": "/", "colon": ":"}
 
 
 def keys_of(text: str) -> list[str]:

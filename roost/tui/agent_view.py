@@ -10,23 +10,23 @@ from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.message import Message
-from textual.widgets import DataTable, Input, Static
+from textual.reactive import reactive
+from textual.widgets import DataTable, Static
 
 from roost.client import ClientError
 from roost.config import Config
 from roost.models import NEEDS_INPUT_STATES, Row
-from roost.rules.views import (AgentViewRow, activity_text, age_seconds, agent_view_rows, format_age, header_counts,
-                               usage_text)
+from roost.rules.views import (AgentViewRow, activity_text, age_seconds, agent_view_rows, filter_rows, format_age,
+                               header_counts, usage_text)
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
+from roost.tui.archived_view import ArchivedScreen
+from roost.tui.command_line import COMMANDS, CommandLine, parse_command
 from roost.tui.dialogs import ConfirmBox, ScriptBox
+from roost.tui.filter_box import FilterBox
 from roost.tui.job_screen import JobScreen
+from roost.tui.peek_pane import PEEK_ENTRIES, PeekPane
 from roost.tui.looks import BOLD, STATE_CELL_WIDTH, cell, state_text
 from roost.tui.roost_screen import RoostScreen, plural, send_outcome, stopped_text
-
-#: The command line's commands (``/`` or ``:``) and what each takes; docs/keys.md says what they do.
-COMMANDS = ("new PROMPT", "open ID", "send ID TEXT", "stop ID", "help", "quit")
-
 
 @dataclass(frozen=True)
 class Column:
@@ -66,29 +66,6 @@ class JobTable(DataTable[Text]):
         return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
 
 
-class CommandLine(Input):
-    """The command line; Enter runs what was typed, Esc goes back to the table."""
-
-    BINDINGS = [Binding("escape", "close", "back")]
-
-    class Run(Message):
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
-
-    class Closed(Message):
-        """The person left the command line without running anything."""
-
-    async def action_submit(self) -> None:
-        text = self.value.strip()
-        self.value = ""
-        self.post_message(self.Run(text))
-
-    def action_close(self) -> None:
-        self.value = ""
-        self.post_message(self.Closed())
-
-
 class AgentViewScreen(RoostScreen):
     """Every listed job, newest first; Enter opens one."""
 
@@ -96,15 +73,25 @@ class AgentViewScreen(RoostScreen):
     BINDINGS = [
         Binding("n", "new", "new"),
         Binding("m", "message", "message"),
+        Binding("space", "peek", "peek", key_display="space"),
+        Binding("w", "next_needing", "next needing you"),
         Binding("p", "pin", "pin"),
+        Binding("r", "rename", "rename"),
         Binding("K", "stop_tree", "stop tree", key_display="K K"),
         Binding("a", "archive", "archive"),
-        Binding("slash", "command", "command"),
-        Binding("colon", "command", "command", show=False),
-        Binding("j", "move(1)", "down", show=False),
-        Binding("k", "move(-1)", "up", show=False),
+        Binding("A", "archived", "archived"),
+        Binding("slash", "filter", "filter"),
+        Binding("escape", "clear_filter", "clear filter"),
+        Binding("colon", "command", "command"),
+        Binding("j,down", "move(1)", "down", show=False),
+        Binding("k,up", "move(-1)", "up", show=False),
+        Binding("g,home", "edge(0)", "first", show=False),
+        Binding("G,end", "edge(-1)", "last", show=False),
         Binding("q", "quit", "quit"),
     ]
+
+    #: What the filter line holds ("" lists every row).
+    filter_text: reactive[str] = reactive("")
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], select: str | None = None) -> None:
         super().__init__(link, config, clock)
@@ -116,11 +103,15 @@ class AgentViewScreen(RoostScreen):
         self.table = JobTable(id="jobs", cursor_type="row")
         self.empty = Static("no jobs yet: press n to start one, or run  roost demo", id="empty")
         self.command_line = CommandLine(placeholder=" · ".join(COMMANDS), id="command", select_on_focus=False)
+        self.filter_box = FilterBox(id="filter")
+        self.peek = PeekPane(id="peek")
 
     def compose(self) -> ComposeResult:
         yield self.topbar
         yield self.table
         yield self.empty
+        yield self.peek
+        yield self.filter_box
         yield self.command_line
         yield from self.compose_bottom()
 
@@ -165,7 +156,9 @@ class AgentViewScreen(RoostScreen):
         """Make the table match the listed rows: cells that changed, rows that came or went."""
         if not self._columns or self.palette is None:
             return
-        listed = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
+        every = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
+        kept = {row.id for row in filter_rows((item.row for item in every), self.filter_text)}
+        listed = [item for item in every if item.row.id in kept]
         wanted = [item.row.id for item in listed]
         table = self.table
         with self.app.batch_update():
@@ -183,7 +176,9 @@ class AgentViewScreen(RoostScreen):
             if selected in self._cells:
                 table.move_cursor(row=table.get_row_index(selected), animate=False)
         self.empty.display = not listed
-        self._draw_topbar(listed)
+        self.empty.update("no job matches the filter: esc clears it" if self.filter_text and every
+                          else "no jobs yet: press n to start one, or run  roost demo")
+        self._draw_topbar(every)
 
     def _put(self, item: AgentViewRow) -> None:
         """Add the row, or update only the cells whose text or colour changed."""
@@ -236,6 +231,8 @@ class AgentViewScreen(RoostScreen):
             bar.append(f"{counts['failed']} failed", style=self.palette.error + BOLD)
         if self.link.more:
             bar.append(f"  ·  {self.link.more:,} older not listed: roost ls --all", style=self.palette.muted)
+        if self.filter_text:
+            bar.append(f"  ·  filter: {self.filter_text}", style=self.palette.primary)
         self.topbar.update(bar)
 
     # -- keys --------------------------------------------------------------------------------------
@@ -244,8 +241,10 @@ class AgentViewScreen(RoostScreen):
         return self.link.rows.get(job_id) if job_id else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("open", "message", "pin", "stop_tree", "archive") and self._selected() is None:
+        if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek") and self._selected() is None:
             return None
+        if action == "clear_filter":
+            return bool(self.filter_text)
         return super().check_action(action, parameters)
 
     def action_open(self) -> None:
@@ -267,6 +266,75 @@ class AgentViewScreen(RoostScreen):
             self.table.action_cursor_down()
         else:
             self.table.action_cursor_up()
+
+    def action_edge(self, index: int) -> None:
+        """``g``/Home: the first row; ``G``/End: the last."""
+        if self.table.row_count:
+            self.table.move_cursor(row=index % self.table.row_count, animate=False)
+
+    def action_next_needing(self) -> None:
+        """The next row (after the cursor, wrapping) whose job waits for a person."""
+        ids = [r.key.value for r in self.table.ordered_rows]
+        needing = [i for i, job_id in enumerate(ids) if self.link.rows[job_id].state in NEEDS_INPUT_STATES]
+        if not needing:
+            self.status.say("no job needs you")
+            return
+        here = self.table.cursor_row
+        self.table.move_cursor(row=next((i for i in needing if i > here), needing[0]), animate=False)
+
+    # -- peek, filter, rename, archived ------------------------------------------------------------------
+    def action_peek(self) -> None:
+        """Space: the selected job's last entries in a pane, or the pane away again."""
+        self.peek.display = not self.peek.display
+        self._peek_selected()
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self) -> None:
+        self._peek_selected()
+
+    def _peek_selected(self) -> None:
+        row = self._selected()
+        if self.peek.display and row is not None:
+            self._read_peek(row.id)
+
+    @work(group="peek", exclusive=True)
+    async def _read_peek(self, job_id: str) -> None:
+        try:
+            page = await self.link.call("logs", job=job_id, limit=PEEK_ENTRIES)
+        except ClientError as exc:
+            self.status.say(exc.message, error=True)
+            return
+        row = self.link.rows.get(job_id)
+        if row is not None and self.palette is not None:
+            self.peek.show_entries(row, page["entries"], self.palette)
+
+    def action_filter(self) -> None:
+        self.filter_box.add_class("-open")
+        self.set_focus(self.filter_box)
+
+    @on(FilterBox.Changed, "#filter")
+    def _filter_changed(self, event: FilterBox.Changed) -> None:
+        self.filter_text = event.value.strip()
+
+    @on(FilterBox.Done)
+    def _filter_done(self, event: FilterBox.Done) -> None:
+        self.filter_box.set_class(not event.cleared and bool(self.filter_text), "-open")
+        self.set_focus(self.table)
+
+    def action_clear_filter(self) -> None:
+        self.filter_box.value = ""
+        self.filter_box.remove_class("-open")
+
+    def watch_filter_text(self) -> None:
+        self._sync(self.table.selected_id())
+
+    def action_rename(self) -> None:
+        row = self._selected()
+        if row is not None:
+            self.rename(row)
+
+    def action_archived(self) -> None:
+        self.app.push_screen(ArchivedScreen(self.link, self.config, self.clock))
 
     def action_new(self) -> None:
         def spawn(prompt: str | None) -> None:
@@ -327,27 +395,27 @@ class AgentViewScreen(RoostScreen):
     @on(CommandLine.Run)
     def _run(self, message: CommandLine.Run) -> None:
         self._command_closed()
-        word, _, rest = message.text.lstrip("/:").strip().partition(" ")
-        rest = rest.strip()
-        usage = next((spec for spec in COMMANDS if spec.split()[0] == word), None)
-        if usage is None:
-            if word:
-                self.status.say(f"unknown command {word!r}: try help", error=True)
+        parsed = parse_command(message.text)
+        if isinstance(parsed, str):
+            if parsed:
+                self.status.say(parsed, error=True)
             return
-        needed = len(usage.split()) - 1  # the last argument takes the rest of the line
-        if len(rest.split(None, max(needed - 1, 0)) if rest else []) < needed:
-            self.status.say(f"usage: {usage}", error=True)
-            return
+        word, args = parsed
         if word == "new":
-            self._spawn(rest)
+            self._spawn(args[0])
         elif word == "open":
-            self._open_id(rest)
+            self._open_id(args[0])
         elif word == "send":
-            job_id, text = rest.split(None, 1)
+            job_id, text = args
             self._look_up(job_id, lambda row: self.request("send", {"job": row.id, "text": text},
                                                            lambda result: send_outcome(row, result)))
         elif word == "stop":
-            self._stop(rest)
+            self._stop(args[0])
+        elif word == "rename":
+            job_id, title = args
+            self._look_up(job_id, lambda row: self.request_rename(row, title))
+        elif word == "archived":
+            self.action_archived()
         elif word == "help":
             self.status.say(" · ".join(COMMANDS))
         elif word == "quit":

@@ -18,7 +18,8 @@ from roost.models import STOPPABLE_STATES, State
 from roost.rules.views import (SUBAGENT_HINT, age_seconds, format_age, subagent_hint_visible, tree_running_ids,
                                usage_text)
 from roost.tui.composer import Composer
-from roost.tui.daemon_link import DaemonLink, LinkUpdate
+from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
+from roost.tui.filter_box import FilterBox
 from roost.tui.looks import state_text
 from roost.tui.roost_screen import JobClosed, RoostScreen, plural, send_outcome
 from roost.tui.subagent_panel import SubagentPanel
@@ -26,8 +27,13 @@ from roost.tui.transcript import Transcript
 
 #: What ``/subagents ARG`` does: the panel mode to enter, or "stop".
 SUBAGENT_COMMANDS = {"": "recent", "all": "all", "stop": "stop"}
-#: Actions on the panel's selected row (bound here, so what they open opens at once).
-PANEL_ACTIONS = frozenset({"open_subagent", "message_subagent", "stop_or_hide", "stop_subagents", "leave_panel"})
+#: The composer's commands, for the messages that list them.
+COMPOSER_COMMANDS = "/subagents, /subagents all, /subagents stop or /stop"
+#: Actions of the panel (bound here, so what they open opens at once): only while it has the focus.
+PANEL_ACTIONS = frozenset({"open_subagent", "message_subagent", "rename_subagent", "stop_or_hide", "stop_subagents",
+                           "leave_panel", "panel_edge", "panel_filter"})
+#: Key names of printable keys that are not the character itself.
+_KEY_CHARACTERS = {"slash": "/", "question_mark": "?"}
 
 
 class JobScreen(RoostScreen):
@@ -38,7 +44,11 @@ class JobScreen(RoostScreen):
         Binding("enter", "open_subagent", "open"),
         Binding("m", "message_subagent", "message"),
         Binding("x", "stop_or_hide", "stop / hide"),
+        Binding("r", "rename_subagent", "rename"),
         Binding("K", "stop_subagents", "stop all", key_display="K K"),
+        Binding("slash", "panel_filter", "filter"),
+        Binding("g,home", "panel_edge(0)", "first", show=False),
+        Binding("G,end", "panel_edge(-1)", "last", show=False),
         Binding("escape", "leave_panel", "leave panel"),
         Binding("up", "leave_panel", "leave panel", show=False),
         Binding("escape", "back", "back"),
@@ -64,12 +74,16 @@ class JobScreen(RoostScreen):
         self.jobbar = Static(id="jobbar")
         self.transcript = Transcript(id="transcript")
         self.panel = SubagentPanel(job_id, clock, config.finished_row_lifetime, id="panel")
-        self.composer = Composer(placeholder="message this job · /subagents · /subagents all · /subagents stop",
+        self.filter_box = FilterBox(id="panel-filter")
+        self.composer = Composer(placeholder="message this job · /subagents · /subagents all · /subagents stop · /stop",
                                  id="composer")
+        #: Titles from the root down to this job's parent (the breadcrumb), read once on open.
+        self.path: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield self.jobbar
         yield self.transcript
+        yield self.filter_box
         yield self.panel
         yield self.composer
         yield from self.compose_bottom()
@@ -97,6 +111,7 @@ class JobScreen(RoostScreen):
             self._subs.append(sub["sub"])
             own = await self.link.call("show", job=self.job_id)
             update.rows |= self.link.hold(sub["sub"], [own], newer=False).rows
+            self.path = await self._path_to_root(own.get("parent"))
             if not self.loaded:
                 page = await self.link.call("logs", job=self.job_id)
                 self.transcript.start(page["entries"], page["more"])
@@ -113,6 +128,17 @@ class JobScreen(RoostScreen):
         self._early.clear()
         self.loaded = self._streaming = True
         self.rows_changed(update)
+
+    async def _path_to_root(self, parent: str | None) -> list[str]:
+        """The titles of every job above this one, root first (rows the app holds, else ``show``)."""
+        titles: list[str] = []
+        seen: set[str] = set()
+        while parent is not None and parent not in seen:
+            seen.add(parent)
+            row = self.link.rows.get(parent) or safe_row(await self.link.call("show", job=parent))
+            titles.append(row.job.title)
+            parent = row.parent
+        return titles[::-1]
 
     @on(Transcript.Older)
     def _older(self, message: Transcript.Older) -> None:
@@ -172,9 +198,8 @@ class JobScreen(RoostScreen):
         if row is None or self.palette is None:
             return
         bar = Text(no_wrap=True, overflow="ellipsis", end="")
-        parent = self.link.rows.get(row.parent) if row.parent else None
-        if parent is not None:
-            bar.append(f"{parent.job.title} › ", style=self.palette.muted)
+        for title in self.path:
+            bar.append(f"{title} › ", style=self.palette.muted)
         bar.append(row.job.title, style="bold")
         bar.append(f"  {row.id}  ", style=self.palette.muted)
         bar.append_text(state_text(row, self.palette))
@@ -203,7 +228,7 @@ class JobScreen(RoostScreen):
         """In the panel, its letter keys act only alone: typed in a burst they are text."""
         if self.focused is not self.panel:
             return frozenset()
-        return PANEL_KEYS
+        return PANEL_KEYS | {"?"}
 
     def take_text(self, text: str) -> bool:
         """Typing in the panel leaves it; the text goes to the composer, whole."""
@@ -284,10 +309,14 @@ class JobScreen(RoostScreen):
 
     @on(Composer.Command)
     def _command(self, message: Composer.Command) -> None:
+        if message.name == "stop" and not message.argument:
+            self.request("stop", {"job": self.job_id},
+                         lambda result: "stopped this job" if result["stopped"] else "this job was not running")
+            return
         what = SUBAGENT_COMMANDS.get(message.argument) if message.name == "subagents" else None
         if what is None:
             self.status.say(f"unknown command /{message.name} {message.argument}".rstrip()
-                            + ": try /subagents, /subagents all or /subagents stop", error=True)
+                            + f": try {COMPOSER_COMMANDS}", error=True)
         elif what == "stop":
             if tree_running_ids(self.link.rows.values(), self.job_id):
                 self._stop_subagents()
@@ -307,6 +336,34 @@ class JobScreen(RoostScreen):
         if line is not None:
             self.write_to(line.row)
 
+    def action_rename_subagent(self) -> None:
+        line = self.panel.selected()
+        if line is not None:
+            self.rename(line.row)
+
+    def action_panel_edge(self, index: int) -> None:
+        if index == 0:
+            self.panel.select_first()
+        else:
+            self.panel.select_last()
+
+    def action_panel_filter(self) -> None:
+        self.filter_box.add_class("-open")
+        self.set_focus(self.filter_box)
+
+    @on(FilterBox.Changed, "#panel-filter")
+    def _filter_changed(self, event: FilterBox.Changed) -> None:
+        self.panel.filter_text = event.value.strip()
+
+    @on(FilterBox.Done)
+    def _filter_done(self, event: FilterBox.Done) -> None:
+        self.filter_box.set_class(not event.cleared and bool(self.panel.filter_text), "-open")
+        if self.panel.lines:
+            self.panel.select_first()
+            self.set_focus(self.panel)
+        else:
+            self.action_leave_panel()
+
     def action_stop_or_hide(self) -> None:
         """``x``: a running row is stopped, a finished one leaves the panel at once."""
         line = self.panel.selected()
@@ -322,5 +379,6 @@ class JobScreen(RoostScreen):
 
 
 #: The panel's letter keys, from the bindings: each acts only when pressed alone (docs/keys.md).
-PANEL_KEYS = frozenset(b.key for b in JobScreen.BINDINGS
-                       if isinstance(b, Binding) and len(b.key) == 1 and b.action in PANEL_ACTIONS)
+PANEL_KEYS = frozenset(_KEY_CHARACTERS.get(key, key) for b in JobScreen.BINDINGS if isinstance(b, Binding)
+                       and b.action.split("(")[0] in PANEL_ACTIONS for key in b.key.split(",")
+                       if len(_KEY_CHARACTERS.get(key, key)) == 1)

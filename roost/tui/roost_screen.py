@@ -8,6 +8,7 @@ from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer
 
@@ -17,6 +18,7 @@ from roost.models import Row
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
 from roost.tui.dialogs import PromptBox
 from roost.tui.double_press import DOUBLE_PRESS_WINDOW, DoublePress
+from roost.tui.help_screen import HelpScreen
 from roost.tui.job_message import JobMessage
 from roost.tui.looks import Palette
 from roost.tui.status_line import StatusLine
@@ -58,7 +60,9 @@ def stopped_text(ids: list[str]) -> str:
 
 
 class RoostScreen(Screen[None]):
-    """A screen of the app: fed the link's changes and the clock's ticks by the app."""
+    """A screen of the app: fed the link's changes by the app, ticked by its own timer."""
+
+    BINDINGS = [Binding("question_mark", "help", "help", key_display="?"), Binding("f1", "help", show=False)]
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float]) -> None:
         super().__init__()
@@ -132,6 +136,22 @@ class RoostScreen(Screen[None]):
                 self.request("send", {"job": row.id, "text": text}, lambda result: send_outcome(row, result))
 
         self.app.push_screen(PromptBox(f"Message {row.job.title} [{row.id}]", "what to tell it"), send)
+
+    def action_help(self) -> None:
+        """``?``: the keys that work here, from the bindings active where the focus is."""
+        self.app.push_screen(HelpScreen(self))
+
+    def rename(self, row: Row) -> None:
+        """Ask for a new title for ``row``'s job (the old one to edit) and give it to the daemon."""
+
+        def rename(title: str | None) -> None:
+            if title and title != row.job.title:
+                self.request_rename(row, title)
+
+        self.app.push_screen(PromptBox(f"Rename {row.job.title} [{row.id}]", "its new title", row.job.title), rename)
+
+    def request_rename(self, row: Row, title: str) -> None:
+        self.request("rename", {"job": row.id, "title": title}, lambda result: f"renamed {row.id} to {result['title']}")
 
     def stop_twice(self, target: str, what: str, stop: Callable[[], None]) -> None:
         """``K K``: the first press says what a second one would stop; the second stops it."""

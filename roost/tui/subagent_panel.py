@@ -19,7 +19,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from roost.models import STOPPABLE_STATES, Row
-from roost.rules.views import PanelRow, activity_text, age_seconds, format_age, panel_rows
+from roost.rules.views import PanelRow, activity_text, age_seconds, filter_rows, format_age, panel_rows
 from roost.tui.looks import Palette, state_marks
 
 
@@ -43,6 +43,8 @@ class SubagentPanel(Widget, can_focus=True):
 
     mode: reactive[str] = reactive("normal")
     cursor: reactive[str | None] = reactive(None)
+    #: The panel's filter (``/`` in the panel): words of the title or id, ``s:STATE``.
+    filter_text: reactive[str] = reactive("")
 
     def __init__(self, open_job: str, clock: Callable[[], float], lifetime: float, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -63,8 +65,9 @@ class SubagentPanel(Widget, can_focus=True):
 
     def recompute(self) -> None:
         """Apply the rule again (rows changed, time passed, the mode or hidden rows changed)."""
-        self.lines = panel_rows(self._rows, self.open_job, self.clock(), self.mode, frozenset(self.hidden),
-                                self.lifetime)
+        lines = panel_rows(self._rows, self.open_job, self.clock(), self.mode, frozenset(self.hidden), self.lifetime)
+        kept = {row.id for row in filter_rows((line.row for line in lines), self.filter_text)} if self.filter_text else None
+        self.lines = [line for line in lines if kept is None or line.row.id in kept]
         ids = [line.row.id for line in self.lines]
         if self.cursor is not None and self.cursor not in ids:
             # the row under the cursor left: stay at the same place in the list
@@ -74,6 +77,9 @@ class SubagentPanel(Widget, can_focus=True):
         self.refresh(layout=True)
 
     def watch_mode(self) -> None:
+        self.recompute()
+
+    def watch_filter_text(self) -> None:
         self.recompute()
 
     def watch_cursor(self, cursor: str | None) -> None:
@@ -95,6 +101,9 @@ class SubagentPanel(Widget, can_focus=True):
 
     def select_first(self) -> None:
         self.cursor = self.lines[0].row.id if self.lines else None
+
+    def select_last(self) -> None:
+        self.cursor = self.lines[-1].row.id if self.lines else None
 
     def max_rows(self) -> int:
         """How many rows fit: about a quarter of the screen, at least three."""
@@ -145,7 +154,8 @@ class SubagentPanel(Widget, can_focus=True):
                  "all": "all subagents"}[self.mode]
         start, window = self._window()
         more = len(self.lines) - start - len(window)
-        self.border_title = title + (f" · {more} more ↓" if more > 0 else "")
+        shown = f" · filter: {self.filter_text}" if self.filter_text else ""
+        self.border_title = title + shown + (f" · {more} more ↓" if more > 0 else "")
 
     # -- keys -----------------------------------------------------------------------------------------
     def action_cursor(self, step: int) -> None:
