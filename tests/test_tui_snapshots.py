@@ -175,3 +175,16 @@ def test_subagents_all(snap_compare, size):
 def test_a_job_screen_in_the_light_theme(snap_compare):
     assert snap_compare(fixed_app("textual-light", select=ROOT), run_before=settle("enter", "down"),
                         terminal_size=(120, 40))
+
+
+def test_the_peek_pane(snap_compare):
+    assert snap_compare(fixed_app(select=ROOT), run_before=settle("space"), terminal_size=(120, 40))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_help_overlay(snap_compare, size):
+    assert snap_compare(fixed_app(), run_before=settle("question_mark"), terminal_size=size)
+
+
+def test_the_filter_by_state(snap_compare):
+    assert snap_compare(fixed_app(), run_before=settle("slash", *"s:failed"), terminal_size=(120, 40))

@@ -27,7 +27,7 @@ class PromptBox(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self._title, classes="dialog-title")
+            yield Label(self._title, classes="dialog-title", markup=False)
             yield Input(self._value, placeholder=self._placeholder, id="prompt-input")
             yield Label("enter to send · esc to cancel", classes="dialog-help")
 
@@ -62,7 +62,7 @@ class ScriptBox(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self._title, classes="dialog-title")
+            yield Label(self._title, classes="dialog-title", markup=False)
             yield TextArea(id="script-input", soft_wrap=True, show_line_numbers=False)
             yield Label("enter: new line · ctrl+s: start it · esc: cancel", classes="dialog-help")
 
@@ -107,7 +107,7 @@ class ConfirmBox(FreshKeysScreen):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self._question, classes="dialog-title")
+            yield Label(self._question, classes="dialog-title", markup=False)
             yield Label("y / enter: yes · n / esc: no", classes="dialog-help")
 
     def action_answer(self, yes: bool) -> None:

@@ -13,13 +13,22 @@ from textual.widgets import Label, Static
 from roost.tui.filter_box import FILTER_HELP
 
 
+def _ours(node: object) -> set[tuple[str, str]]:
+    """(action, description) of the bindings roost's own classes declare on ``node``'s class."""
+    return {(b.action, b.description) for cls in type(node).__mro__ if cls.__module__.startswith("roost.")
+            for b in cls.__dict__.get("BINDINGS", []) if isinstance(b, Binding)}
+
+
 def key_lines(screen: Screen[object]) -> list[tuple[str, str]]:
-    """(keys, what they do) for every shown binding active where ``screen``'s focus is, in the
-    order the footer lists them; keys bound to the same action are listed together."""
+    """(keys, what they do) for every binding active where ``screen``'s focus is, in the order
+    the footer lists them: those the footer shows, and roost's own that it leaves out (``j``,
+    ``g``…), not the text boxes' and tables' editing keys. Keys of one action go together."""
     seen: dict[tuple[str, str], list[str]] = {}
     for key, active in screen.active_bindings.items():
         binding = active.binding
-        if not active.enabled or not (binding.description or binding.tooltip):
+        if not active.enabled or not binding.description:
+            continue
+        if not binding.show and (binding.action, binding.description) not in _ours(active.node):
             continue
         label = binding.key_display or screen.app.get_key_display(binding)
         seen.setdefault((binding.action, binding.description), [])
@@ -48,5 +57,5 @@ class HelpScreen(ModalScreen[None]):
             yield Label("Keys here", classes="dialog-title")
             yield Static(table)
             for note in (*self._notes, FILTER_HELP):
-                yield Label(note, classes="dialog-help")
+                yield Label(note, classes="dialog-help", markup=False)
             yield Label("esc / ? : close · docs/keys.md lists every key", classes="dialog-help")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.text import Text
 from textual.widgets import Static
 
@@ -21,7 +22,7 @@ class PeekPane(Static):
 
     def show_entries(self, row: Row, entries: list[dict[str, Any]], palette: Palette) -> None:
         """The job's newest entries, oldest first, the lines that fit (the newest last)."""
-        self.border_title = f"{row.job.title} [{row.id}] · {row.state.value}"
+        self.border_title = escape(f"{row.job.title} [{row.id}] · {row.state.value}")
         out = Text(no_wrap=False, end="")
         for entry in entries:
             text = entry_text(entry, palette)

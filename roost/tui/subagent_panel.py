@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from rich.markup import escape
 from rich.text import Text
 from textual.actions import SkipAction
 from textual.binding import Binding
@@ -155,7 +156,7 @@ class SubagentPanel(Widget, can_focus=True):
         start, window = self._window()
         more = len(self.lines) - start - len(window)
         shown = f" · filter: {self.filter_text}" if self.filter_text else ""
-        self.border_title = title + shown + (f" · {more} more ↓" if more > 0 else "")
+        self.border_title = escape(title + shown + (f" · {more} more ↓" if more > 0 else ""))
 
     # -- keys -----------------------------------------------------------------------------------------
     def action_cursor(self, step: int) -> None:
