@@ -6,7 +6,9 @@ seconds), so every rule can be tested without a terminal and without waiting.
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +30,7 @@ __all__ = [
     "newly_notable",
     "panel_rows",
     "peek_line",
+    "readable_text",
     "subagent_hint_visible",
     "tree_running_ids",
     "usage_text",
@@ -445,3 +448,20 @@ def activity_text(row: Row, width: int) -> tuple[str, bool]:
         reason = " ".join(row.job.reason.split())
         return (reason if len(reason) <= width else reason[: max(width - 1, 0)] + "…"), row.state is State.FAILED
     return peek_line(row, width), False
+
+
+# --------------------------------------------------------------------------- wire text
+
+_REPORT_OPEN = re.compile(r'<roost-report child="([^"]*)" title="([^"]*)" state="([^"]*)" kind="([^"]*)">')
+_REPORT_CLOSE = re.compile(r"</roost-report>")
+
+
+def readable_text(text: str) -> str:
+    """Text an agent wrote with the report blocks it was prompted with turned back into words:
+    an agent that echoes its prompt (``noted while working: <roost-report child=…>``) shows
+    ``↩ work 2 [9zqb] waiting (question)``, not the wire text."""
+    def opened(match: re.Match[str]) -> str:
+        child, title, state, kind = (html.unescape(group) for group in match.groups())
+        return f"↩ {title} [{child}] {state}" + (" (question)" if kind == "question" else "") + ":"
+
+    return _REPORT_CLOSE.sub("", _REPORT_OPEN.sub(opened, text)).replace("&lt;/roost-report", "</roost-report")

@@ -32,24 +32,25 @@ class AgentViewScreen(RoostScreen):
     """Every listed job, newest first; Enter opens one."""
 
     CSS_PATH = "agent_view.tcss"
+    # In the order of the footer, which a narrow terminal cuts: the most used first (? lists all).
     BINDINGS = [
         Binding("n", "new", "new"),
         Binding("m", "message", "message"),
+        Binding("slash", "filter", "filter"),
+        Binding("escape", "clear_filter", "clear filter"),
         Binding("space", "peek", "peek", key_display="space"),
+        Binding("K", "stop_tree", "stop tree", key_display="K K"),
+        Binding("a", "archive", "archive"),
+        Binding("colon", "command", "command"),
+        Binding("q", "quit", "quit"),
         Binding("w", "next_needing", "next needing you"),
         Binding("p", "pin", "pin"),
         Binding("r", "rename", "rename"),
-        Binding("K", "stop_tree", "stop tree", key_display="K K"),
-        Binding("a", "archive", "archive"),
         Binding("A", "archived", "archived"),
-        Binding("slash", "filter", "filter"),
-        Binding("escape", "clear_filter", "clear filter"),
-        Binding("colon", "command", "command"),
         Binding("j,down", "move(1)", "down", show=False),
         Binding("k,up", "move(-1)", "up", show=False),
         Binding("g,home", "edge(0)", "first", show=False),
         Binding("G,end", "edge(-1)", "last", show=False),
-        Binding("q", "quit", "quit"),
     ]
 
     #: What the filter line holds ("" lists every row).

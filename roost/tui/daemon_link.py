@@ -19,6 +19,7 @@ from textual.message import Message
 from roost import paths as paths_mod
 from roost.client import AsyncClient, ClientError, start_daemon
 from roost.models import Row
+from roost.rules.views import readable_text
 from roost.text import safe_text
 
 #: How long the link waits after an event for more of the same burst before handing them on.
@@ -30,9 +31,10 @@ _WRITTEN_FIELDS = ("title", "last_text", "reason")
 
 
 def safe_row(data: dict[str, Any]) -> Row:
-    """A wire row as the app keeps it: every text a job wrote made safe for the terminal once,
-    here, so no view can draw a job's control characters."""
-    clean = {**data, **{name: safe_text(data[name]) for name in _WRITTEN_FIELDS if isinstance(data.get(name), str)}}
+    """A wire row as the app keeps it: every text a job wrote made safe for the terminal and
+    free of report wire text once, here, so no view can draw either."""
+    clean = {**data, **{name: safe_text(readable_text(data[name])) for name in _WRITTEN_FIELDS
+                        if isinstance(data.get(name), str)}}
     return Row.from_wire(clean)
 
 

@@ -11,6 +11,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import RichLog
 
+from roost.rules.views import readable_text
 from roost.text import safe_text
 from roost.tui.looks import BOLD, Palette
 
@@ -28,9 +29,10 @@ def _short(value: Any, limit: int = 60) -> str:
 
 
 def _safe(value: Any) -> Any:
-    """Every string in an entry's data made safe for the terminal (what jobs write is shown)."""
+    """Every string in an entry's data made safe for the terminal and free of report wire text
+    (what jobs write is shown)."""
     if isinstance(value, str):
-        return safe_text(value)
+        return safe_text(readable_text(value))
     if isinstance(value, dict):
         return {key: _safe(item) for key, item in value.items()}
     if isinstance(value, list):
