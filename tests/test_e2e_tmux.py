@@ -222,3 +222,30 @@ def test_text_typed_while_a_confirmation_opens_does_not_answer_it(daemon, term):
     term.keys("n")
     term.wait_for(lambda screen: "Archive" not in screen, "the question gone")
     untouched(daemon, job)
+
+
+def test_a_streaming_transcript_can_be_read_back(daemon, term):
+    job = daemon.spawn("\n".join(f"say line {n}" for n in range(120)), title="streamer")
+    daemon.wait_state(job, "idle")
+    term.start()
+    term.wait_text("streamer")
+    term.keys("Enter")
+
+    def said(line: str) -> Callable[[str], bool]:  # a line the job said (the prompt lists them too)
+        return lambda screen: any(row.strip() == line for row in screen.splitlines())
+
+    term.wait_for(said("line 119"), "the tail of the transcript")
+    term.keys("PageUp", "PageUp")
+    screen = term.wait_for(lambda s: not said("line 119")(s), "the view scrolled up")
+    top = screen.splitlines()[1]
+    daemon.call("send", job=job, text="work 0.2\n" + "\n".join(f"say fresh {n}" for n in range(5)))
+    screen = term.wait_text("↓ ")
+    assert "new · End follows" in screen
+    daemon.wait_state(job, "idle")
+    time.sleep(0.5)
+    screen = term.screen()
+    assert screen.splitlines()[1] == top, "the lines being read stayed put while more arrived"
+    assert not said("fresh 4")(screen)
+    term.keys("End")
+    screen = term.wait_for(said("fresh 4"), "the tail again")
+    assert "new · End follows" not in screen
