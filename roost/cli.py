@@ -17,12 +17,20 @@ from typing import Any, NoReturn
 import click
 
 from roost import paths as paths_mod
-from roost.client import Client, ClientError, connect, daemon_running, job_identity, start_daemon
+from roost.client import UNREACHABLE, Client, ClientError, connect, job_identity, probe, start_daemon
 from roost.models import record_json
+from roost.text import safe_text
+
+
+def _say(text: str, err: bool = False) -> None:
+    """Print a line for a person. Every human line goes through here: titles, texts, reasons and
+    the daemon's messages carry what jobs wrote, escape sequences included (JSON output is
+    escaped by json itself and printed as it is)."""
+    click.echo(safe_text(text), err=err)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    click.echo(f"roost: {message}", err=True)
+    _say(f"roost: {message}", err=True)
     sys.exit(code)
 
 
@@ -102,29 +110,35 @@ def daemon_start(ctx: Ctx, foreground: bool) -> None:
         from roost.daemon.__main__ import main as daemon_main
 
         sys.exit(daemon_main(["--config", ctx.config] if ctx.config else []))
-    if daemon_running(paths.socket):
-        click.echo(f"roost daemon already running ({paths.socket})")
+    error = probe(paths.socket)
+    if error is None:
+        _say(f"roost daemon already running ({paths.socket})")
         return
+    if error.code != UNREACHABLE:  # one is there but refused us: a second one would not help
+        _fail(error.message)
     try:
         start_daemon(paths, config=ctx.config)
     except ClientError as exc:
         _fail(exc.message)
-    click.echo(f"roost daemon started ({paths.socket})")
+    _say(f"roost daemon started ({paths.socket})")
 
 
 @daemon.command("stop")
 def daemon_stop() -> None:
     """Stop the daemon; workers are closed, records stay."""
     paths = paths_mod.resolve()
-    if not daemon_running(paths.socket):
-        click.echo("roost daemon is not running")
+    try:
+        with Client.connect(paths.socket) as client:
+            client.call("shutdown")
+    except ClientError as exc:
+        if exc.code != UNREACHABLE:
+            _fail(exc.message)
+        _say("roost daemon is not running")
         return
-    with Client.connect(paths.socket) as client:
-        client.call("shutdown")
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and paths.socket.exists():
         time.sleep(0.05)
-    click.echo("roost daemon stopped")
+    _say("roost daemon stopped")
 
 
 @daemon.command("status")
@@ -137,15 +151,16 @@ def daemon_status(acknowledge: bool) -> None:
             if acknowledge:
                 client.call("acknowledge")
             st = client.call("status")
-    except ClientError:
-        click.echo(f"roost daemon is not running ({paths.socket})")
+    except ClientError as exc:
+        _say(f"roost daemon is not running ({paths.socket})" if exc.code == UNREACHABLE
+             else f"roost daemon at {paths.socket} did not answer: {exc.message}")
         sys.exit(1)
-    click.echo(f"roost daemon running: pid {st['pid']}, {st['jobs']} jobs, {st['workers']} workers, "
+    _say(f"roost daemon running: pid {st['pid']}, {st['jobs']} jobs, {st['workers']} workers, "
                f"socket {st['socket']}")
     if st.get("config_error"):
-        click.echo(f"config not reloaded: {st['config_error']}")
+        _say(f"config not reloaded: {st['config_error']}")
     if st.get("store_notice"):
-        click.echo(f"THE STORE WAS REPAIRED: {st['store_notice']}\n"
+        _say(f"THE STORE WAS REPAIRED: {st['store_notice']}\n"
                    "(docs/reliability.md says how to get records back; "
                    "`roost daemon status --acknowledge` stops this message)")
 
@@ -171,7 +186,7 @@ def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, tit
         label_map[key] = value
     row = ctx.call("spawn", prompt=prompt, parent=parent, driver=driver, cwd=os.path.abspath(cwd or os.getcwd()),
                    title=title, lifetime=lifetime, labels=label_map or None)
-    click.echo(row["id"])
+    _say(row["id"])
 
 
 @cli.command()
@@ -181,7 +196,7 @@ def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, tit
 def send(ctx: Ctx, job_id: str, text: str) -> None:
     """Send TEXT to a job (resumes a done, idle or closed job; restarts a stopped one)."""
     result = ctx.call("send", job=job_id, text=text)
-    click.echo(f"{result['outcome']}: {job_id}")
+    _say(f"{result['outcome']}: {job_id}")
 
 
 @cli.command()
@@ -193,9 +208,9 @@ def stop(ctx: Ctx, job_id: str, tree: bool) -> None:
     result = ctx.call("stop", job=job_id, tree=tree)
     n = result["stopped"]
     if n == 0:
-        click.echo(f"{job_id} was already stopped" if result.get("already") else "nothing was running")
+        _say(f"{job_id} was already stopped" if result.get("already") else "nothing was running")
     else:
-        click.echo(f"stopped {n} job{'s' if n != 1 else ''}: {' '.join(result['ids'])}")
+        _say(f"stopped {n} job{'s' if n != 1 else ''}: {' '.join(result['ids'])}")
 
 
 @cli.command()
@@ -204,7 +219,7 @@ def stop(ctx: Ctx, job_id: str, tree: bool) -> None:
 def close(ctx: Ctx, job_id: str) -> None:
     """Close a job's worker (its record stays; a message resumes it)."""
     result = ctx.call("close", job=job_id)
-    click.echo("closed" if result["closed"] else f"not closed: {result.get('reason')}")
+    _say("closed" if result["closed"] else f"not closed: {result.get('reason')}")
 
 
 def _pin_command(op: str, doc: str) -> None:
@@ -215,7 +230,7 @@ def _pin_command(op: str, doc: str) -> None:
     @pass_ctx
     def command(ctx: Ctx, job_id: str) -> None:
         ctx.call(op, job=job_id)
-        click.echo(f"{op}ned {job_id}")
+        _say(f"{op}ned {job_id}")
 
 
 _pin_command("pin", "Keep a job's worker up (the idle reaper and auto-close skip it).")
@@ -228,8 +243,8 @@ _pin_command("unpin", "Let the idle reaper and auto-close take a job's worker ag
 def archive(ctx: Ctx, job_id: str) -> None:
     """Archive a job and its children (a child open in a client is detached instead)."""
     result = ctx.call("archive", job=job_id)
-    click.echo(f"archived {len(result['archived'])}" +
-               (f", detached {' '.join(result['detached'])}" if result["detached"] else ""))
+    _say(f"archived {len(result['archived'])}" +
+         (f", detached {' '.join(result['detached'])}" if result["detached"] else ""))
 
 
 @cli.command()
@@ -239,7 +254,7 @@ def unarchive(ctx: Ctx, job_id: str) -> None:
     """Bring back an archived job, with the jobs archived along with it."""
     row = ctx.call("unarchive", job=job_id)
     below = row.get("descendants") or 0
-    click.echo(f"unarchived {job_id}" + (f" and {below} below it" if below else ""))
+    _say(f"unarchived {job_id}" + (f" and {below} below it" if below else ""))
 
 
 @cli.command()
@@ -249,7 +264,7 @@ def unarchive(ctx: Ctx, job_id: str) -> None:
 def rename(ctx: Ctx, job_id: str, title: str) -> None:
     """Give a job a new TITLE."""
     ctx.call("rename", job=job_id, title=title)
-    click.echo(f"renamed {job_id}")
+    _say(f"renamed {job_id}")
 
 
 @cli.command()
@@ -258,7 +273,7 @@ def rename(ctx: Ctx, job_id: str, title: str) -> None:
 def detach(ctx: Ctx, job_id: str) -> None:
     """Make a child a root job: it keeps working and leaves its parent's tree."""
     ctx.call("detach", job=job_id)
-    click.echo(f"detached {job_id}")
+    _say(f"detached {job_id}")
 
 
 @cli.command()
@@ -273,7 +288,7 @@ def show(ctx: Ctx, job_id: str, as_json: bool) -> None:
         return
     width = max(len(k) for k in row)
     for key, value in row.items():
-        click.echo(f"{key:<{width}}  {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+        _say(f"{key:<{width}}  {json.dumps(value) if isinstance(value, (dict, list)) else value}")
 
 
 @cli.command("ls")
@@ -296,11 +311,11 @@ def ls(ctx: Ctx, as_json: bool, everything: bool, archived: bool) -> None:
         else:
             rows, left_out = cli_views.recent_rows(client)
     if not rows:
-        click.echo("nothing is archived" if archived else "no jobs yet: try  roost spawn 'say hello'")
+        _say("nothing is archived" if archived else "no jobs yet: try  roost spawn 'say hello'")
     for line in cli_views.tree_lines(rows):
-        click.echo(line)
+        _say(line)
     if left_out:
-        click.echo(f"… {left_out:,} more; roost ls --all" + (" --archived" if archived else ""))
+        _say(f"… {left_out:,} more; roost ls --all" + (" --archived" if archived else ""))
 
 
 @cli.command()
@@ -314,7 +329,7 @@ def logs(ctx: Ctx, job_id: str, count: int, everything: bool, follow: bool) -> N
     from roost import cli_views
 
     def emit(entry: dict[str, Any]) -> None:
-        click.echo(cli_views.format_entry(entry))
+        _say(cli_views.format_entry(entry))
 
     with ctx.client() as client, _errors():
         last = 0
@@ -325,14 +340,14 @@ def logs(ctx: Ctx, job_id: str, count: int, everything: bool, follow: bool) -> N
         else:
             entries, more = cli_views.log_tail(client, job_id, count)
             if more and not follow:
-                click.echo(f"roost: the newest {len(entries)} entries; roost logs --all {job_id} prints every one",
-                           err=True)
+                _say(f"roost: the newest {len(entries)} entries; roost logs --all {job_id} prints every one",
+                     err=True)
             for entry in entries:
                 emit(entry)
             last = entries[-1]["seq"] if entries else 0
         if follow:
             cli_views.follow(client, lambda: connect(autostart=False), job_id, last, emit,
-                             lambda text: click.echo(f"roost: {text}", err=True))
+                             lambda text: _say(f"roost: {text}", err=True))
 
 
 # -- what agents call --------------------------------------------------------------------------------------
@@ -345,7 +360,7 @@ def report(ctx: Ctx, status: str, text: str) -> None:
     if job_identity()[0] is None:
         _fail("report is for jobs: ROOST_JOB_ID is not set (run it from an agent's shell)")
     ctx.call("report", status=status, text=text)
-    click.echo(f"reported {status}")
+    _say(f"reported {status}")
 
 
 @cli.command()
@@ -362,7 +377,7 @@ def children(ctx: Ctx, job_id: str | None, as_json: bool) -> None:
         click.echo(json.dumps([record_json(r) for r in rows], indent=2))
         return
     for r in rows:
-        click.echo(f"{r['id']:<6} {r['state']:<8} {r['title']}")
+        _say(f"{r['id']:<6} {r['state']:<8} {r['title']}")
 
 
 @cli.command()
@@ -373,7 +388,7 @@ def children(ctx: Ctx, job_id: str | None, as_json: bool) -> None:
 def label(ctx: Ctx, job_id: str, key: str, value: str | None) -> None:
     """Set a label on a job (no VALUE removes it), e.g. roost.reports=off."""
     ctx.call("label", job=job_id, key=key, value=value)
-    click.echo(f"{job_id}: {key}={value}" if value is not None else f"{job_id}: {key} removed")
+    _say(f"{job_id}: {key}={value}" if value is not None else f"{job_id}: {key} removed")
 
 
 # -- config ------------------------------------------------------------------------------------------------
@@ -386,7 +401,7 @@ def config() -> None:
 @pass_ctx
 def config_path(ctx: Ctx) -> None:
     """Print the config file's path (it may not exist: every key is optional)."""
-    click.echo(str(paths_mod.config_file(ctx.config)))
+    _say(str(paths_mod.config_file(ctx.config)))
 
 
 def _load(ctx: Ctx) -> Any:
@@ -411,7 +426,7 @@ def config_show(ctx: Ctx) -> None:
 def config_check(ctx: Ctx) -> None:
     """Check the config file; exit 1 with the file, key and what was expected when it is wrong."""
     cfg = _load(ctx)
-    click.echo(f"ok: {cfg.source or 'no config file; using the defaults'}")
+    _say(f"ok: {cfg.source or 'no config file; using the defaults'}")
 
 
 # -- the app ------------------------------------------------------------------------------------------------
@@ -433,7 +448,7 @@ def demo(ctx: Ctx, no_app: bool) -> None:
 
         with ctx.client() as client:
             for line in cli_views.tree_lines(cli_views.every_row(client, archived=False)):
-                click.echo(line)
+                _say(line)
         return
     _open_app(ctx, select=roots[0] if roots else None)
 
@@ -442,7 +457,7 @@ def main() -> None:
     try:
         cli(prog_name="roost")
     except paths_mod.UnsafePath as exc:  # a directory another user could change: say which, and the fix
-        click.echo(f"roost: {exc}", err=True)
+        _say(f"roost: {exc}", err=True)
         sys.exit(2)
 
 

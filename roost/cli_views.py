@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from roost.client import LAGGED, Client, ClientError
 from roost.models import record_json
+from roost.text import safe_text
 
 STATE_MARKS = {"queued": "◌", "starting": "…", "working": "●", "waiting": "?", "idle": "○", "done": "✓",
                "blocked": "!", "stopped": "■", "failed": "✗"}
@@ -33,12 +34,14 @@ def write_json_array(records: Iterable[dict[str, Any]], out: TextIO) -> int:
     """Write one JSON array, one record a line, as the records come; returns how many.
 
     One line per record keeps json's C encoder (``indent`` would use the pure-Python one, 10x
-    slower at 100k records) and lets line tools work on the output."""
+    slower at 100k records) and lets line tools work on the output. ASCII-only output escapes
+    every control character (json leaves DEL and the C1 range raw otherwise) and lone
+    surrogates, so job text in it can never act on a terminal, and it stays exact JSON."""
     count = 0
     out.write("[")
     for record in records:
         out.write(",\n" if count else "\n")
-        out.write(json.dumps(record, ensure_ascii=False))
+        out.write(json.dumps(record))
         count += 1
     out.write("\n]\n" if count else "]\n")
     return count
@@ -97,8 +100,9 @@ def tree_lines(rows: list[dict[str, Any]]) -> list[str]:
         mark = STATE_MARKS.get(r["state"], " ")
         worker = " (closed)" if r.get("reaped") and not r.get("worker_up") else ""
         text = (r.get("last_text") or "").strip().splitlines()
-        peek = f"  — {text[-1][:50]}" if text else ""
-        lines.append(f"{'  ' * depth}{mark} {r['id']:<6} {r['state']:<8} {r['title'][:40]}{worker}{peek}")
+        peek = f"  — {safe_text(text[-1])[:50]}" if text else ""
+        title = safe_text(r["title"]).replace("\n", " ")[:40]  # cut what is shown, on one line
+        lines.append(f"{'  ' * depth}{mark} {r['id']:<6} {r['state']:<8} {title}{worker}{peek}")
         stack.extend((child, depth + 1) for child in reversed(by_parent.get(r["id"], [])))
     return lines
 

@@ -15,10 +15,11 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from roost import paths as paths_mod
 from roost.protocol import MAX_FRAME, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode, encode, err
+from roost.socket_connect import UNREACHABLE, ClientError, connect_socket, connect_socket_async
 
 if TYPE_CHECKING:
     import asyncio
@@ -27,15 +28,6 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 30.0
 #: What ends an events stream: the daemon dropped a reader that fell behind.
 LAGGED = "lagged"
-
-
-class ClientError(Exception):
-    """The daemon refused a request, or could not be reached; ``code`` says which."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def job_identity(environ: dict[str, str] | None = None) -> tuple[str | None, str | None]:
@@ -61,7 +53,19 @@ def _result(frame: dict[str, Any]) -> Any:
 
 
 def _request(req_id: int, op: str, args: dict[str, Any]) -> bytes:
-    return encode({"id": req_id, "op": op, "args": {k: v for k, v in args.items() if v is not None}})
+    """The request's frame; one over MAX_FRAME is refused here, with nothing sent, since the
+    daemon could only read and discard it. So is text that is not Unicode (a lone surrogate, as
+    Python makes of invalid UTF-8 in a command line): no frame can carry it."""
+    try:
+        frame = encode({"id": req_id, "op": op, "args": {k: v for k, v in args.items() if v is not None}})
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start:exc.end]
+        raise ClientError(ErrorCode.BAD_ARGS, f"{op}: the text is not valid UTF-8 (it holds {bad!r}, a byte "
+                                              f"that is not UTF-8); nothing was sent") from None
+    if len(frame) > MAX_FRAME:
+        raise ClientError(ErrorCode.TOO_LARGE, f"{op}: a request of {len(frame):,} bytes is over the "
+                                               f"{MAX_FRAME:,}-byte frame limit; nothing was sent")
+    return frame
 
 
 def _snapshot_items(event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -102,13 +106,8 @@ class Client:
     def connect(cls, socket_path: Path, client: str = "cli", job: str | None = None,
                 token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> "Client":
         """Connect and say hello; ``timeout`` bounds the connect and the hello."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = connect_socket(socket_path, timeout)
         sock.settimeout(timeout)
-        try:
-            sock.connect(str(socket_path))
-        except OSError as exc:
-            sock.close()
-            raise ClientError("unreachable", f"cannot reach the daemon at {socket_path}: {exc.strerror or exc}") from None
         self = cls(sock)
         try:
             self.call("hello", timeout=timeout, **_hello_args(client, job, token))
@@ -142,13 +141,20 @@ class Client:
 
     def _exchange(self, op: str, args: dict[str, Any], timeout: float,
                   snapshot: list[dict[str, Any]] | None = None) -> Any:
+        return self._answer(self._send(op, args, timeout), op, timeout, snapshot)
+
+    def _send(self, op: str, args: dict[str, Any], timeout: float) -> int:
         req_id = next(self._ids)
-        deadline = time.monotonic() + timeout
+        request = _request(req_id, op, args)
         try:
             self._sock.settimeout(timeout)
-            self._sock.sendall(_request(req_id, op, args))
+            self._sock.sendall(request)
         except OSError as exc:
-            raise ClientError("disconnected", f"lost the daemon: {exc.strerror or exc}") from None
+            self._said_before_closing(exc)
+        return req_id
+
+    def _answer(self, req_id: int, op: str, timeout: float, snapshot: list[dict[str, Any]] | None = None) -> Any:
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 frame = self.read_frame(max(deadline - time.monotonic(), 0.001))
@@ -166,6 +172,17 @@ class Client:
                     self._events.append(frame)
             elif frame.get("id") in (req_id, None):
                 return _result(frame)
+
+    def _said_before_closing(self, exc: OSError) -> NoReturn:
+        """The daemon closed before taking our request: raise what it said first (``busy``,
+        ``no_hello``), which is in our receive buffer, or else that it is gone."""
+        try:
+            frame = self.read_frame(0.5)
+        except ClientError:
+            frame = {}
+        if frame.get("ok") is False:
+            _result(frame)
+        raise ClientError("disconnected", f"lost the daemon: {exc.strerror or exc}") from None
 
     def call(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> Any:
         """Send one request and return its result, or raise ClientError with the daemon's words
@@ -192,12 +209,17 @@ class Client:
         return self._events.popleft()
 
     def pages(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> Iterator[dict[str, Any]]:
-        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page."""
+        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page. The next
+        page is asked for as soon as a page arrives, so the daemon builds it while the caller
+        works on this one (the two take turns otherwise)."""
         next_args: dict[str, Any] | None = args
+        req_id = self._send(op, args, timeout)
         while next_args is not None:
-            page = self.call(op, timeout=timeout, **next_args)
-            yield page
+            page = self._answer(req_id, op, timeout)
             next_args = next_page(op, next_args, page)
+            if next_args is not None:
+                req_id = self._send(op, next_args, timeout)
+            yield page
 
     def rows(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every row ``list`` has for ``filters``, page by page (memory holds one page)."""
@@ -242,12 +264,8 @@ class AsyncClient:
         """Connect and say hello, within ``timeout`` seconds."""
         import asyncio
 
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(str(socket_path), limit=MAX_FRAME), timeout)
-        except (OSError, TimeoutError) as exc:
-            reason = getattr(exc, "strerror", None) or exc or "timed out"
-            raise ClientError("unreachable", f"cannot reach the daemon at {socket_path}: {reason}") from None
+        sock = await connect_socket_async(socket_path, timeout)
+        reader, writer = await asyncio.open_unix_connection(sock=sock, limit=MAX_FRAME)
         self = cls(reader, writer)
         self._reader_task = asyncio.create_task(self._read_loop())
         try:
@@ -370,13 +388,20 @@ class AsyncClient:
             pass
 
 
-def daemon_running(socket_path: Path) -> bool:
-    """Whether a daemon answers hello on the socket."""
+def probe(socket_path: Path, timeout: float = 2.0) -> ClientError | None:
+    """None when a daemon answers hello on the socket, else the error that says why not."""
     try:
-        Client.connect(socket_path, client="probe", timeout=2.0).close()
-        return True
-    except (ClientError, OSError):
-        return False
+        Client.connect(socket_path, client="probe", timeout=timeout).close()
+        return None
+    except ClientError as exc:
+        return exc
+
+
+def daemon_running(socket_path: Path) -> bool:
+    """Whether a daemon is there: it answered, even if only to say it is busy, or it holds the
+    socket without answering in time. Only an unreachable socket means none runs."""
+    error = probe(socket_path)
+    return error is None or error.code != UNREACHABLE
 
 
 def start_daemon(paths: paths_mod.Paths, config: str | None = None, timeout: float = 15.0) -> None:
@@ -388,7 +413,7 @@ def start_daemon(paths: paths_mod.Paths, config: str | None = None, timeout: flo
     cmd = [sys.executable, "-m", "roost.daemon"]
     if config:
         cmd += ["--config", str(config)]
-    log = open(paths.daemon_log, "ab")
+    log = os.fdopen(paths_mod.open_private(paths.daemon_log), "ab")  # 0600 from creation, whatever the umask
     start = log.tell()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                             close_fds=True)
@@ -419,13 +444,14 @@ def _log_tail(path: Path, start: int) -> str:
 
 def connect(client: str = "cli", autostart: bool = True, config: str | None = None,
             environ: dict[str, str] | None = None) -> Client:
-    """A blocking client for this environment, starting the daemon when none runs."""
+    """A blocking client for this environment, starting the daemon only when none is there: a
+    daemon that answered with an error (busy, a timeout) is reported, never doubled."""
     paths = paths_mod.resolve(environ)
     job, token = job_identity(environ)
     try:
         return Client.connect(paths.socket, client=client, job=job, token=token)
     except ClientError as exc:
-        if not autostart or exc.code != "unreachable":
+        if not autostart or exc.code != UNREACHABLE:
             raise
     start_daemon(paths, config=config)
     return Client.connect(paths.socket, client=client, job=job, token=token)

@@ -11,7 +11,6 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
 
 APP = "roost"
 
@@ -119,6 +118,8 @@ def resolve(environ: dict[str, str] | None = None) -> Paths:
     if home:
         root = Path(home).expanduser().resolve()
         return Paths(root / "config", root / "state", root / "run")
+    import platformdirs  # here: with ROOST_HOME (tests, workers' own tools) nobody pays its import
+
     runtime = platformdirs.user_runtime_dir(APP)
     return Paths(
         Path(platformdirs.user_config_dir(APP)),

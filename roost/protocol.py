@@ -184,6 +184,36 @@ def decode(line: bytes) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.BAD_JSON, f"frame is not valid JSON: {exc}", request_id(line)) from None
     if not isinstance(obj, dict):
         raise ProtocolError(ErrorCode.BAD_FRAME, f"frame must be a JSON object, got {type(obj).__name__}")
+    if (b"\\ud" in line or b"\\uD" in line) and has_lone_surrogate(obj):
+        raise ProtocolError(ErrorCode.BAD_JSON, "frame holds a lone surrogate (a \\udXXX escape that is half a "
+                                                "character): that is not text", request_id(line))
+    return obj
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_lone_surrogate(obj: Any) -> bool:
+    """Whether JSON-decoded data holds a string no UTF-8 can carry (JSON allows ``\\ud800``
+    alone; stored or sent on, it would break every reply that includes it)."""
+    try:
+        json.dumps(obj, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def without_lone_surrogates(obj: Any) -> Any:
+    """``obj`` with each lone surrogate in its strings replaced by U+FFFD (what a worker says is
+    kept, minus what cannot be text)."""
+    if not has_lone_surrogate(obj):
+        return obj
+    if isinstance(obj, str):
+        return _SURROGATE.sub("\ufffd", obj)
+    if isinstance(obj, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [without_lone_surrogates(v) for v in obj]
     return obj
 
 

@@ -1,22 +1,31 @@
-"""Text from jobs made safe to put on a terminal (a stand-in until H6's version lands on main)."""
+"""Text from jobs, made safe to show on a terminal: it is shown, it never acts.
+
+Titles, prompts, agents' texts and reasons come from anyone who can start a job or write its
+output. A terminal obeys control characters in what it prints: ``ESC ] 0 ; … BEL`` retitles the
+window, CSI sequences move the cursor, clear the screen or rewrite lines already shown, ``\\r``
+overwrites a line. Every place that prints job text (the CLI, the app) passes it through
+``safe_text`` first.
+"""
 
 from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: C0 controls but newline and tab, DEL, C1 controls (U+0080-U+009F: 8-bit CSI, OSC …), and lone
+#: surrogates (JSON can carry them; no terminal encoding can print them).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _visible(match: re.Match[str]) -> str:
     code = ord(match.group())
-    if code < 0x20:
-        return "^" + chr(code + 0x40)  # ESC shows as ^[, BEL as ^G
-    if code == 0x7F:
-        return "^?"
-    return f"\\x{code:02x}"  # C1 controls (CSI 0x9b and friends)
+    if code < 0x20 or code == 0x7F:
+        return "^" + chr(code ^ 0x40)  # caret notation, as `cat -v` shows it: ESC is ^[, BEL ^G
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def safe_text(s: str) -> str:
-    """``s`` with every control character but newline and tab shown as a visible escape, so
-    what a job printed can never move the cursor, retitle the window or ring the bell."""
-    return _CONTROL.sub(_visible, s)
+    """``s`` with every control character but newline and tab made visible (``^[`` for ESC,
+    ``^G`` for BEL, ``\\x9b`` for the 8-bit CSI), so an escape sequence in it is shown as text
+    and can never act on the terminal. It runs on every row shown, so printable text (most
+    titles and peeks) is let through by ``isprintable``, a C loop, before any regex runs."""
+    return s if s.isprintable() else _UNSAFE.sub(_visible, s)

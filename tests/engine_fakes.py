@@ -47,6 +47,8 @@ class FakeWorker:
         self.prompts: list[tuple[int, str]] = []
         self.steers: list[str] = []
         self.aborts = 0
+        #: Set, an abort is answered only once the event is set (a real agent may take its time).
+        self.abort_gate: asyncio.Event | None = None
         self.exited = False
 
     async def start(self) -> None:
@@ -61,7 +63,9 @@ class FakeWorker:
             self.steers.append(fields["message"])
         elif kind == "abort":
             self.aborts += 1
-            if self.prompts:
+            if self.abort_gate is not None:
+                await self.abort_gate.wait()
+            if self.prompts and not self.exited:
                 self.on_event({"type": "turn_end", "run": self.prompts[-1][0], "outcome": "aborted"})
         return {"type": "response", "success": True, "data": {}}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
@@ -224,3 +225,22 @@ async def test_unarchiving_a_child_of_an_archived_parent_makes_it_a_root(rig: Ri
     await rig.settle()
     await rig.sup.unarchive(kid, None)
     assert rig.job(kid).parent is None and rig.job(kid).depth == 0 and rig.job(root).archived_at is not None
+
+
+async def test_a_lone_surrogate_a_worker_says_is_kept_as_a_replacement_character(rig: Rig) -> None:
+    job = await rig.spawn()
+    rig.worker(job).end_turn(text="half an emoji \ud83d here")
+    await rig.settle()
+    assert rig.job(job).last_text == "half an emoji \ufffd here"
+    assert rig.sup.list_page()["rows"][0]["last_text"] == "half an emoji \ufffd here"
+
+
+async def test_a_stopped_job_closes_at_once_even_before_its_aborted_turn_ends(rig: Rig) -> None:
+    job = await rig.spawn()
+    rig.worker(job).abort_gate = asyncio.Event()
+    await rig.sup.stop(job, False, None)
+    await rig.settle()
+    assert rig.sup.engine.slots[job].turn is not None, "the abort's turn_end has not come"
+    result = await rig.sup.close(job, None)
+    assert result == {"closed": True} and job not in rig.sup.engine.slots
+    assert rig.state(job) == "stopped" and rig.job(job).reaped

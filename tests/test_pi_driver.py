@@ -178,6 +178,26 @@ def test_stop_mid_turn_aborts_pi_and_keeps_its_worker(pi_daemon, fake):
 
 
 @pytest.mark.pi
+def test_the_daemon_sigkilled_mid_turn_leaves_no_pi_and_the_job_failed_and_resumable(pi_daemon, fake):
+    daemon = pi_daemon()
+    idle = daemon.spawn("remember the word heron", driver="pi")
+    idle_row = daemon.wait_state(idle, "idle", timeout=START)
+    busy = daemon.spawn("SLOW", driver="pi")
+    daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(busy)["state"] == "working", timeout=START,
+                    what="pi streaming the slow answer")
+    busy_pid = daemon.show(busy)["pid"]
+    daemon.kill()
+    daemon.start()
+    daemon.wait_for(lambda: not pid_alive(busy_pid) and not pid_alive(idle_row["pid"]), what="the old pis to be gone")
+    rows = {r["id"]: r for r in daemon.rows()}
+    assert rows[busy]["state"] == "failed" and "daemon restarted" in rows[busy]["reason"]
+    assert rows[idle]["state"] == "idle" and not rows[idle]["worker_up"], "nothing resumes by itself"
+    assert daemon.call("send", job=idle, text="what was the word?")["outcome"] == "resumed"
+    daemon.wait_row(idle, lambda r: r["state"] == "idle" and r["last_text"] == "echo: what was the word?",
+                    timeout=START)
+
+
+@pytest.mark.pi
 def test_sigkill_between_turns_fails_then_resume_sends_the_history_again(pi_daemon, fake):
     daemon = pi_daemon()
     job = daemon.spawn("remember the word heron", driver="pi")

@@ -26,7 +26,7 @@ from roost.daemon.messages import Due, Message, Resync, Start, WorkerMessage
 from roost.daemon.slot import Phase, Slot, Turn
 from roost.daemon.store import Store, describe_failure
 from roost.daemon.workers import WorkerFactory
-from roost.models import TURN_STATES, Job, State
+from roost.models import REASONED_STATES, TURN_STATES, Job, State
 from roost.protocol import ENTRY_MAX, ErrorCode, ProtocolError
 from roost.rules.lifecycle import WorkerFacts, next_due
 
@@ -42,8 +42,6 @@ BATCH = 512
 #: How soon, and at most how long apart, a change the store refused is tried again.
 RETRY_FIRST = 0.5
 RETRY_MAX = 30.0
-#: States whose rows say why (a failure's reason, who stopped it).
-REASONED = frozenset({State.FAILED, State.STOPPED})
 
 
 class StateListener(Protocol):
@@ -281,7 +279,7 @@ class Engine:
         old = job.state
         job.state = state
         job.state_since = self.clock()
-        job.reason = str(data.get("reason") or f"by {data.get('by', 'its owner')}") if state in REASONED else ""
+        job.reason = str(data.get("reason") or f"by {data.get('by', 'its owner')}") if state in REASONED_STATES else ""
         self.timeline(job, "state", state=state.value, **data)
         if self.hooks is not None:
             hooks = self.hooks

@@ -47,16 +47,19 @@ class JobIndex:
     # -- loading and changing -------------------------------------------------------------------
     def load(self, jobs: Iterable[Job]) -> None:
         """Index every record at start-up, counting in one pass from the deepest jobs up."""
+        records, counts, children, contribs = self.jobs, self._counts, self._children, self._contrib
         for job in jobs:
-            self.jobs[job.id] = job
-            self._counts[job.id] = [0, 0]
+            records[job.id] = job
+            counts[job.id] = [0, 0]
             if job.parent:
-                self._children.setdefault(job.parent, set()).add(job.id)
-        self._order = sorted((j.created_at, j.id) for j in self.jobs.values())
-        for job in sorted(self.jobs.values(), key=lambda j: -j.depth):
-            contrib = self._contribution(job)
-            self._contrib[job.id] = contrib
-            parent = self._counts.get(job.parent) if job.parent else None
+                children.setdefault(job.parent, set()).add(job.id)
+        self._order = sorted((j.created_at, j.id) for j in records.values())
+        active = ACTIVE_STATES
+        for job in sorted(records.values(), key=lambda j: -j.depth):
+            mine = counts[job.id]
+            contrib = (0, 0) if job.archived_at is not None else (1 + mine[0], mine[1] + (job.state in active))
+            contribs[job.id] = contrib
+            parent = counts.get(job.parent) if job.parent else None
             if parent is not None:
                 parent[0] += contrib[0]
                 parent[1] += contrib[1]

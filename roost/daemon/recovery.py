@@ -3,15 +3,17 @@ survive the last daemon. Runs before the event loop, so it writes the store dire
 
 from __future__ import annotations
 
-import os
-import signal
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from roost.daemon.index import JobIndex
 from roost.daemon.store import Store
-from roost.models import TURN_STATES, Job, State
+from roost.models import REASONED_STATES, TURN_STATES, Job, State
+from roost.proctree import WorkerTree, boot_id, record_path
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -24,8 +26,9 @@ class Recovered:
     queued: list[str] = field(default_factory=list)
 
 
-def recover(store: Store, index: JobIndex, clock: Callable[[], float]) -> Recovered:
+def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir: Path) -> Recovered:
     index.load(store.jobs())
+    kill_stale_workers(state_dir)
     out = Recovered()
     now = clock()
 
@@ -34,13 +37,13 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float]) -> Recove
 
     def set_state(job: Job, state: State, **data: Any) -> None:
         job.state, job.state_since = state, now
+        job.reason = str(data.get("reason", "")) if state in REASONED_STATES else ""
         note(job, "state", state=state.value, **data)
 
     with store.transaction():
-        for job in sorted(index.jobs.values(), key=lambda j: (j.created_at, j.id)):
+        for job in index.jobs.values():
             changed = True
             if job.pid is not None:
-                kill_stale_worker(job)
                 job.pid = None
                 job.reaped = True
                 if job.state in TURN_STATES:
@@ -62,21 +65,22 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float]) -> Recove
                 job.updated_at = now
                 store.save_job(job)
                 index.update(job)
+    out.queued.sort(key=lambda job_id: (index.jobs[job_id].created_at, job_id))
     return out
 
 
-def kill_stale_worker(job: Job) -> None:
-    """Kill a worker left by a daemon that died, if that pid is still that job's worker."""
-    pid = job.pid
-    if pid is None:
+def kill_stale_workers(state_dir: Path) -> None:
+    """Kill every worker a dead daemon left, and every process of its tree (its agents too, in
+    sessions of their own or orphaned to PID 1 when the worker died), from the records the daemon
+    writes when it starts a worker — all of them, also those whose pid never reached the job's
+    record. By pid and start time, so a recycled pid is never killed; a record from another boot
+    names nothing alive."""
+    folder = record_path(state_dir, "x").parent
+    if not folder.is_dir():
         return
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return
-    if f"ROOST_JOB_ID={job.id}".encode() not in environ.split(b"\0"):
-        return  # the pid was reused by something else
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    boot = boot_id()
+    for path in sorted(folder.glob("*.json")):
+        tree = WorkerTree.load(path)
+        if tree is not None and tree.boot == boot and not tree.kill_now():
+            log.error("%s: processes of an old worker (%d) are still alive after SIGKILL", path.stem, tree.pid)
+        path.unlink(missing_ok=True)

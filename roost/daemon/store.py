@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -228,14 +229,24 @@ class Store:
         kept as it was) with a timeline note on its id; the rest load."""
         out: list[Job] = []
         bad: list[tuple[str, str, str]] = []
-        for r in self._db.execute("SELECT id, record FROM jobs"):
+        shared: dict[str, Any] = {}  # one copy of each distinct driver_opts (most jobs share a few)
+        cur = self._db.cursor()
+        cur.row_factory = None
+        loads, from_dict = json.loads, Job.from_dict
+        for job_id, record in cur.execute("SELECT id, record FROM jobs"):
             try:
-                data = json.loads(r["record"])
-                if not isinstance(data, dict) or data.get("id") != r["id"]:
+                data = loads(record)
+                if not isinstance(data, dict) or data.get("id") != job_id:
                     raise ValueError("not a record of this job")
-                out.append(Job.from_dict(data))
+                job = from_dict(data)
             except (ValueError, TypeError, KeyError) as exc:
-                bad.append((r["id"], r["record"], f"{type(exc).__name__}: {exc}"))
+                bad.append((job_id, record, f"{type(exc).__name__}: {exc}"))
+                continue
+            opts = job.driver_opts
+            job.driver_opts = shared.setdefault(repr(opts), opts)
+            job.cwd = sys.intern(job.cwd)
+            job.driver = sys.intern(job.driver)
+            out.append(job)
         if bad:
             with self.transaction():
                 for job_id, record, error in bad:

@@ -90,7 +90,7 @@ class Supervisor:
     # -- start-up and shutdown ----------------------------------------------------------------------
     def recover(self) -> None:
         """Load every record; no job may claim a worker that did not survive the last daemon."""
-        done = recover(self.store, self.index, self.clock)
+        done = recover(self.store, self.index, self.clock, self.paths.state_dir)
         self._lost = done.lost
         self.engine.inbox.update(self.store.pending_counts())
         self.engine.run_queue.extend(done.queued)

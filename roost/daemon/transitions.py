@@ -93,7 +93,7 @@ def on_close(eng: "Engine", job: Job, msg: m.Close) -> None:
     if slot is None:
         msg.answer({"closed": False, "reason": "no worker is running"})
         return
-    if slot.turn is not None:
+    if slot.turn is not None and job.state != State.STOPPED:  # a stopped turn is being cut anyway
         raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} is in a turn; stop it first or wait")
     if slot.phase is Phase.STARTING:
         raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} is starting; wait for it to be ready")

@@ -11,6 +11,7 @@ from roost.daemon import reports
 from roost.daemon.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
 from roost.daemon.slot import Phase, Slot, Turn
 from roost.models import Job, State
+from roost.protocol import without_lone_surrogates
 
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
@@ -165,7 +166,7 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
     slot = eng.current(job, msg)
     if slot is None:
         return
-    event = msg.event
+    event = without_lone_surrogates(msg.event)
     kind = event.get("type")
     if kind == "text":
         text = str(event.get("text", ""))

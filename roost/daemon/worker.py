@@ -1,5 +1,11 @@
-"""One worker process: started in its own process group, its stdout read as events, its stderr
+"""One worker process: started in a session of its own, its stdout read as events, its stderr
 drained to the job's log, its exit reported once with the code or signal and the last stderr lines.
+
+Its exit is the worker's own, not its pipes': a child the worker left may hold them open, so once
+the worker is reaped its readers get PIPE_GRACE to finish, and then whatever is left of its tree
+(``roost.proctree.WorkerTree``: its session, its mark) is killed before the exit is reported. While
+it runs, the tree is written down under the state directory (``Launch.record``) so a daemon started
+after a SIGKILL of this one can kill what it left (roost/daemon/recovery.py).
 
 Lines are bounded by MAX_FRAME both ways: a command that big is refused before it is written, and a
 longer line on stdout is read to its end, skipped, and handed to the adapter as an ``Oversize``, which
@@ -10,12 +16,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import logging
 import os
 import signal
+import subprocess
+import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from roost.drivers.base import Adapter, Launch
+from roost.paths import make_private_dir, open_private
+from roost.proctree import MARK_VAR, WorkerTree, boot_ticks
 from roost.protocol import MAX_FRAME, encode
 from roost.worker_protocol import Oversize, describe_exit, read_line, response
 
@@ -30,6 +41,10 @@ class CommandTooLarge(ValueError):
 #: How many of the last stderr lines are kept to explain an exit, and how long each may be.
 STDERR_TAIL = 20
 STDERR_LINE = 1000
+#: How long the readers may go on after the worker exited (a child it left may hold the pipes).
+PIPE_GRACE = 1.0
+
+log = logging.getLogger(__name__)
 
 
 class Worker:
@@ -41,7 +56,10 @@ class Worker:
         self.log_path = log_path
         self.on_event = on_event
         self.on_exit = on_exit
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.tree: WorkerTree | None = None
+        self._stdin: asyncio.WriteTransport | None = None
+        self._pipes: list[asyncio.BaseTransport] = []
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.closing = False
         self.exited = asyncio.Event()
@@ -57,20 +75,43 @@ class Worker:
         return self.proc.pid if self.proc else None
 
     async def start(self) -> None:
-        """Start the process; raises OSError (missing binary, bad cwd) for the caller to report."""
-        self.proc = await asyncio.create_subprocess_exec(
-            *self.launch.argv, cwd=self.launch.cwd, env=self.launch.env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True, limit=MAX_FRAME)
+        """Start the process; raises OSError (missing binary, bad cwd) for the caller to report.
+        Not asyncio's subprocess: its wait() also waits for the pipes, which a left child holds."""
+        loop = asyncio.get_running_loop()
+        floor, mark = boot_ticks(), WorkerTree.new_mark()
+        self.proc = subprocess.Popen(
+            self.launch.argv, cwd=self.launch.cwd, env={**self.launch.env, MARK_VAR: mark},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        self.tree = WorkerTree.of(self.job_id, self.proc.pid, floor, mark)
+        if self.launch.record is not None:
+            try:
+                self.tree.save(self.launch.record)
+            except OSError as exc:  # the worker runs; only a later daemon's recovery cannot see it
+                log.warning("job %s: cannot write down its worker tree at %s: %s", self.job_id, self.launch.record, exc)
+        exited: asyncio.Future[int] = loop.create_future()
+        threading.Thread(target=self._reap, args=(loop, exited), name=f"reap-{self.proc.pid}", daemon=True).start()
+        stdout, stderr = asyncio.StreamReader(limit=MAX_FRAME), asyncio.StreamReader(limit=MAX_FRAME)
+        self._stdin, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, self.proc.stdin)
+        for reader, pipe in ((stdout, self.proc.stdout), (stderr, self.proc.stderr)):
+            transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
+            self._pipes.append(transport)
         self.adapter.bind(self._dispatch, self._write)
-        self._tasks = [asyncio.create_task(self._read_stdout()), asyncio.create_task(self._drain_stderr())]
-        self._exit_task = asyncio.create_task(self._wait_exit())
+        self._tasks = [asyncio.create_task(self._read_stdout(stdout)), asyncio.create_task(self._drain_stderr(stderr))]
+        self._exit_task = asyncio.create_task(self._wait_exit(exited))
 
-    async def _read_stdout(self) -> None:
-        assert self.proc and self.proc.stdout
+    def _reap(self, loop: asyncio.AbstractEventLoop, exited: "asyncio.Future[int]") -> None:
+        """In a thread of its own: wait for this worker's pid only (no other child is reaped here)."""
+        assert self.proc
+        rc = self.proc.wait()
+        try:
+            loop.call_soon_threadsafe(lambda: exited.done() or exited.set_result(rc))
+        except RuntimeError:
+            pass  # the loop is gone: the daemon is exiting and nobody waits for this any more
+
+    async def _read_stdout(self, stdout: asyncio.StreamReader) -> None:
         while True:
             try:
-                line = await read_line(self.proc.stdout)
+                line = await read_line(stdout)
             except (ConnectionError, OSError):
                 break
             if line is None:
@@ -94,22 +135,21 @@ class Worker:
 
     def _write(self, data: bytes) -> None:
         """Bytes an adapter sends the agent on its own; dropped once stdin is closed."""
-        if self.proc is not None and self.proc.stdin is not None and not self.proc.stdin.is_closing():
-            self.proc.stdin.write(data)
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.write(data)
 
-    async def _drain_stderr(self) -> None:
+    async def _drain_stderr(self, stderr: asyncio.StreamReader) -> None:
         """Copy stderr to the job's log as it comes, in chunks (no line is too long for a log), and
         keep its last lines."""
-        assert self.proc and self.proc.stderr
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.log_path.parent)
         partial = b""
-        with open(self.log_path, "ab") as log:
+        with os.fdopen(open_private(self.log_path), "ab") as log_file:  # 0600 whatever the umask
             while True:
-                data = await self.proc.stderr.read(1 << 16)
+                data = await stderr.read(1 << 16)
                 if not data:
                     break
-                log.write(data)
-                log.flush()
+                log_file.write(data)
+                log_file.flush()
                 *lines, partial = (partial + data).split(b"\n")
                 partial = partial[-STDERR_LINE:]
                 self._keep_stderr(lines)
@@ -121,11 +161,21 @@ class Worker:
             if text:
                 self.stderr_tail.append(text)
 
-    async def _wait_exit(self) -> None:
-        assert self.proc
-        rc = await self.proc.wait()
-        # Let the readers finish so the last events and stderr lines are in before we report.
-        await asyncio.wait(self._tasks, timeout=1.0)
+    async def _wait_exit(self, exited: "asyncio.Future[int]") -> None:
+        rc = await exited
+        # Let the readers finish so the last events and stderr lines are in before we report; then
+        # nothing of the worker may stay behind it, and no pipe is left for a straggler to hold.
+        _, late = await asyncio.wait(self._tasks, timeout=PIPE_GRACE)
+        assert self.tree
+        if not await self.tree.end(grace=0, session_known=True):
+            log.error("job %s: processes of its worker %d are still alive after SIGKILL", self.job_id, self.tree.pid)
+        if late:  # the pipes' writers are gone: what is left in them is read at once
+            await asyncio.wait(late, timeout=PIPE_GRACE)
+        for transport in [*self._pipes, self._stdin]:
+            if transport is not None:
+                transport.close()
+        if self.launch.record is not None:
+            self.launch.record.unlink(missing_ok=True)
         self.returncode = rc
         for fut in self._waiters.values():
             if not fut.done():
@@ -152,32 +202,30 @@ class Worker:
 
     def send(self, command: dict[str, Any]) -> None:
         """Write one command; ConnectionError once stdin is closed, CommandTooLarge over MAX_FRAME."""
-        if self.proc is None or self.proc.stdin is None or self.proc.stdin.is_closing():
+        if self._stdin is None or self._stdin.is_closing():
             raise ConnectionError("worker stdin is closed")
         size = len(encode(command))  # an adapter's frame holds no more than the command
         if size > MAX_FRAME:
             raise CommandTooLarge(f"a {command.get('type')} command of {size} bytes is over the {MAX_FRAME}-byte "
                              f"frame limit of the worker protocol")
-        self.proc.stdin.write(self.adapter.encode(command))
+        self._stdin.write(self.adapter.encode(command))
 
-    def _signal_group(self, sig: int) -> None:
-        if self.proc is None or self.proc.returncode is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def _signal_tree(self, sig: int) -> None:
+        """Signal the worker and everything of its tree, also once the worker itself has exited
+        (what it left may hold the pipes): until the exit is reported, something may be left."""
+        if self.tree is not None and not self.exited.is_set():
+            self.tree.signal(sig, session_known=True)
 
     async def close(self, grace: float = 3.0) -> None:
-        """Close on purpose: stdin first, then SIGTERM, then SIGKILL to the group, each after a wait."""
+        """Close on purpose: stdin first, then SIGTERM, then SIGKILL to the tree, each after a wait."""
         self.closing = True
         if self.proc is None:
             return
-        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
-            self.proc.stdin.close()
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.close()
         for sig in (None, signal.SIGTERM, signal.SIGKILL):
             if sig is not None:
-                self._signal_group(sig)
+                self._signal_tree(sig)
             try:
                 await asyncio.wait_for(self.exited.wait(), grace)
                 return
@@ -185,5 +233,5 @@ class Worker:
                 continue
 
     def kill(self) -> None:
-        """SIGKILL the whole process group now (daemon shutdown, a stop the worker ignored)."""
-        self._signal_group(signal.SIGKILL)
+        """SIGKILL the whole tree now (a worker that did not answer, a stop the worker ignored)."""
+        self._signal_tree(signal.SIGKILL)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.models import Job
+from roost.proctree import record_path
 from roost.protocol import encode
 from roost.worker_protocol import Oversize, note
 
@@ -31,6 +32,10 @@ class LaunchContext:
         """The variables through which a worker's tools reach the daemon as its job."""
         return {"ROOST_SOCKET": str(self.socket), "ROOST_JOB_ID": job.id, "ROOST_TOKEN": self.token}
 
+    def record(self, job: Job) -> Path:
+        """Where the daemon writes down the job's worker tree while it runs (for recovery)."""
+        return record_path(self.state_dir, job.id)
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -39,6 +44,8 @@ class Launch:
     cwd: str
     #: The session file when the driver knows it before the worker starts.
     session: str | None = None
+    #: Where the worker's tree is written down while it runs; None: nowhere (a test's own worker).
+    record: Path | None = None
 
 
 class Adapter:

@@ -15,4 +15,5 @@ class BuiltinDriver(Driver):
     def launch(self, job: Job, ctx: LaunchContext) -> Launch:
         session = job.session or str(ctx.sessions_dir / f"{job.id}.jsonl")
         argv = [sys.executable, "-m", "roost.programs.builtin_agent", "--session", session]
-        return Launch(argv=argv, env=inherited_env(ctx.roost_env(job)), cwd=job.cwd, session=session)
+        return Launch(argv=argv, env=inherited_env(ctx.roost_env(job)), cwd=job.cwd, session=session,
+                      record=ctx.record(job))

@@ -44,4 +44,4 @@ class CommandDriver(Driver):
                 "prompt_via": options.get("prompt_via", "arg")}
         argv = [sys.executable, "-m", "roost.programs.command_worker", "--session", session, "--spec", json.dumps(spec)]
         env = inherited_env({**(options.get("env") or {}), **ctx.roost_env(job)})
-        return Launch(argv=argv, env=env, cwd=job.cwd, session=session)
+        return Launch(argv=argv, env=env, cwd=job.cwd, session=session, record=ctx.record(job))

@@ -101,7 +101,7 @@ class PiDriver(Driver):
         # ssh, the roost CLI). pi's state is roost's: its agent dir, its transpile cache under TMPDIR.
         env = inherited_env({"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "TMPDIR": str(tmp_dir),
                              **extra_env, **ctx.roost_env(job)})
-        return Launch(argv=argv, env=env, cwd=job.cwd, session=job.session)
+        return Launch(argv=argv, env=env, cwd=job.cwd, session=job.session, record=ctx.record(job))
 
     def adapter(self, job: Job) -> Adapter:
         """The adapter for the worker :meth:`launch` just described (it checks the same options)."""

@@ -8,7 +8,6 @@ file so a new process resumes where the last one stopped. docs/builtin-agent.md 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -17,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from roost.client import AsyncClient, ClientError, job_identity
-from roost.programs.worker_process import WorkerProcess
+from roost.paths import make_private_dir, open_private
+from roost.programs.worker_process import WorkerProcess, options
 
 #: Prompts that start with this are reports from children: noted, never run as a script.
 REPORT_MARK = "<roost-report"
@@ -36,8 +36,16 @@ class TurnFailed(Exception):
     """A script line asked the turn to fail, or could not be carried out."""
 
 
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 class Session:
-    """The conversation on disk, one JSON object a line; appended as it happens."""
+    """The conversation on disk, one JSON object a line; appended as it happens.
+
+    Reading it back skips, and counts on stderr (the job's log), every line that is not one of
+    the entries this agent writes: cut short by a crash, not UTF-8, not an object, or fields of
+    the wrong type. The rest of the conversation is still good, so one bad line costs itself."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -45,20 +53,40 @@ class Session:
         #: The rest of the script after an ``ask``; None when no question is open.
         self.pending: list[str] | None = None
         if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a crash: the rest is still good
-                if entry.get("type") == "pending":
-                    lines = entry.get("lines")
-                    self.pending = list(lines) if lines is not None else None
-                elif "role" in entry:
-                    self.messages.append(entry)
+            self._load(path.read_bytes())
+
+    def _load(self, data: bytes) -> None:
+        skipped = []
+        for number, line in enumerate(data.splitlines(), start=1):
+            if line.strip() and not self._take(line):
+                skipped.append(number)
+        if skipped:
+            shown = ", ".join(map(str, skipped[:10])) + (" …" if len(skipped) > 10 else "")
+            print(f"roost-builtin-agent: skipped {len(skipped)} unreadable line{'s' if len(skipped) != 1 else ''} "
+                  f"of {self.path} (line {shown})", file=sys.stderr, flush=True)
+
+    def _take(self, line: bytes) -> bool:
+        """Keep one session line; False when it is not an entry this agent wrote."""
+        try:
+            entry = json.loads(line.decode())
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return False
+        if not isinstance(entry, dict):
+            return False
+        if entry.get("type") == "pending":
+            lines = entry.get("lines")
+            if lines is not None and not _is_strings(lines):
+                return False
+            self.pending = None if lines is None else list(lines)
+            return True
+        if entry.get("role") in ("user", "assistant") and isinstance(entry.get("text"), str):
+            self.messages.append(entry)
+            return True
+        return False
 
     def _append(self, entry: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as fh:
+        make_private_dir(self.path.parent)
+        with os.fdopen(open_private(self.path), "a", encoding="utf-8") as fh:  # 0600 whatever the umask
             fh.write(json.dumps(entry) + "\n")
 
     def add(self, role: str, text: str) -> None:
@@ -210,10 +238,8 @@ def spawn_count(word: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="roost-builtin-agent", description=__doc__)
-    parser.add_argument("--session", required=True, help="the session file (created when missing)")
-    args = parser.parse_args(argv)
-    BuiltinAgent(Session(Path(args.session)), dict(os.environ)).run()
+    args = options(argv, ("session",), "roost-builtin-agent")  # the session file, created when missing
+    BuiltinAgent(Session(Path(args["session"])), dict(os.environ)).run()
 
 
 if __name__ == "__main__":

@@ -5,27 +5,33 @@ on stdin; ``{session}`` is this job's stable session id; ``resume_args`` are add
 had a turn, so the agent continues its own conversation). The command's stdout streams to the
 transcript as text; exit code 0 ends the turn ok, anything else fails it with the code and the last
 lines of stderr. Big output is cut into events and bounded per turn (roost/programs/turn_output.py).
-An abort kills the command's process group. The session file is this worker's
-transcript: its id, the prompts, the output and each turn, so a new worker resumes where the last
-one stopped.
+The session file is this worker's transcript: its id, the prompts, the output and each turn, so a
+new worker resumes where the last one stopped.
+
+The turn is the command's: it ends when the command exits, whatever it left running. This worker
+is a child subreaper, so what the command leaves (a background child, a double fork, a process in
+a session of its own) stays in its tree; it reads the pipes a moment more (PIPE_GRACE), then kills
+that tree and reaps it. An abort kills the tree too: SIGTERM, then SIGKILL after KILL_GRACE.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import json
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from roost.config import substitute
+from roost.proctree import MARK_VAR, WorkerTree, become_subreaper, read_proc
 from roost.programs.turn_output import TurnOutput
-from roost.programs.worker_process import WorkerProcess
+from roost.programs.worker_process import WorkerProcess, options
 from roost.protocol import MAX_FRAME
 from roost.worker_protocol import describe_exit
 
@@ -35,9 +41,63 @@ BURST = 0.05
 CHUNK = 64 * 1024
 #: How long a command has to end after SIGTERM before SIGKILL.
 KILL_GRACE = 2.0
-#: How long to wait for the command's pipes after it exited (a child it left may hold them).
+#: How long to read the command's pipes after it exited (a child it left may hold them).
 PIPE_GRACE = 1.0
+#: How long what a command left behind has after SIGTERM before SIGKILL.
+LEFTOVER_GRACE = 0.5
+#: How long the output already in the pipes may take to go out once nothing is left to write more.
+DRAIN_TIMEOUT = 30.0
 STDERR_LINES = 5
+
+
+class Children:
+    """This worker's children: it is their subreaper and reaps every one (what it started and what
+    was orphaned to it) on SIGCHLD, so none stays a zombie; the exit codes of the ones it started
+    resolve their futures."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[int, tuple[subprocess.Popen[bytes], asyncio.Future[int]]] = {}
+        self.tree: WorkerTree | None = None
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not become_subreaper():
+            print("roost-command-worker: cannot become a child subreaper; a process the command leaves in "
+                  "a session of its own is found by its environment only", file=sys.stderr, flush=True)
+        me = read_proc(os.getpid())
+        assert me is not None
+        self.tree = WorkerTree(job=os.environ.get("ROOST_JOB_ID", ""), pid=me.pid, start=me.start, floor=me.start,
+                               mark=os.environ.get(MARK_VAR, ""), boot="")
+        loop.add_signal_handler(signal.SIGCHLD, self.reap)
+
+    def start(self, argv: list[str], stdin: IO[bytes] | int) -> tuple[subprocess.Popen[bytes], "asyncio.Future[int]"]:
+        """Run ``argv`` in this session, in a process group of its own; OSError if it cannot run."""
+        proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
+        exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.waiting[proc.pid] = (proc, exited)
+        return proc, exited
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            proc, exited = self.waiting.pop(pid, (None, None))
+            if proc is not None and exited is not None:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                if not exited.done():
+                    exited.set_result(proc.returncode)
+
+    async def end_all(self, grace: float) -> None:
+        """End everything below this worker: SIGTERM, ``grace`` seconds, then SIGKILL until none is left."""
+        if self.tree is not None:
+            await self.tree.end(grace)
+
+    def kill_all(self) -> None:
+        if self.tree is not None:
+            self.tree.signal(signal.SIGKILL)
 
 
 class Transcript:
@@ -76,7 +136,7 @@ class CommandWorker(WorkerProcess):
         self.resume_args: list[str] = list(spec.get("resume_args") or [])
         self.via_stdin = spec.get("prompt_via") == "stdin"
         self.transcript = transcript
-        self.proc: asyncio.subprocess.Process | None = None
+        self.children = Children()
         self.aborted = False
 
     def argv(self, prompt: str) -> list[str]:
@@ -93,20 +153,8 @@ class CommandWorker(WorkerProcess):
         await super().abort()
 
     async def kill(self) -> None:
-        """End the running command and everything it started: SIGTERM to its group, then SIGKILL."""
-        proc = self.proc
-        if proc is None or proc.returncode is not None:
-            return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                return
-            try:
-                await asyncio.wait_for(proc.wait(), KILL_GRACE)
-                return
-            except asyncio.TimeoutError:
-                continue
+        """End the running command and everything it started, wherever it went."""
+        await self.children.end_all(KILL_GRACE)
 
     # -- a turn -----------------------------------------------------------------------------------
     async def run_turn(self, run: Any, message: str) -> None:
@@ -114,30 +162,33 @@ class CommandWorker(WorkerProcess):
         self.emit({"type": "turn_start", "run": run})
         argv = self.argv(message)
         self.transcript.append({"role": "user", "text": message})
+        stdin = self.prompt_input(message)
         try:
-            self.proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE if self.via_stdin else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                limit=MAX_FRAME)
+            proc, exited = self.children.start(argv, stdin)
         except OSError as exc:
             self.end_turn(run, "failed", error=f"cannot run {argv[0]}: {exc.strerror or exc}")
             return
-        proc = self.proc
+        finally:
+            if not isinstance(stdin, int):
+                stdin.close()  # the command has its own copy
         self.transcript.append({"type": "turn", "argv": argv})
         self.transcript.turns += 1
         if self.aborted:  # the abort came while the command was starting
             await self.kill()
         output = TurnOutput(self.emit)
         tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
-        pipes = [asyncio.create_task(self.pump_stdout(proc, output)), asyncio.create_task(self.pump_stderr(proc, tail))]
-        if self.via_stdin:
-            await self.feed(proc, message)
-        returncode = await proc.wait()
-        _, late = await asyncio.wait(pipes, timeout=PIPE_GRACE)
+        stdout, stderr, pipes = await self.connect(proc)
+        pumps = [asyncio.create_task(self.pump_stdout(stdout, output)), asyncio.create_task(self.pump_stderr(stderr, tail))]
+        returncode = await exited
+        _, late = await asyncio.wait(pumps, timeout=PIPE_GRACE)
+        await self.children.end_all(LEFTOVER_GRACE)  # the turn is over: so is what it left running
+        if late:  # nothing is left to write: what is in the pipes is all there is, however slow to send
+            _, late = await asyncio.wait(late, timeout=DRAIN_TIMEOUT)
         for task in late:
             task.cancel()
+        for transport in pipes:
+            transport.close()
         output.close()
-        self.proc = None
         self.transcript.append({"role": "assistant", "text": "\n".join(output.texts), "exit": returncode})
         if self.aborted:
             self.end_turn(run, "aborted")
@@ -147,21 +198,32 @@ class CommandWorker(WorkerProcess):
             reason = f"{Path(argv[0]).name} {describe_exit(returncode)}"
             self.end_turn(run, "failed", error=reason + (": " + " | ".join(tail) if tail else ""))
 
-    async def feed(self, proc: asyncio.subprocess.Process, message: str) -> None:
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(message.encode())
-            await proc.stdin.drain()
-            proc.stdin.close()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the command does not read its input: that is its business
+    async def connect(self, proc: subprocess.Popen[bytes]) -> tuple[asyncio.StreamReader, asyncio.StreamReader,
+                                                                    list[asyncio.BaseTransport]]:
+        """The command's stdout and stderr as streams, and their transports (closed when the turn ends)."""
+        loop = asyncio.get_running_loop()
+        readers = asyncio.StreamReader(limit=MAX_FRAME), asyncio.StreamReader(limit=MAX_FRAME)
+        transports = []
+        for reader, pipe in zip(readers, (proc.stdout, proc.stderr)):
+            transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
+            transports.append(transport)
+        return readers[0], readers[1], transports
 
-    async def pump_stdout(self, proc: asyncio.subprocess.Process, output: TurnOutput) -> None:
+    def prompt_input(self, message: str) -> IO[bytes] | int:
+        """The command's stdin: the prompt in an unlinked file (never a pipe that could fill up while
+        the command does not read), or nothing."""
+        if not self.via_stdin:
+            return subprocess.DEVNULL
+        data = tempfile.TemporaryFile()
+        data.write(message.encode())
+        data.seek(0)
+        return data
+
+    async def pump_stdout(self, stdout: asyncio.StreamReader, output: TurnOutput) -> None:
         """Stream stdout as text events, what comes together as one."""
-        assert proc.stdout is not None
         while True:
             try:
-                read = proc.stdout.read(CHUNK)
+                read = stdout.read(CHUNK)
                 data = await (asyncio.wait_for(read, BURST) if output.waiting else read)
             except asyncio.TimeoutError:
                 output.quiet()
@@ -170,12 +232,11 @@ class CommandWorker(WorkerProcess):
                 break
             output.feed(data)
 
-    async def pump_stderr(self, proc: asyncio.subprocess.Process, tail: collections.deque[str]) -> None:
+    async def pump_stderr(self, stderr: asyncio.StreamReader, tail: collections.deque[str]) -> None:
         """The command's stderr goes to this worker's (the job's log); the last lines explain a failure."""
-        assert proc.stderr is not None
         while True:
             try:
-                line = await proc.stderr.readline()
+                line = await stderr.readline()
             except ValueError:
                 continue
             if not line:
@@ -188,24 +249,18 @@ class CommandWorker(WorkerProcess):
 
     # -- the process ------------------------------------------------------------------------------
     def on_start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.children.install(loop)
         loop.add_signal_handler(signal.SIGTERM, self.terminate)
 
     def terminate(self) -> None:
-        """SIGTERM: the command's group goes too, so no agent outlives its worker."""
-        if self.proc is not None and self.proc.returncode is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        """SIGTERM: everything below this worker goes too, so no agent outlives it."""
+        self.children.kill_all()
         raise SystemExit(128 + signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="roost-command-worker", description=__doc__)
-    parser.add_argument("--session", required=True, help="the session file (created when missing)")
-    parser.add_argument("--spec", required=True, help="JSON: command, resume_args, prompt_via")
-    args = parser.parse_args(argv)
-    CommandWorker(json.loads(args.spec), Transcript(Path(args.session))).run()
+    args = options(argv, ("session", "spec"), "roost-command-worker")  # spec: JSON of command, resume_args, prompt_via
+    CommandWorker(json.loads(args["spec"]), Transcript(Path(args["session"]))).run()
 
 
 if __name__ == "__main__":

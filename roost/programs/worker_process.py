@@ -116,3 +116,20 @@ class WorkerProcess:
                 continue
             await self.handle(frame)
         await self.abort()
+
+
+def options(argv: list[str] | None, names: tuple[str, ...], prog: str) -> dict[str, str]:
+    """``--name value`` options, every one required. Not argparse: it loads gettext and adds a
+    third to a worker's start-up, which every spawn waits for (docs/performance.md)."""
+    args = sys.argv[1:] if argv is None else argv
+    found: dict[str, str] = {}
+    while args:
+        flag, *rest = args
+        name = flag[2:] if flag.startswith("--") else ""
+        if name not in names or not rest:
+            raise SystemExit(f"usage: {prog} " + " ".join(f"--{n} VALUE" for n in names) + f" (at {flag!r})")
+        found[name], args = rest[0], rest[1:]
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise SystemExit(f"usage: {prog}: missing --{missing[0]}")
+    return found
