@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from textual import events
 
+from roost.config import Config
+from roost.models import State
+from roost.tui.app import RoostApp
 from roost.tui.agent_view import AgentViewScreen
 from roost.tui.dialogs import ConfirmBox, PromptBox
 from roost.tui.job_screen import JobScreen
@@ -15,6 +18,7 @@ from roost.tui.job_screen import JobScreen
 from conftest import DaemonHarness
 from tui_helpers import SIZE, FakeClock, burst, keys_of, make_app, notice, open_job, press_alone, select_row, until
 from test_tui_pilot import open_tree
+from test_tui_snapshots import NOW, FixedRows, row
 
 
 def untouched(daemon: DaemonHarness, job: str) -> None:
@@ -129,3 +133,20 @@ async def test_a_closed_screen_gets_no_more_ticks(daemon):
         ticks.clear()
         await pilot.pause(1.5)
         assert ticks == [], "its interval went with it"
+
+
+async def test_enter_and_text_with_180_jobs_neither_archives_nor_crashes():
+    """FixedRows refuses any op but reads (an archive would fail the test)."""
+    rows = [row(f"j{n:03d}", f"job {n}", State.WORKING, age=n + 1.0, descendants=1, running=1) for n in range(180)]
+    rows += [row(f"c{n:03d}", f"child {n}", State.WORKING, parent=f"j{n:03d}") for n in range(180)]
+    source = FixedRows(rows, {})
+    app = RoostApp(source, Config(), clock=lambda: NOW)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, AgentViewScreen) and app.screen.table.row_count == 180,
+                    "180 rows")
+        await burst(pilot, app, "enter", *keys_of("say hi"))
+        screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen, "the job screen")
+        await until(pilot, lambda: screen.composer.value == "say hi", "the text in the composer")
+        await pilot.pause(1.2)  # a tick or more: every screen ticks only while it is mounted
+        assert app.is_running and app.screen is screen
+        assert not isinstance(app.screen, ConfirmBox)

@@ -102,3 +102,17 @@ async def test_queued_jobs_show_as_queued_with_a_count(daemon_factory):
         await until(pilot, lambda: second in table_ids(app), "the queued row")
         assert "queued" in cell(app, second, "state")
         assert "1 queued" in str(app.screen.query_one("#topbar").render())
+
+
+async def test_a_queued_message_shows_until_the_prompt_that_delivers_it(daemon):
+    job = daemon.spawn("work 2", title="busy")
+    daemon.wait_state(job, "working")
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(pilot, app, job)
+        await type_text(pilot, "say later")
+        await pilot.press("enter")
+        await until(pilot, lambda: "⋯ queued for its next turn: say later" in transcript_text(screen), "the queued line")
+        await until(pilot, lambda: "› say later" in transcript_text(screen), "the delivering prompt", timeout=15)
+        assert "queued for its next turn" not in transcript_text(screen)
+        await until(pilot, lambda: "later" in transcript_text(screen).splitlines(), "its turn")

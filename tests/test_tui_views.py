@@ -9,7 +9,7 @@ from roost.tui.command_line import CommandLine
 from roost.tui.help_screen import HelpScreen
 from roost.tui.job_screen import JobScreen
 
-from tui_helpers import (SIZE, make_app, notice, open_job, press_alone, select_row, table_ids, transcript_text,
+from tui_helpers import (SIZE, make_app, notice, press_alone, select_row, table_ids, transcript_text,
                          type_text, until)
 from test_tui_pilot import open_tree
 

@@ -16,7 +16,7 @@ from roost.text import safe_text
 from roost.tui.looks import BOLD, Palette
 
 #: Timeline kinds that repeat what another entry already shows.
-_SKIPPED = {"turn_end", "report", "message", "pinned", "unpinned"}
+_SKIPPED = {"turn_end", "report", "pinned", "unpinned"}
 #: States worth a line of their own (working follows every prompt, so it would only add noise).
 _TONE_OF_STATE = {"waiting": "warning", "blocked": "warning", "failed": "error", "stopped": "muted",
                   "done": "success", "idle": "muted"}
@@ -55,6 +55,9 @@ def _entry_body(kind: str, data: dict[str, Any], palette: Palette) -> Text | Non
         return None
     if kind == "text":
         return Text(data.get("text", ""), style=palette.text)
+    if kind == "message":  # shown only while it waits: the prompt that delivers it replaces it
+        first, *rest = data.get("text", "").splitlines() or [""]
+        return Text(f"⋯ queued for its next turn: {first}" + (" …" if rest else ""), style=palette.muted)
     if kind == "prompt":
         first, *rest = data.get("text", "").splitlines() or [""]
         prompt = Text()
@@ -145,23 +148,41 @@ class Transcript(RichLog, can_focus=False):
         self.more_before = False
         self._asking = False
         self._entries: list[dict[str, Any]] = []
+        #: Message entries shown as queued (by seq), until a prompt delivers them.
+        self._waiting: dict[int, dict[str, Any]] = {}
         self._palette: Palette | None = None
 
     def start(self, entries: list[dict[str, Any]], more: bool) -> None:
         """Show the newest page of the timeline; ``more`` says older entries exist."""
         self._entries, self.last_seq, self.more_before = [], 0, more
+        self._waiting.clear()
         self.clear()
         self.following = True
         self.add(entries)
 
     def add(self, entries: list[dict[str, Any]]) -> None:
-        """Append the entries newer than what is shown (the log and the stream may overlap)."""
-        for entry in entries:
-            if entry["seq"] <= self.last_seq:
-                continue
-            self.last_seq = entry["seq"]
-            self._entries.append(entry)
+        """Append the entries newer than what is shown (the log and the stream may overlap).
+        A message shown as queued leaves once the prompt that delivers it arrives."""
+        fresh = [entry for entry in entries if entry["seq"] > self.last_seq]
+        if not fresh:
+            return
+        self.last_seq = fresh[-1]["seq"]
+        self._entries.extend(fresh)
+        if any(self._delivered(entry) for entry in self._waiting.values()):
+            self._redraw(keep_bottom=not self.following)
+            return
+        for entry in fresh:
             self._write(entry)
+
+    def _delivered(self, message: dict[str, Any]) -> bool:
+        """Whether a later prompt carries this message's text (several may go in one prompt)."""
+        text = (message.get("data") or {}).get("text", "")
+        for entry in reversed(self._entries):
+            if entry["seq"] <= message["seq"]:
+                return False
+            if entry["kind"] == "prompt" and text in (entry.get("data") or {}).get("text", ""):
+                return True
+        return False
 
     def prepend(self, entries: list[dict[str, Any]], more: bool) -> None:
         """Put an older page above what is shown, keeping the lines in view where they were."""
@@ -210,6 +231,7 @@ class Transcript(RichLog, can_focus=False):
     def _redraw(self, keep_bottom: bool) -> None:
         below, following = len(self.lines) - self.scroll_y, self.following
         self.clear()
+        self._waiting.clear()
         for entry in self._entries:
             self._write(entry, scroll_end=not keep_bottom)
         if keep_bottom:  # the same lines stay at the bottom of the view
@@ -219,6 +241,10 @@ class Transcript(RichLog, can_focus=False):
     def _write(self, entry: dict[str, Any], scroll_end: bool | None = None) -> None:
         if self._palette is None:
             return
+        if entry["kind"] == "message":
+            if self._delivered(entry):
+                return
+            self._waiting[entry["seq"]] = entry
         text = entry_text(entry, self._palette, self.stamped)
         if text is None:
             return
