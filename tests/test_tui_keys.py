@@ -16,7 +16,7 @@ from roost.tui.dialogs import ConfirmBox, PromptBox
 from roost.tui.job_screen import JobScreen
 
 from conftest import DaemonHarness
-from tui_helpers import SIZE, FakeClock, burst, keys_of, make_app, notice, open_job, press_alone, select_row, until
+from tui_helpers import SIZE, FakeClock, answer, burst, keys_of, make_app, notice, open_job, press_alone, select_row, until
 from test_tui_pilot import open_tree
 from test_tui_snapshots import NOW, FixedRows, row
 
@@ -55,7 +55,7 @@ async def test_a_confirmation_ignores_keys_typed_before_it_appeared(daemon):
         await pilot.pause(0.2)
         assert isinstance(app.screen, ConfirmBox), "the y and Enter typed ahead did not answer it"
         untouched(daemon, job)
-        await pilot.press("n")
+        await answer(pilot, "n")
         assert isinstance(app.screen, AgentViewScreen)
         untouched(daemon, job)
 

@@ -26,7 +26,7 @@ from roost.tui.job_screen import JobScreen
 
 from conftest import DaemonHarness
 
-from tui_helpers import (SIZE, FakeClock, burst, cell, keys_of, jobs, make_app, notice, open_job, panel_labels, press_alone,
+from tui_helpers import (SIZE, FakeClock, answer, burst, cell, keys_of, jobs, make_app, notice, open_job, panel_labels, press_alone,
                          select_row, shown_keys, table_ids, transcript_text, type_text, until)
 
 
@@ -175,9 +175,10 @@ async def test_a_archives_only_after_a_yes(daemon):
         await select_row(pilot, app, root)
         await pilot.press("a")
         assert isinstance(app.screen, ConfirmBox)
-        await pilot.press("n")
+        await answer(pilot, "n")
         assert daemon.show(root)["archived_at"] is None
-        await pilot.press("a", "y")
+        await pilot.press("a")
+        await answer(pilot, "y")
         await until(pilot, lambda: notice(app) == "archived 2 jobs", "the archive")
         assert daemon.show(root)["archived_at"] is not None
         await until(pilot, lambda: root not in table_ids(app), "the row to leave")

@@ -13,6 +13,7 @@ from roost.config import parse_config
 from roost.tui.agent_view import AgentViewScreen
 from roost.tui.app import RoostApp
 from roost.tui.daemon_link import DaemonSource
+from roost.tui.dialogs import FRESH_KEYS_GRACE
 from roost.tui.job_screen import JobScreen
 from roost.tui.key_router import SINGLE_PRESS_WINDOW
 
@@ -112,6 +113,12 @@ async def press_alone(pilot: Pilot, key: str) -> None:
 
 
 CHARACTERS = {"space": " ", "slash": "/", "colon": ":"}
+
+
+async def answer(pilot: Pilot, key: str) -> None:
+    """A key pressed once a confirmation has been on screen long enough to be read."""
+    await pilot.pause(FRESH_KEYS_GRACE + 0.05)
+    await pilot.press(key)
 
 
 def keys_of(text: str) -> list[str]:

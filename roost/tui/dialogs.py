@@ -80,6 +80,11 @@ class ScriptBox(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+#: Seconds after a confirmation appears in which keys are still taken as typed ahead: nobody reads
+#: and answers a question that fast, but a burst split over two reads of the terminal arrives so.
+FRESH_KEYS_GRACE = 0.15
+
+
 class FreshKeysScreen(ModalScreen[bool]):
     """A dialog that only takes keys made after it was on screen: keys typed ahead (a burst that
     went on past the key that opened it) are not answers to a question the person never saw."""
@@ -90,7 +95,7 @@ class FreshKeysScreen(ModalScreen[bool]):
         self.shown_at = time.monotonic()  # the clock Textual stamps key events with (Message.time)
 
     def made_after_shown(self, event: events.Key) -> bool:
-        return self.shown_at is not None and event.time >= self.shown_at
+        return self.shown_at is not None and event.time >= self.shown_at + FRESH_KEYS_GRACE
 
 
 class ConfirmBox(FreshKeysScreen):
