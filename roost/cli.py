@@ -173,10 +173,15 @@ def daemon_status(acknowledge: bool) -> None:
 @click.option("--title", help="Title (default: the prompt's first line).")
 @click.option("--lifetime", type=click.Choice(["task", "workflow", "session"]), help="Subagent lifetime.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label (repeatable).")
+@click.option("--worktree/--no-worktree", default=None, help="Run it in a git worktree of its own (default: the driver's).")
+@click.option("--branch", help="The worktree's new branch (default roost/ID).")
+@click.option("--base", help="What the branch starts from and merges into (default: the current HEAD).")
+@click.option("--host", help="Run it on this [hosts.NAME] (its cwd is then a path there); 'local': here.")
 @click.argument("prompt")
 @pass_ctx
 def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, title: str | None,
-          lifetime: str | None, labels: tuple[str, ...], prompt: str) -> None:
+          lifetime: str | None, labels: tuple[str, ...], worktree: bool | None, branch: str | None,
+          base: str | None, host: str | None, prompt: str) -> None:
     """Start a job on PROMPT and print its id."""
     label_map = {}
     for item in labels:
@@ -184,9 +189,54 @@ def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, tit
         if not sep or not key:
             _fail(f"--label {item!r}: expected KEY=VALUE")
         label_map[key] = value
-    row = ctx.call("spawn", prompt=prompt, parent=parent, driver=driver, cwd=os.path.abspath(cwd or os.getcwd()),
-                   title=title, lifetime=lifetime, labels=label_map or None)
+    remote = host not in (None, "local")  # a cwd there is that host's path, and none is the host's own
+    row = ctx.call("spawn", prompt=prompt, parent=parent, driver=driver, host=host, title=title, lifetime=lifetime,
+                   cwd=cwd if remote else os.path.abspath(cwd or os.getcwd()), labels=label_map or None,
+                   worktree=worktree, branch=branch, base=base)
     _say(row["id"])
+
+
+# -- worktrees and review (bodies in cli_worktrees.py) -------------------------------------------------
+@cli.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="The rows as JSON.")
+@click.pass_context
+def worktrees(click_ctx: click.Context, as_json: bool) -> None:
+    """List the jobs' own worktrees: job, branch, path, size, clean or dirty, merged or not."""
+    if click_ctx.invoked_subcommand is None:
+        from roost import cli_worktrees
+
+        cli_worktrees.show_list(click_ctx.obj.call("worktrees"), as_json, _say)
+
+
+@worktrees.command("prune")
+@pass_ctx
+def worktrees_prune(ctx: Ctx) -> None:
+    """Remove archived jobs' worktrees that hold nothing unsaved; say what was kept and why."""
+    from roost import cli_worktrees
+
+    cli_worktrees.show_prune(ctx.call("worktrees_prune"), _say)
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--stat", is_flag=True, help="Only the changed files and their counts.")
+@pass_ctx
+def diff(ctx: Ctx, job_id: str, stat: bool) -> None:
+    """Print a job's changes against its base: committed and uncommitted, new files too."""
+    from roost import cli_worktrees
+
+    with ctx.client() as client, _errors():
+        cli_worktrees.show_diff(client, job_id, stat, _say)
+
+
+@cli.command()
+@click.argument("job_id")
+@pass_ctx
+def merge(ctx: Ctx, job_id: str) -> None:
+    """Merge a job's branch into its base (a fast-forward or a clean merge; else refused, saying why)."""
+    result = ctx.call("merge", job=job_id)
+    counted = f" ({result['commits']} commit{'s' if result['commits'] != 1 else ''})" if "commits" in result else ""
+    _say(f"{result['outcome']}: {result['branch']} into {result['base']}{counted} in {result['where']}")
 
 
 @cli.command()
@@ -412,6 +462,39 @@ def _load(ctx: Ctx) -> Any:
         return load_config(path)
     except ConfigError as exc:
         _fail(str(exc))
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def hosts(click_ctx: click.Context) -> None:
+    """The [hosts.NAME] machines: how each is reached, its connection, its jobs."""
+    if click_ctx.invoked_subcommand is None:
+        from roost.hosts.commands import host_lines
+
+        ctx = click_ctx.find_object(Ctx)
+        with _errors(), ctx.client() as client:
+            rows = list(client.rows())
+        for line in host_lines(_load(ctx), rows):
+            _say(line)
+
+
+@hosts.command("check")
+@click.argument("name")
+@pass_ctx
+def hosts_check(ctx: Ctx, name: str) -> None:
+    """Say what NAME lacks to run roost's workers (python, roost's worker side, pi)."""
+    from roost.config import ConfigError
+    from roost.hosts.commands import check
+
+    try:
+        host = _load(ctx).host(name)
+    except ConfigError as exc:
+        _fail(exc.message)
+    ok, lines = check(host)
+    for line in lines:
+        _say(line)
+    if not ok:
+        sys.exit(1)
 
 
 @config.command("show")

@@ -37,13 +37,14 @@ __all__ = [
     "ConfigWatcher",
     "DriverProfile",
     "HookSettings",
+    "WorktreeSettings",
     "default_config_text",
     "load_config",
     "parse_config",
     "substitute",
 ]
 
-DRIVER_KINDS = ("builtin", "pi", "command")
+DRIVER_KINDS = ("builtin", "pi", "command", "claude")
 AGENT_VIEW_SUBAGENTS = ("hide", "inline")
 #: What the app can notify about, and how (``notify``, ``notify_via``).
 NOTIFY = ("needs_input", "failed", "done")
@@ -88,9 +89,38 @@ class DriverProfile:
     kind: str
     lifetime: str | None = None
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    #: Its jobs get a git worktree of their own unless a spawn says otherwise (docs/worktrees.md).
+    worktree: bool = False
+    #: The ``[hosts.NAME]`` its jobs run on by default (None: where the spawn says, else here).
+    host: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "lifetime": self.lifetime, "options": _thaw(self.options)}
+        return {"name": self.name, "kind": self.kind, "lifetime": self.lifetime, "options": _thaw(self.options),
+                "worktree": self.worktree, "host": self.host}
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    """One ``[hosts.NAME]`` table: another machine whose workers run over OpenSSH (docs/hosts.md)."""
+
+    name: str
+    ssh: str
+    port: int | None = None
+    identity: str = ""
+    options: tuple[str, ...] = ()
+    #: The Python there that runs roost's shipped worker side.
+    python: str = "python3"
+    #: Instead of shipping: the command that runs roost's worker side there (``roost.hosts.remote``).
+    command: tuple[str, ...] = ()
+    #: Where roost keeps its files there (``~`` is that host's home).
+    dir: str = "~/.cache/roost"
+    #: The working directory of a job there that names none.
+    cwd: str = "~"
+    #: Workers that may run there at once (0: no limit but the global one).
+    max_running_jobs: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -106,6 +136,21 @@ class HookSettings:
     def command(self, event: str) -> tuple[str, ...] | None:
         """The command set for one of :data:`HOOK_EVENTS`."""
         return getattr(self, event)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class WorktreeSettings:
+    """The ``[worktree]`` table: what a job's new worktree gets before its agent starts, what runs
+    before it is removed, and where worktrees live ("": under the state directory)."""
+
+    copy: tuple[str, ...] = ()
+    setup: tuple[str, ...] = ()
+    teardown: tuple[str, ...] = ()
+    setup_timeout: float = 600.0
+    dir: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
@@ -134,7 +179,9 @@ class Config:
     notify_via: tuple[str, ...] = ("bell",)
     theme: str = "textual-dark"
     hooks: HookSettings = HookSettings()
+    worktree: WorktreeSettings = WorktreeSettings()
     drivers: Mapping[str, DriverProfile] = field(default_factory=_default_drivers)
+    hosts: Mapping[str, HostSettings] = field(default_factory=lambda: MappingProxyType({}))
     source: Path | None = None
 
     @property
@@ -147,6 +194,13 @@ class Config:
             return self.drivers[name]
         except KeyError:
             raise ConfigError(self._file, f"drivers.{name}", _unknown_driver(name, self.drivers)) from None
+
+    def host(self, name: str) -> HostSettings:
+        """The ``[hosts.NAME]`` table called ``name``; ConfigError listing the known ones otherwise."""
+        try:
+            return self.hosts[name]
+        except KeyError:
+            raise ConfigError(self._file, f"hosts.{name}", _unknown_name("host", name, self.hosts, "hosts")) from None
 
     def check_theme(self, available: Iterable[str]) -> None:
         """ConfigError unless ``theme`` is one of ``available`` (the app passes its theme names)."""
@@ -161,8 +215,10 @@ class Config:
             value = getattr(self, f.name)
             if f.name == "drivers":
                 value = {name: profile.to_dict() for name, profile in value.items()}
-            elif f.name == "hooks":
+            elif f.name in ("hooks", "worktree"):
                 value = value.to_dict()
+            elif f.name == "hosts":
+                value = {name: host.to_dict() for name, host in value.items()}
             elif isinstance(value, tuple):
                 value = list(value)
             elif f.name == "source":
@@ -383,7 +439,28 @@ _HOOK_KEYS: dict[str, Check] = {
     "max_running": _integer(1),
 }
 
-_COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(LIFETIMES)}
+_WORKTREE_KEYS: dict[str, Check] = {
+    "copy": _string_list(),
+    "setup": _string_list(),
+    "teardown": _string_list(),
+    "setup_timeout": _seconds(positive=True),
+    "dir": _string(),
+}
+
+_COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(LIFETIMES), "worktree": _boolean,
+                             "host": _string(nonempty=True)}
+
+_HOST_KEYS: dict[str, Check] = {
+    "ssh": _string(nonempty=True),
+    "port": _integer(1),
+    "identity": _string(),
+    "options": _string_list(),
+    "python": _string(nonempty=True),
+    "command": _string_list(),
+    "dir": _string(nonempty=True),
+    "cwd": _string(nonempty=True),
+    "max_running_jobs": _integer(0),
+}
 
 #: Per kind: key -> (checker, default). A default of ``None`` means required.
 _KIND_KEYS: dict[str, dict[str, tuple[Check, Any]]] = {
@@ -398,6 +475,16 @@ _KIND_KEYS: dict[str, dict[str, tuple[Check, Any]]] = {
         "load_project_extensions": (_boolean, False),
         "retry": (_boolean, True),
     },
+    "claude": {
+        "command": (_string(nonempty=True), "claude"),
+        "model": (_string(), ""),
+        "config_dir": (_string(), ""),
+        "permission_mode": (_string(), ""),
+        "allowed_tools": (_string_list(), ()),
+        "ask_permission": (_boolean, True),
+        "args": (_string_list(), ()),
+        "env": (_env_table, MappingProxyType({})),
+    },
     "command": {
         "command": (_string_list(nonempty=True, placeholders=True), None),
         "resume_args": (_string_list(placeholders=True), ()),
@@ -406,8 +493,10 @@ _KIND_KEYS: dict[str, dict[str, tuple[Check, Any]]] = {
     },
 }
 
-assert {f.name for f in fields(Config)} == set(_TOP) | {"drivers", "hooks", "source"}
+assert {f.name for f in fields(Config)} == set(_TOP) | {"drivers", "hooks", "worktree", "hosts", "source"}
+assert {f.name for f in fields(HostSettings)} == set(_HOST_KEYS) | {"name"}
 assert {f.name for f in fields(HookSettings)} == set(_HOOK_KEYS)
+assert {f.name for f in fields(WorktreeSettings)} == set(_WORKTREE_KEYS)
 
 
 def _defaults_for(kind: str) -> dict[str, Any]:
@@ -465,28 +554,63 @@ def parse_config(text: str, source: str | os.PathLike[str]) -> Config:
         if key == "drivers":
             drivers.update(_parse_drivers(file, value, checked))
         elif key == "hooks":
-            values["hooks"] = _parse_hooks(file, value, checked)
+            values["hooks"] = HookSettings(**_parse_table(file, "hooks", _HOOK_KEYS, value, checked))
+        elif key == "worktree":
+            values["worktree"] = WorktreeSettings(**_parse_table(file, "worktree", _WORKTREE_KEYS, value, checked))
+        elif key == "hosts":
+            values["hosts"] = MappingProxyType(_parse_hosts(file, value, checked))
         elif key in _TOP:
             values[key] = checked(key, _TOP[key], value)
         else:
-            raise ConfigError(file, _key_part(key), _unknown_key(key, sorted([*_TOP, "drivers", "hooks"])))
+            raise ConfigError(file, _key_part(key),
+                              _unknown_key(key, sorted([*_TOP, "drivers", "hooks", "worktree", "hosts"])))
 
     default_driver = values.get("default_driver", Config.default_driver)
     if default_driver not in drivers:
         raise ConfigError(file, "default_driver", _unknown_driver(default_driver, drivers))
+    hosts = values.get("hosts", {})
+    for profile in drivers.values():
+        if profile.host is not None and profile.host not in hosts:
+            raise ConfigError(file, f"drivers.{_key_part(profile.name)}.host",
+                              _unknown_name("host", profile.host, hosts, "hosts"))
     return Config(**values, drivers=MappingProxyType(drivers), source=Path(file))
 
 
-def _parse_hooks(file: str, raw: Any, checked: Callable[[str, Check, Any], Any]) -> HookSettings:
+def _parse_table(file: str, name: str, schema: dict[str, Check], raw: Any,
+                 checked: Callable[[str, Check, Any], Any]) -> dict[str, Any]:
+    """The checked values of a flat table such as ``[hooks]`` or ``[worktree]``."""
     if not isinstance(raw, dict):
-        raise ConfigError(file, "hooks", f"expected a table ([hooks]), got {_describe(raw)}")
+        raise ConfigError(file, name, f"expected a table ([{name}]), got {_describe(raw)}")
     values = {}
     for key, value in raw.items():
-        dotted = f"hooks.{_key_part(key)}"
-        if key not in _HOOK_KEYS:
-            raise ConfigError(file, dotted, _unknown_key(key, list(_HOOK_KEYS), " in [hooks]"))
-        values[key] = checked(dotted, _HOOK_KEYS[key], value)
-    return HookSettings(**values)
+        dotted = f"{name}.{_key_part(key)}"
+        if key not in schema:
+            raise ConfigError(file, dotted, _unknown_key(key, list(schema), f" in [{name}]"))
+        values[key] = checked(dotted, schema[key], value)
+    return values
+
+
+def _parse_hosts(file: str, raw: Any, checked: Callable[[str, Check, Any], Any]) -> dict[str, HostSettings]:
+    if not isinstance(raw, dict):
+        raise ConfigError(file, "hosts", f"expected a table of hosts ([hosts.NAME] tables), got {_describe(raw)}")
+    out: dict[str, HostSettings] = {}
+    for name, table in raw.items():
+        prefix = f"hosts.{_key_part(name)}"
+        if not _BARE_KEY.fullmatch(name) or name == "local":
+            raise ConfigError(file, prefix, "expected a host name made of letters, digits, '-' and '_', other "
+                                            "than 'local' (which is this machine)")
+        if not isinstance(table, dict):
+            raise ConfigError(file, prefix, f"expected a table ([{prefix}]), got {_describe(table)}")
+        values = {}
+        for key, value in table.items():
+            dotted = f"{prefix}.{_key_part(key)}"
+            if key not in _HOST_KEYS:
+                raise ConfigError(file, dotted, _unknown_key(key, list(_HOST_KEYS), " for a host"))
+            values[key] = checked(dotted, _HOST_KEYS[key], value)
+        if "ssh" not in values:
+            raise ConfigError(file, f"{prefix}.ssh", 'missing; expected how to reach it, e.g. "me@build-box"')
+        out[name] = HostSettings(name=name, **{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+    return out
 
 
 def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any]) -> dict[str, DriverProfile]:
@@ -516,6 +640,8 @@ def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any
 
         schema = _KIND_KEYS[kind]
         lifetime: str | None = None
+        worktree = False
+        host: str | None = None
         options: dict[str, Any] = {}
         for key, value in table.items():
             dotted = f"{prefix}.{_key_part(key)}"
@@ -523,6 +649,10 @@ def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any
                 continue
             if key == "lifetime":
                 lifetime = checked(dotted, _COMMON["lifetime"], value)
+            elif key == "worktree":
+                worktree = checked(dotted, _COMMON["worktree"], value)
+            elif key == "host":
+                host = checked(dotted, _COMMON["host"], value)
             elif key in schema:
                 options[key] = checked(dotted, schema[key][0], value)
             else:
@@ -551,7 +681,7 @@ def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any
                     "expected an element containing '{prompt}' when prompt_via = 'arg' "
                     "(or set prompt_via = 'stdin')",
                 )
-        out[name] = DriverProfile(name, kind, lifetime, _freeze(options))
+        out[name] = DriverProfile(name, kind, lifetime, _freeze(options), worktree, host)
     return out
 
 

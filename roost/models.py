@@ -73,6 +73,16 @@ class Job:
     depth: int = 0
     #: Why it is failed or stopped ("" in any other state): what its rows show.
     reason: str = ""
+    #: The main checkout of the git repository its worktree was made from (None: no worktree of its own).
+    repo: str | None = None
+    #: Its own git worktree (also its cwd); None once removed, or when it has none of its own.
+    worktree: str | None = None
+    #: The branch its worktree is on (kept after the worktree is removed while the branch lives).
+    branch: str | None = None
+    #: What the branch was made from and merges into: a branch name, or a commit when HEAD was detached.
+    base: str | None = None
+    #: The ``[hosts.NAME]`` its worker runs on; "" is this machine (docs/hosts.md).
+    host: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data (state as its string). Copies the dict fields

@@ -121,7 +121,9 @@ _JOB = {"job": _NEED_STR}
 OPS: dict[str, dict[str, Arg]] = {
     "hello": {"version": Arg((int,), required=True), "client": _STR, "job": _OPT_STR, "token": _OPT_STR},
     "spawn": {"prompt": _NEED_STR, "parent": _OPT_STR, "driver": _OPT_STR, "cwd": _OPT_STR, "title": _OPT_STR,
-              "lifetime": _OPT_STR, "labels": Arg((dict,))},
+              "lifetime": _OPT_STR, "labels": Arg((dict,)),
+              "worktree": Arg((bool, type(None))), "branch": _OPT_STR, "base": _OPT_STR,
+              "host": _OPT_STR},
     "send": {"job": _NEED_STR, "text": _NEED_STR},
     "stop": {"job": _NEED_STR, "tree": _BOOL},
     "close": _JOB,
@@ -145,6 +147,10 @@ OPS: dict[str, dict[str, Arg]] = {
     "unarchive": _JOB,
     "label": {"job": _NEED_STR, "key": _NEED_STR, "value": Arg((str, type(None)), required=True)},
     "status": {},
+    "worktrees": {},
+    "worktrees_prune": {},
+    "diff": {"job": _NEED_STR, "offset": Arg((int,), bounds=(0, None))},
+    "merge": _JOB,
     "acknowledge": {},
     "shutdown": {},
 }

@@ -1,7 +1,10 @@
-"""A fake OpenAI-compatible chat-completions server on 127.0.0.1, scripted by the last user message.
+"""Fake model servers on 127.0.0.1, scripted by the last user message: the tests point real agents at
+them, so a whole agent runs with no model and no network.
 
-The pi tests point a real pi at it, so a whole agent runs with no model and no network. What it
-answers depends on the last user message (the prompt roost delivered):
+:class:`FakeLLM` speaks OpenAI chat completions (pi); tests/fake_anthropic.py the Anthropic Messages
+API (Claude Code) and tests/fake_openai.py the Responses API (Codex) share its script and server and
+change only the wire format. What it answers depends on the last user message (the prompt roost
+delivered):
 
 - ``CALL <tool> <json args>``: a call of that tool; once the tool's result is in, a text answer
   quoting it (``tool said: ...``).
@@ -22,6 +25,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 SLOW_LIMIT = 30.0
+SLOW_TEXT = "tick " * 10_000
+#: What every fake says a request cost, so tests can find it on the job's usage.
+INPUT_TOKENS, OUTPUT_TOKENS = 120, 8
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -34,14 +40,95 @@ def message_text(message: dict[str, Any]) -> str:
     return ""
 
 
+def last_user(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((m for m in reversed(messages) if m.get("role") == "user"), None)
+
+
+class ScriptedHandler(BaseHTTPRequestHandler):
+    """The script, for any wire format: a subclass says how to read the prompt out of a request and
+    how to write a text stream, a tool call and an error."""
+
+    protocol_version = "HTTP/1.1"
+    fake: "FakeLLM"
+
+    def log_message(self, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        self.fake.record(body)
+        prompt, tool_results = self.fake.turn_of(body)
+        word, _, rest = prompt.strip().partition(" ")
+        if tool_results:
+            self.stream_text(body, "tool said: " + tool_results[-1])
+        elif word == "CALL":
+            name, _, args = rest.partition(" ")
+            self.stream_tool_call(body, name, args or "{}")
+        elif word == "SLOW":
+            self.stream_text(body, SLOW_TEXT, pause=0.05)
+        elif word == "FLAKY" and self.fake.first_flaky(rest):
+            self.error(503, "fake overloaded, try again")
+        elif word == "BAD400":
+            self.error(400, "fake bad request")
+        else:
+            first = prompt.strip().splitlines()[0] if prompt.strip() else ""
+            self.stream_text(body, "echo: " + first)
+
+    def error(self, status: int, message: str) -> None:
+        data = json.dumps({"error": {"message": message, "type": "fake_error"}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def event(self, data: dict[str, Any] | str, name: str | None = None) -> None:
+        payload = data if isinstance(data, str) else json.dumps(data)
+        head = f"event: {name}\n" if name else ""
+        self.wfile.write(f"{head}data: {payload}\n\n".encode())
+        self.wfile.flush()
+
+    def trickle(self, text: str, pause: float, send: Any) -> bool:
+        """``send(piece)`` for each word of ``text``, pausing between them (never past SLOW_LIMIT);
+        False when the client hung up (an abort: what a slow stream is for)."""
+        deadline = time.monotonic() + SLOW_LIMIT
+        try:
+            for i, word in enumerate(text.split(" ")):
+                send(word if i == 0 else " " + word)
+                if pause:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(pause)
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        return True
+
+    def stream_text(self, body: dict[str, Any], text: str, pause: float = 0.0) -> None:
+        raise NotImplementedError
+
+    def stream_tool_call(self, body: dict[str, Any], name: str, args: str) -> None:
+        raise NotImplementedError
+
+
 class FakeLLM:
-    """The server; ``url`` is the base URL to give pi (``.../v1``)."""
+    """The server; ``url`` is the base URL to give the agent (``.../v1``)."""
+
+    handler: type[ScriptedHandler]
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.flaky_seen: set[str] = set()
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        handler = type("Handler", (self.handler,), {"fake": self})
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, name="fakellm", daemon=True)
 
@@ -61,10 +148,18 @@ class FakeLLM:
         with self.lock:
             self.requests.append(body)
 
+    def turn_of(self, body: dict[str, Any]) -> tuple[str, list[str]]:
+        """The last user message's text, and the tool results that came after it."""
+        messages = body.get("messages", [])
+        user = last_user(messages)
+        after_user = messages[messages.index(user) + 1:] if user else []
+        return (message_text(user) if user else "",
+                [message_text(m) for m in after_user if m.get("role") == "tool"])
+
     def bodies_with(self, needle: str) -> list[dict[str, Any]]:
         """The requests whose last user message contains ``needle``."""
         with self.lock:
-            return [b for b in self.requests if needle in message_text(last_user(b["messages"]) or {})]
+            return [b for b in self.requests if needle in self.turn_of(b)[0]]
 
     def first_flaky(self, tag: str) -> bool:
         """True only the first time ``tag`` is asked for."""
@@ -72,10 +167,6 @@ class FakeLLM:
             first = tag not in self.flaky_seen
             self.flaky_seen.add(tag)
             return first
-
-
-def last_user(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
-    return next((m for m in reversed(messages) if m.get("role") == "user"), None)
 
 
 def _chunk(model: str, delta: dict[str, Any] | None = None, finish: str | None = None,
@@ -88,88 +179,32 @@ def _chunk(model: str, delta: dict[str, Any] | None = None, finish: str | None =
     return out
 
 
-def _handler_for(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class ChatHandler(ScriptedHandler):
+    """OpenAI chat completions, streamed."""
 
-        def log_message(self, *args: Any) -> None:  # keep test output quiet
-            pass
+    def finish_stream(self, model: str, finish: str) -> None:
+        self.event(_chunk(model, finish=finish))
+        self.event(_chunk(model, usage={"prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS,
+                                        "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}))
+        self.event("[DONE]")
 
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-            fake.record(body)
-            messages = body.get("messages", [])
-            model = body.get("model", "fake-model")
-            user = last_user(messages)
-            prompt = message_text(user) if user else ""
-            after_user = messages[messages.index(user) + 1:] if user else []
-            tool_results = [message_text(m) for m in after_user if m.get("role") == "tool"]
-            word, _, rest = prompt.strip().partition(" ")
-            if tool_results:
-                self.stream_text(model, "tool said: " + tool_results[-1])
-            elif word == "CALL":
-                name, _, args = rest.partition(" ")
-                self.stream_tool_call(model, name, args or "{}")
-            elif word == "SLOW":
-                self.stream_text(model, "tick " * 10_000, pause=0.05)
-            elif word == "FLAKY" and fake.first_flaky(rest):
-                self.error(503, "fake overloaded, try again")
-            elif word == "BAD400":
-                self.error(400, "fake bad request")
-            else:
-                first = prompt.strip().splitlines()[0] if prompt.strip() else ""
-                self.stream_text(model, "echo: " + first)
+    def stream_text(self, body: dict[str, Any], text: str, pause: float = 0.0) -> None:
+        model = body.get("model", "fake-model")
+        self.start_stream()
+        self.event(_chunk(model, {"role": "assistant", "content": ""}))
+        if self.trickle(text, pause, lambda piece: self.event(_chunk(model, {"content": piece}))):
+            self.finish_stream(model, "stop")
 
-        def error(self, status: int, message: str) -> None:
-            data = json.dumps({"error": {"message": message, "type": "fake_error"}}).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def stream_tool_call(self, body: dict[str, Any], name: str, args: str) -> None:
+        model = body.get("model", "fake-model")
+        self.start_stream()
+        self.event(_chunk(model, {"role": "assistant", "content": None, "tool_calls": [
+            {"index": 0, "id": "call_fake_1", "type": "function", "function": {"name": name, "arguments": ""}}]}))
+        self.event(_chunk(model, {"tool_calls": [{"index": 0, "function": {"arguments": args}}]}))
+        self.finish_stream(model, "tool_calls")
 
-        def start_stream(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
 
-        def event(self, data: dict[str, Any] | str) -> None:
-            payload = data if isinstance(data, str) else json.dumps(data)
-            self.wfile.write(f"data: {payload}\n\n".encode())
-            self.wfile.flush()
-
-        def finish_stream(self, model: str, finish: str) -> None:
-            self.event(_chunk(model, finish=finish))
-            self.event(_chunk(model, usage={"prompt_tokens": 120, "completion_tokens": 8, "total_tokens": 128}))
-            self.event("[DONE]")
-
-        def stream_text(self, model: str, text: str, pause: float = 0.0) -> None:
-            self.start_stream()
-            self.event(_chunk(model, {"role": "assistant", "content": ""}))
-            words = text.split(" ")
-            deadline = time.monotonic() + SLOW_LIMIT
-            try:
-                for i, word in enumerate(words):
-                    self.event(_chunk(model, {"content": word if i == 0 else " " + word}))
-                    if pause:
-                        if time.monotonic() > deadline:
-                            break
-                        time.sleep(pause)
-                self.finish_stream(model, "stop")
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client aborted: that is what a slow stream is for
-
-        def stream_tool_call(self, model: str, name: str, args: str) -> None:
-            self.start_stream()
-            self.event(_chunk(model, {"role": "assistant", "content": None, "tool_calls": [
-                {"index": 0, "id": "call_fake_1", "type": "function", "function": {"name": name, "arguments": ""}}]}))
-            self.event(_chunk(model, {"tool_calls": [{"index": 0, "function": {"arguments": args}}]}))
-            self.finish_stream(model, "tool_calls")
-
-    return Handler
+FakeLLM.handler = ChatHandler
 
 
 def models_json(url: str) -> dict[str, Any]:

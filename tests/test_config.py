@@ -208,7 +208,7 @@ def test_builtin_driver_takes_no_options():
 def test_unknown_driver_kind():
     err = refused('[drivers.x]\nkind = "shell"')
     assert err.key == "drivers.x.kind"
-    assert err.message == "expected one of 'builtin', 'pi', 'command', got string 'shell'"
+    assert err.message == "expected one of 'builtin', 'pi', 'command', 'claude', got string 'shell'"
 
 
 def test_new_driver_needs_a_kind():
@@ -326,7 +326,7 @@ def test_repo_config_file_is_the_shipped_one():
 
 def _uncommented(text: str) -> str:
     """The file with every commented-out setting and table header switched on."""
-    setting = re.compile(r"^# ((?:[a-z_]+ = .+)|(?:\[drivers\.[a-z_-]+\])|(?:\[hooks\]))$")
+    setting = re.compile(r"^# ((?:[a-z_]+ = .+)|(?:\[drivers\.[a-z_-]+\])|(?:\[hooks\])|(?:\[worktree\]))$")
     return "\n".join(setting.sub(r"\1", line) for line in text.splitlines()) + "\n"
 
 
@@ -337,12 +337,15 @@ def test_documented_values_are_the_defaults():
     assert dataclasses.replace(c, drivers=Config().drivers, source=None) == Config()
     assert c.driver("builtin") == Config().driver("builtin")
     assert c.driver("pi") == Config().driver("pi")
-    claude = c.driver("claude")
-    assert claude.kind == "command"
-    assert claude.options["command"] == ("claude", "-p", "{prompt}")
-    assert claude.options["resume_args"] == ("--resume", "{session}")
+    assert c.driver("claude").kind == "claude"
+    assert dict(c.driver("claude").options) == dict(parse_config('[drivers.claude]\nkind = "claude"', "t").driver("claude").options)
+    aider = c.driver("aider")
+    assert aider.kind == "command"
+    assert aider.options["command"] == ("aider", "--yes-always", "--message", "{prompt}")
+    assert aider.options["resume_args"] == ("--resume", "{session}")
     assert c.driver("pi-opus").kind == "pi"
     assert c.hooks == Config().hooks
+    assert c.worktree == Config().worktree
 
 
 @pytest.mark.parametrize("doc", [PACKAGE_FILE, DOCS], ids=["roost.toml", "config.md"])
@@ -359,11 +362,13 @@ def test_docs_give_each_default():
     docs = DOCS.read_text(encoding="utf-8")
     c = Config()
     for name in CONFIG_FIELDS:
-        if name in ("drivers", "hooks"):
+        if name in ("drivers", "hooks", "worktree", "hosts"):
             continue
         assert re.search(rf"\| `{name}` \|[^\n]*\| `{re.escape(_shown(getattr(c, name)))}` \|", docs), name
     for name in ("timeout", "max_running"):
         assert re.search(rf"\| `{name}` \|[^\n]*\| `{_shown(getattr(c.hooks, name))}` \|", docs), name
+    for name in ("copy", "setup", "teardown", "setup_timeout", "dir"):
+        assert re.search(rf"\| `{name}` \|[^\n]*\| `{re.escape(_shown(getattr(c.worktree, name)))}` \|", docs), name
 
 
 def _shown(value: object) -> str:

@@ -180,7 +180,7 @@ def test_stop_mid_turn_aborts_pi_and_keeps_its_worker(pi_daemon, fake):
 @pytest.mark.pi
 def test_the_daemon_sigkilled_mid_turn_leaves_no_pi_and_the_job_failed_and_resumable(pi_daemon, fake):
     daemon = pi_daemon()
-    idle = daemon.spawn("remember the word heron", driver="pi")
+    idle = daemon.spawn("remember the word egret", driver="pi")
     idle_row = daemon.wait_state(idle, "idle", timeout=START)
     busy = daemon.spawn("SLOW", driver="pi")
     daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(busy)["state"] == "working", timeout=START,
@@ -192,8 +192,8 @@ def test_the_daemon_sigkilled_mid_turn_leaves_no_pi_and_the_job_failed_and_resum
     rows = {r["id"]: r for r in daemon.rows()}
     assert rows[busy]["state"] == "failed" and "daemon restarted" in rows[busy]["reason"]
     assert rows[idle]["state"] == "idle" and not rows[idle]["worker_up"], "nothing resumes by itself"
-    assert daemon.call("send", job=idle, text="what was the word?")["outcome"] == "resumed"
-    daemon.wait_row(idle, lambda r: r["state"] == "idle" and r["last_text"] == "echo: what was the word?",
+    assert daemon.call("send", job=idle, text="which bird was it?")["outcome"] == "resumed"
+    daemon.wait_row(idle, lambda r: r["state"] == "idle" and r["last_text"] == "echo: which bird was it?",
                     timeout=START)
 
 

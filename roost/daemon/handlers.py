@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from roost import __version__
+from roost.daemon import review, worktrees
 from roost.models import State
 from roost.protocol import (JOB_ONLY_OPS, LIST_LIMIT, LOGS_LIMIT, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode,
                             parse_request)
@@ -229,3 +230,24 @@ def acknowledge(ctx: Context, req: Request) -> None:
 def shutdown(ctx: Context, req: Request) -> dict[str, Any]:
     ctx.stop()
     return {"stopping": True}
+
+
+# -- worktrees and review (docs/worktrees.md) ---------------------------------------------------------------
+@handles("worktrees")
+def worktrees_list(ctx: Context, req: Request) -> Any:
+    return worktrees.listing(ctx.supervisor)
+
+
+@handles("worktrees_prune")
+def worktrees_prune(ctx: Context, req: Request) -> Any:
+    return worktrees.prune(ctx.supervisor)
+
+
+@handles("diff")
+def diff(ctx: Context, req: Request) -> Any:
+    return review.diff(ctx.supervisor, req.args["job"], req.args.get("offset", 0))
+
+
+@handles("merge")
+def merge(ctx: Context, req: Request) -> Any:
+    return review.merge(ctx.supervisor, req.args["job"], req.caller)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import secrets
 import sqlite3
 import time
@@ -25,8 +24,9 @@ from roost.daemon.recovery import recover
 from roost.daemon.slot import Phase
 from roost.daemon.store import Store, describe_failure
 from roost.daemon.transitions import RESUMABLE_ON_OPEN
-from roost.daemon import reports
+from roost.daemon import reports, worktrees
 from roost.daemon.workers import WorkerFactory, process_factory
+from roost.hosts.placement import place
 from roost.drivers import driver_for
 from roost.drivers.base import DriverError
 from roost.models import LIFETIMES, STOPPABLE_STATES, Job, State
@@ -160,16 +160,15 @@ class Supervisor:
         lifetime = args.get("lifetime") or profile.lifetime or "task"
         if lifetime not in LIFETIMES:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"lifetime {lifetime!r} is not one of {', '.join(LIFETIMES)}")
-        cwd = args.get("cwd") or (parent.cwd if parent else os.getcwd())
-        if not os.path.isdir(cwd):
-            raise ProtocolError(ErrorCode.BAD_ARGS, f"working directory {cwd} does not exist")
+        host, cwd = place(args, profile, parent, config)  # this machine or a [hosts.NAME]; its cwd there
         labels = {str(k): str(v) for k, v in (args.get("labels") or {}).items()}
         _check_prompt(args["prompt"])
         now = self.clock()
         job = Job(id=self._new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
-                  cwd=os.path.abspath(cwd), parent=parent.id if parent else None, state=State.QUEUED,
+                  cwd=cwd, host=host, parent=parent.id if parent else None, state=State.QUEUED,
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
                   driver_opts=profile.to_dict())
+        await worktrees.prepare(job, args, profile, self.paths, config)
         eng = self.engine
         try:
             with self.store.transaction():

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from roost.daemon import messages as m
 from roost.daemon import reports
 from roost.daemon import turns as t
+from roost.daemon import worktrees
 from roost.daemon import worker_life as w
 from roost.daemon.slot import Phase
 from roost.models import STOPPABLE_STATES, Job, State
@@ -158,6 +159,7 @@ def on_archive(eng: "Engine", job: Job, msg: m.Archive) -> None:
     if slot is not None:
         t.abort(eng, job, slot, bounded=True)
         w.close_worker(eng, job, slot, "archived", bounded=True)
+    worktrees.after_archive(eng, job)
     eng.recheck_parent(job)
     eng.pump()
     msg.answer(job.id)
@@ -278,4 +280,5 @@ HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
     m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,
     m.PromptAnswer: t.on_prompt_answer, m.SteerAnswer: t.on_steer_answer, m.AbortAnswer: t.on_abort_answer,
     m.Event: t.on_event, m.Exited: w.on_exited,
+    worktrees.Settled: worktrees.on_settled,
 }

@@ -194,6 +194,9 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
                 eng.timeline(job, "note", message=f"ignored the end of an older turn (run {event.get('run')})")
             return
         end_turn(eng, job, slot, event)
+    elif kind == "subagent":  # a provider-native subagent (Claude Code's Task): only the parent's timeline has it
+        with eng.store.transaction():
+            eng.timeline(job, "subagent", **{k: event.get(k) for k in ("id", "title", "state", "text")})
     elif kind == "note":  # the worker side says what it left out (output over its bounds)
         with eng.store.transaction():
             eng.timeline(job, "note", message=str(event.get("message", "")))

@@ -34,6 +34,9 @@ EventHandler = Callable[[dict[str, Any]], None]
 ExitHandler = Callable[[int, list[str]], Awaitable[None]]
 
 
+#: How many lines the reader takes from a worker before it lets the loop serve others.
+YIELD_EVERY = 64
+
 class CommandTooLarge(ValueError):
     """A command that would be a line over MAX_FRAME: the worker could not read it, so it is not sent."""
 
@@ -109,6 +112,7 @@ class Worker:
             pass  # the loop is gone: the daemon is exiting and nobody waits for this any more
 
     async def _read_stdout(self, stdout: asyncio.StreamReader) -> None:
+        read = 0
         while True:
             try:
                 line = await read_line(stdout)
@@ -119,6 +123,9 @@ class Worker:
             events = self.adapter.oversize(line) if isinstance(line, Oversize) else self.adapter.decode(line)
             for event in events:
                 self._dispatch(event)
+            read += 1
+            if read % YIELD_EVERY == 0:  # a burst of buffered lines must not keep everyone else waiting
+                await asyncio.sleep(0)
         self._stdout_done = True
 
     def _dispatch(self, event: dict[str, Any]) -> None:

@@ -9,12 +9,14 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from roost.config import ConfigError
-from roost.daemon import reports
+from roost.daemon import reports, worktrees
+from roost.daemon.gitrun import GitError
 from roost.daemon.messages import Event, Exited, NotReady, Ready, Spawned, StartFailed
 from roost.daemon.slot import Phase, Slot
 from roost.daemon.turns import deliver_next
 from roost.daemon.worker import describe_exit
 from roost.drivers.base import DriverError
+from roost.hosts import placement as hosts
 from roost.models import TURN_STATES, Job, State
 from roost.protocol import ErrorCode, ProtocolError
 
@@ -49,6 +51,14 @@ def begin_start(eng: "Engine", job: Job) -> bool:
 
 
 async def _start(eng: "Engine", job_id: str, worker: Any, ready_timeout: float) -> None:
+    if reason := await hosts.prepare(eng, job_id, worker):  # a job on another host: its link, its launch there
+        eng.post(job_id, StartFailed(worker, reason))
+        return
+    try:
+        await worktrees.before_start(eng.index.get(job_id), eng.config.worktree)
+    except GitError as exc:  # nothing started: the job fails with what the setup said
+        eng.post(job_id, StartFailed(worker, str(exc)))
+        return
     try:
         await worker.start()
     except OSError as exc:

@@ -15,8 +15,12 @@ def driver_for(kind: str) -> Driver:
         from roost.drivers.pi import PiDriver
 
         return PiDriver()
+    if kind == "claude":
+        from roost.drivers.claude import ClaudeDriver
+
+        return ClaudeDriver()
     if kind == "command":
         from roost.drivers.command import CommandDriver
 
         return CommandDriver()
-    raise DriverError(f"unknown driver kind {kind!r} (known: builtin, pi, command)")
+    raise DriverError(f"unknown driver kind {kind!r} (known: builtin, pi, command, claude)")

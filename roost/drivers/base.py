@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -100,3 +101,36 @@ def inherited_env(extra: Mapping[str, str]) -> dict[str, str]:
     env = dict(os.environ)
     env.update(extra)
     return env
+
+
+def find_agent_program(name: str, command: str, env: Mapping[str, str], install: str, node: str) -> str:
+    """An agent program's full path (``command`` looked up on the worker's PATH); DriverError saying how
+    to install it when there is none, or when it runs on Node.js and there is no ``node``."""
+    search = env.get("PATH") or os.environ.get("PATH", "")
+    program = shutil.which(os.path.expanduser(command), path=search)
+    if program is None:
+        raise DriverError(f"{name} is not installed: no program {command!r} was found on PATH. Install it with "
+                          f"`{install}` (it needs Node.js {node} or newer), or set `command` of the {name} "
+                          f"driver in the config to the {name} program's path.")
+    if _runs_on_node(program) and shutil.which("node", path=search) is None:
+        raise DriverError(f"{name} ({program}) runs on Node.js, and `node` is not on PATH: install Node.js {node} "
+                          f"or newer, or put it on the daemon's PATH.")
+    return program
+
+
+def _runs_on_node(program: str) -> bool:
+    try:
+        with open(program, "rb") as fh:
+            first = fh.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"node" in first
+
+
+def existing_cwd(job: Job, name: str) -> str:
+    """The job's working directory; DriverError when it is gone (an agent resumes a session only where
+    it began)."""
+    if not os.path.isdir(job.cwd):
+        raise DriverError(f"the job's working directory {job.cwd} no longer exists; {name} resumes a session "
+                          f"only in the directory it started in")
+    return job.cwd

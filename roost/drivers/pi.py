@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from roost.drivers.base import Adapter, Driver, DriverError, Launch, LaunchContext, inherited_env
+from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
+                                inherited_env)
 from roost.models import Job
 from roost.protocol import encode
 from roost.worker_protocol import Oversize, note, response, text_events, turn_end
@@ -42,25 +41,7 @@ DIALOGS = ("select", "confirm", "input", "editor")
 
 def find_program(command: str, env: Mapping[str, str]) -> str:
     """The pi program's full path; DriverError saying how to install pi when there is none."""
-    search = env.get("PATH") or os.environ.get("PATH", "")
-    program = shutil.which(os.path.expanduser(command), path=search)
-    if program is None:
-        raise DriverError(f"pi is not installed: no program {command!r} was found on PATH. Install it with "
-                          f"`{INSTALL_HINT}` (it needs Node.js 20.6 or newer), or set `command` of the pi "
-                          f"driver in the config to the pi program's path.")
-    if _runs_on_node(program) and shutil.which("node", path=search) is None:
-        raise DriverError(f"pi ({program}) runs on Node.js, and `node` is not on PATH: install Node.js 20.6 "
-                          f"or newer, or put it on the daemon's PATH.")
-    return program
-
-
-def _runs_on_node(program: str) -> bool:
-    try:
-        with open(program, "rb") as fh:
-            first = fh.readline(200)
-    except OSError:
-        return False
-    return first.startswith(b"#!") and b"node" in first
+    return find_agent_program("pi", command, env, INSTALL_HINT, "20.6")
 
 
 class PiDriver(Driver):
@@ -78,9 +59,7 @@ class PiDriver(Driver):
         self._options = options
         extra_env: Mapping[str, str] = options.get("env") or {}
         program = find_program(str(options.get("command", "pi")), extra_env)
-        if not os.path.isdir(job.cwd):
-            raise DriverError(f"the job's working directory {job.cwd} no longer exists; pi resumes a session "
-                              f"only in the directory it started in")
+        existing_cwd(job, "pi")
         configured = str(options.get("agent_dir") or "")
         agent_dir = Path(configured).expanduser() if configured else ctx.state_dir / "pi-agent"
         tmp_dir = ctx.state_dir / "pi-tmp"

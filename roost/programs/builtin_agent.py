@@ -23,6 +23,8 @@ from roost.programs.worker_process import WorkerProcess, options
 REPORT_MARK = "<roost-report"
 #: States after which a child no longer holds up ``wait-children``.
 _SETTLED = {"done", "failed", "stopped", "idle", "blocked"}
+#: Seconds a ``run`` command may take before the turn fails.
+RUN_TIMEOUT = 60.0
 
 
 def split_task(task: str) -> str:
@@ -198,11 +200,47 @@ class BuiltinAgent(WorkerProcess):
                 self.exit_after = seconds(word, rest)
             elif word == "wait-children":
                 await self.wait_children()
+            elif word == "write":
+                self.write(rest)
+            elif word == "run":
+                await self.run_command(rest)
             elif word == "recall":
                 self.say("earlier prompts: " + (" | ".join(first_line(t) for t in self.history) or "(none)"))
             else:
                 self.say(line)
         return {"outcome": "ok"}
+
+    def write(self, rest: str) -> None:
+        """``write PATH TEXT``: TEXT and a newline become the file PATH (relative to the job's cwd)."""
+        name, _, text = rest.partition(" ")
+        if not name:
+            raise TurnFailed("write: expected write PATH TEXT")
+        path = Path(name)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise TurnFailed(f"write {name}: {exc.strerror or exc}") from None
+        self.emit({"type": "tool", "name": "write", "args": {"path": name}, "result": f"{len(text) + 1} characters",
+                   "error": False})
+
+    async def run_command(self, command: str) -> None:
+        """``run COMMAND``: a shell command in the job's cwd; its output is said, a failure fails the turn."""
+        proc = await asyncio.create_subprocess_shell(command, stdin=asyncio.subprocess.DEVNULL,
+                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise TurnFailed(f"run: `{command}` did not finish within {RUN_TIMEOUT:g}s") from None
+        text = out.decode(errors="replace").rstrip()
+        self.emit({"type": "tool", "name": "run", "args": {"command": command}, "result": f"exit {proc.returncode}",
+                   "error": proc.returncode != 0})
+        if proc.returncode:
+            raise TurnFailed(f"run: `{command}` exited with code {proc.returncode}" + (f": {text}" if text else ""))
+        if text:
+            self.say(text)
 
     async def wait_children(self) -> None:
         while True:

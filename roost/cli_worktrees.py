@@ -1,0 +1,70 @@
+"""What `roost worktrees`, `roost worktrees prune` and `roost diff` print (the commands are in cli.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Callable
+
+import click
+
+from roost.client import Client
+from roost.text import safe_text
+
+Say = Callable[[str], None]
+
+
+def _size(kb: int | None) -> str:
+    if kb is None:
+        return "?"
+    if kb < 1024:
+        return f"{kb}K"
+    return f"{kb / 1024:.1f}M" if kb < 1024 * 1024 else f"{kb / 1024 / 1024:.1f}G"
+
+
+def show_list(result: dict[str, Any], as_json: bool, say: Say) -> None:
+    if as_json:
+        click.echo(json.dumps(result["rows"], indent=2))
+        return
+    if not result["rows"]:
+        say("no job has a worktree of its own: roost spawn --worktree PROMPT")
+    for row in result["rows"]:
+        if not row["exists"]:
+            condition = "deleted by hand"
+        elif "error" in row:
+            condition = f"unreadable: {row['error']}"
+        else:
+            condition = ("dirty" if row["dirty"] else "clean") + (", merged" if row["merged"] else
+                                                                   f", {row['ahead'] or '?'} unmerged")
+        archived = " archived" if row["archived"] else ""
+        say(f"{row['job']:<6} {row['state']:<8}{archived} {row['branch']}  {row['path']}  "
+            f"{_size(row.get('size_kb'))}  {condition}")
+    if result.get("more"):
+        say(f"… {result['more']} more")
+
+
+def show_prune(result: dict[str, Any], say: Say) -> None:
+    for item in result["removed"]:
+        say(f"removed {item['job']}: {item['why']}")
+    for item in result["kept"]:
+        say(f"kept    {item['job']}: {item['why']}")
+    if not result["removed"] and not result["kept"]:
+        say("no worktrees")
+
+
+def show_diff(client: Client, job_id: str, stat: bool, say: Say) -> None:
+    """The diff's pages one after another (the daemon pages it; each page is under the frame limit)."""
+    page = client.call("diff", job=job_id)
+    if stat:
+        for f in page["files"]:
+            say(f"{f['added'] if f['added'] is not None else '-':>6} {f['deleted'] if f['deleted'] is not None else '-':>6}  "
+                f"{f['path']}")
+        if page["files_more"]:
+            say(f"… {page['files_more']} more files")
+        return
+    while True:
+        sys.stdout.write(safe_text(page["text"]))  # what an agent wrote never acts on the terminal
+        if page["next"] is None:
+            break
+        page = client.call("diff", job=job_id, offset=page["next"])
+    sys.stdout.flush()

@@ -1,0 +1,278 @@
+"""The Claude Code driver: one long-lived ``claude -p`` per job, speaking stream-json both ways.
+
+What it relies on, measured with Claude Code 2.1.328 against a fake Messages API (docs/agents.md):
+
+- A user message is one line on stdin; each turn prints ``system/init``, ``assistant`` and ``user``
+  frames (a subagent's carry the ``parent_tool_use_id`` of the ``Task`` call that started it) and
+  ends with one ``result``. The process stays for the next message.
+- Control requests on the same stdin are answered on stdout: ``initialize`` (the readiness check),
+  ``interrupt`` (answered at once; the turn then ends with a ``result`` whose ``terminal_reason`` is
+  ``aborted_streaming``). With ``--permission-prompt-tool stdio`` Claude Code asks ``can_use_tool``
+  the same way and waits for the answer: roost makes that a question (the job ``waiting``), and the
+  job's next message is the answer.
+- The session id can be chosen up front (``--session-id``), so it is on the record before the first
+  turn; ``--resume ID`` in the same directory continues it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from typing import Any, Callable, Mapping
+
+from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
+                                inherited_env)
+from roost.drivers.subagents import SubagentTracker
+from roost.models import Job
+from roost.protocol import encode
+from roost.worker_protocol import response, text_events, turn_end
+
+INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
+#: Ids of the control requests the adapter sends on its own.
+OWN_ID = "roost-"
+#: The MCP server name roost's tools go by; Claude Code calls them ``mcp__roost__<tool>``.
+MCP_NAME = "roost"
+#: Answers to a permission question that allow the tool; anything else denies it, with the words as the reason.
+YES = {"y", "yes", "allow", "ok", "approve", "go ahead"}
+
+
+def mcp_config(job: Job, ctx: LaunchContext) -> dict[str, Any]:
+    """The MCP config that gives an agent roost's tools as the job (shared by the Claude Code and Codex drivers)."""
+    return {"mcpServers": {MCP_NAME: {"type": "stdio", "command": sys.executable,
+                                      "args": ["-m", "roost.programs.mcp_server"], "env": ctx.roost_env(job)}}}
+
+
+def text_of(content: Any) -> str:
+    """The text blocks of a Messages API content (a string or a list of blocks), joined."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
+class ClaudeDriver(Driver):
+    kind = "claude"
+    ready_timeout = 60.0
+
+    def __init__(self) -> None:
+        self._options: Mapping[str, Any] = {}
+
+    def check(self, options: Mapping[str, Any]) -> None:
+        find_agent_program("Claude Code", str(options.get("command", "claude")), options.get("env") or {},
+                           INSTALL_HINT, "18")
+
+    def launch(self, job: Job, ctx: LaunchContext) -> Launch:
+        options = self._options = ctx.options
+        extra_env: Mapping[str, str] = options.get("env") or {}
+        program = find_agent_program("Claude Code", str(options.get("command", "claude")), extra_env,
+                                     INSTALL_HINT, "18")
+        cwd = existing_cwd(job, "Claude Code")
+        configured = str(options.get("config_dir") or "")
+        config_dir = ctx.state_dir / "claude-config" if not configured else None
+        if config_dir is not None:
+            config_dir.mkdir(parents=True, exist_ok=True)
+        argv = [program, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+                "--mcp-config", json.dumps(mcp_config(job, ctx)), "--allowedTools", f"mcp__{MCP_NAME}"]
+        if options.get("model"):
+            argv += ["--model", str(options["model"])]
+        if options.get("permission_mode"):
+            argv += ["--permission-mode", str(options["permission_mode"])]
+        if options.get("allowed_tools"):
+            argv += ["--allowedTools", *map(str, options["allowed_tools"])]
+        if options.get("ask_permission", True):
+            argv += ["--permission-prompt-tool", "stdio"]
+        argv += [str(a) for a in options.get("args") or ()]
+        session = job.session or str(uuid.uuid4())
+        argv += ["--resume", session] if job.session else ["--session-id", session]
+        env = inherited_env({"CLAUDE_CONFIG_DIR": str(config_dir or configured), **extra_env, **ctx.roost_env(job)})
+        env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        return Launch(argv=argv, env=env, cwd=cwd, session=session, record=ctx.record(job))
+
+    def adapter(self, job: Job) -> Adapter:
+        return ClaudeAdapter(session=job.session, usage=job.usage)
+
+
+class ClaudeAdapter(Adapter):
+    """Worker protocol in, stream-json out; Claude Code's frames in, worker-protocol events out.
+
+    It keeps the turn in flight (the run token of the prompt) and ends it once, at the ``result``
+    frame; a permission request ends it early as a question, and the next prompt answers it.
+    """
+
+    def __init__(self, session: str | None, usage: Mapping[str, Any]) -> None:
+        self.session = session
+        self.run: Any = None
+        self.aborting = False
+        self.ready = False
+        #: The ``can_use_tool`` request Claude Code waits on: its request id and the tool's input.
+        self.permission: tuple[str, Any] | None = None
+        self.asked: dict[str, Any] = {}
+        #: Interrupts Claude Code took while the turn still runs: answered after its ``turn_end``.
+        self.abort_answers: list[Any] = []
+        self.tools: dict[str, tuple[str, Any]] = {}
+        self.subagents = SubagentTracker()
+        self.totals = {k: int(usage.get(k) or 0) for k in ("input", "output")}
+        self.context: dict[str, int] = {}
+        self._emit: Callable[[dict[str, Any]], None] = lambda event: None
+        self._write: Callable[[bytes], None] = lambda data: None
+
+    def bind(self, emit: Callable[[dict[str, Any]], None], write: Callable[[bytes], None]) -> None:
+        self._emit, self._write = emit, write
+
+    def _control(self, request_id: str, request: dict[str, Any]) -> bytes:
+        return encode({"type": "control_request", "request_id": request_id, "request": request})
+
+    def _state(self) -> dict[str, Any]:
+        return {"session": self.session, "busy": self.run is not None}
+
+    # -- commands from the daemon ---------------------------------------------------------------
+    def encode(self, command: dict[str, Any]) -> bytes:
+        kind, req_id = str(command.get("type")), command.get("id")
+        if kind == "get_state":
+            if self.ready:
+                self._emit(response(req_id, kind, True, self._state()))
+                return b""
+            self.asked[OWN_ID + "init"] = (req_id, kind)
+            return self._control(OWN_ID + "init", {"subtype": "initialize"})
+        if kind == "prompt":
+            return self._prompt(req_id, command.get("run"), str(command.get("message", "")))
+        if kind == "abort":
+            if self.run is None:
+                self._emit(response(req_id, kind, True))
+                return b""
+            self.aborting = True
+            self.asked[OWN_ID + f"abort-{req_id}"] = (req_id, kind)
+            return self._control(OWN_ID + f"abort-{req_id}", {"subtype": "interrupt"})
+        # A steer would queue behind the running turn anyway: the daemon then delivers at the turn's end.
+        self._emit(response(req_id, kind, False, error=f"Claude Code takes {kind} messages between turns only"))
+        return b""
+
+    def _prompt(self, req_id: Any, run: Any, message: str) -> bytes:
+        self.run, self.aborting = run, False
+        self._emit(response(req_id, "prompt", True))
+        self._emit({"type": "turn_start", "run": run})
+        if self.permission is None:
+            return encode({"type": "user", "message": {"role": "user", "content": message}})
+        request_id, tool_input = self.permission
+        self.permission = None
+        if message.strip().lower().rstrip(".!") in YES:
+            verdict: dict[str, Any] = {"behavior": "allow", "updatedInput": tool_input}
+        else:
+            verdict = {"behavior": "deny", "message": f"the user said no: {message}"}
+        return encode({"type": "control_response",
+                       "response": {"subtype": "success", "request_id": request_id, "response": verdict}})
+
+    # -- Claude Code's stdout -------------------------------------------------------------------
+    def decode(self, line: bytes) -> list[dict[str, Any]]:
+        events = super().decode(line)
+        if not events or events[0].get("type") == "malformed":
+            return events
+        frame = events[0]
+        handler = {"control_response": self._on_control_response, "control_request": self._on_control_request,
+                   "assistant": self._on_assistant, "user": self._on_user, "result": self._on_result,
+                   "system": self._on_system}.get(frame["type"])
+        return handler(frame) if handler else []
+
+    def _on_system(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        subtype = frame.get("subtype")
+        if subtype == "init" and frame.get("session_id"):
+            self.session = str(frame["session_id"])
+        elif subtype == "task_started" and frame.get("tool_use_id"):
+            return self.subagents.start(str(frame["tool_use_id"]), frame, background=bool(frame.get("is_backgrounded")))
+        elif subtype == "task_notification" and frame.get("tool_use_id"):
+            return self.subagents.finish(str(frame["tool_use_id"]), str(frame.get("summary") or ""),
+                                         error=frame.get("status") != "completed")
+        return []
+
+    def _on_control_response(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        answer = frame.get("response") or {}
+        asked = self.asked.pop(str(answer.get("request_id")), None)
+        if asked is None:
+            return []
+        req_id, kind = asked
+        ok = answer.get("subtype") == "success"
+        if kind == "get_state":
+            self.ready = ok
+            return [response(req_id, kind, ok, self._state() if ok else None, answer.get("error"))]
+        if ok and self.run is not None:  # answered once the turn's result is in, as pi answers an abort
+            self.abort_answers.append(req_id)
+            return []
+        return [response(req_id, kind, ok, error=answer.get("error"))]
+
+    def _on_control_request(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        request = frame.get("request") or {}
+        request_id = str(frame.get("request_id"))
+        if request.get("subtype") != "can_use_tool" or self.run is None:
+            self._write(encode({"type": "control_response", "response": {
+                "subtype": "error", "request_id": request_id, "error": "roost does not answer this request"}}))
+            return []
+        tool, args = request.get("tool_name"), request.get("input") or {}
+        question = (f"Claude Code asks to use {tool}: {request.get('description') or json.dumps(args)}"
+                    f"{' (' + str(request['blocked_path']) + ')' if request.get('blocked_path') else ''}. "
+                    f"Answer yes to allow it; anything else denies it, with your words as the reason.")
+        self.permission = (request_id, args)
+        run, self.run = self.run, None
+        return text_events(question) + [turn_end(run, "waiting", question=question)]
+
+    def _on_assistant(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        message = frame.get("message") or {}
+        parent = frame.get("parent_tool_use_id")
+        content = message.get("content")
+        if parent:
+            return self.subagents.progress(str(parent), text_of(content))
+        if isinstance(message.get("usage"), dict):
+            usage = message["usage"]
+            self.context["context_tokens"] = sum(int(usage.get(k) or 0) for k in (
+                "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens"))
+        out: list[dict[str, Any]] = []
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and block.get("text", "").strip():
+                out += text_events(block["text"].strip())
+            elif block.get("type") == "tool_use":
+                self.tools[str(block.get("id"))] = (str(block.get("name")), block.get("input"))
+        return out
+
+    def _on_user(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        content = (frame.get("message") or {}).get("content")
+        if frame.get("parent_tool_use_id") or not isinstance(content, list):
+            return []
+        out: list[dict[str, Any]] = []
+        for block in content:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            tool_id = str(block.get("tool_use_id"))
+            name, args = self.tools.pop(tool_id, ("?", None))
+            result, error = text_of(block.get("content")), bool(block.get("is_error"))
+            out += self.subagents.returned(tool_id, result, error)
+            out.append({"type": "tool", "name": name, "args": args, "result": result, "error": error})
+        return out
+
+    def _on_result(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        if frame.get("session_id"):
+            self.session = str(frame["session_id"])
+        events = self._usage(frame)
+        if self.run is None:
+            return events
+        run, self.run = self.run, None
+        answers = [response(req_id, "abort", True) for req_id in self.abort_answers]
+        self.abort_answers.clear()
+        if self.aborting or str(frame.get("terminal_reason", "")).startswith("aborted"):
+            return events + [turn_end(run, "aborted")] + answers
+        if frame.get("is_error") or frame.get("subtype") != "success":
+            error = str(frame.get("result") or frame.get("subtype") or "the turn failed")
+            return events + [turn_end(run, "failed", error=error)]
+        return events + [turn_end(run, "ok")]
+
+    def _usage(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        usage = frame.get("usage") or {}
+        self.totals["input"] += sum(int(usage.get(k) or 0) for k in (
+            "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+        self.totals["output"] += int(usage.get("output_tokens") or 0)
+        windows = [m.get("contextWindow") for m in (frame.get("modelUsage") or {}).values() if isinstance(m, dict)]
+        window = next((w for w in windows if isinstance(w, int) and w > 0), None)
+        out = {**self.totals, **self.context, **({"context_window": window} if window else {})}
+        return [{"type": "usage", "usage": out}]

@@ -1,0 +1,51 @@
+"""Provider-native subagents (Claude Code's ``Task`` calls): not roost jobs, only what the parent's
+stream says about them, as worker-protocol ``subagent`` events the daemon puts on the parent's timeline.
+
+Claude Code announces each with a ``task_started`` frame (the id of the call that started it, its
+description and prompt), streams its messages with that id as ``parent_tool_use_id``, and says how
+it ended with ``task_notification``; a subagent in the foreground also ends when its call returns."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+#: How much of a subagent's prompt, progress or result one event carries.
+TEXT_MAX = 4000
+
+
+def subagent(ident: str, title: str, state: str, text: str) -> dict[str, Any]:
+    """A ``subagent`` event: the subagent ``ident`` (the call that started it) is now ``state``."""
+    return {"type": "subagent", "id": ident, "title": title, "state": state, "text": text[-TEXT_MAX:]}
+
+
+class SubagentTracker:
+    """The subagents a turn started and not yet finished, by the id of the call that started each."""
+
+    def __init__(self) -> None:
+        self.titles: dict[str, str] = {}
+        self.background: set[str] = set()
+
+    def start(self, ident: str, call: Mapping[str, Any], background: bool) -> list[dict[str, Any]]:
+        prompt = str(call.get("prompt") or "")
+        title = str(call.get("description") or prompt.split("\n", 1)[0] or "subagent")[:200]
+        self.titles[ident] = title
+        if background:
+            self.background.add(ident)
+        return [subagent(ident, title, "working", prompt)]
+
+    def progress(self, ident: str, text: str) -> list[dict[str, Any]]:
+        """What a subagent said, when it said something and it is one this tracker knows."""
+        if ident not in self.titles or not text.strip():
+            return []
+        return [subagent(ident, self.titles[ident], "working", text.strip())]
+
+    def returned(self, ident: str, result: str, error: bool) -> list[dict[str, Any]]:
+        """The call that started ``ident`` returned: the end of a subagent in the foreground only."""
+        return [] if ident in self.background else self.finish(ident, result, error)
+
+    def finish(self, ident: str, result: str, error: bool) -> list[dict[str, Any]]:
+        self.background.discard(ident)
+        title = self.titles.pop(ident, None)
+        if title is None:
+            return []
+        return [subagent(ident, title, "failed" if error else "done", result)]

@@ -1,0 +1,55 @@
+"""The worker side as one zipapp, built from this roost's own source on the fly and shipped to a
+host once per version: it is named by its hash there, so an upgraded daemon ships a new one and a
+host shared by two daemons of one version keeps one copy.
+
+Only the modules the worker side imports go in (``WORKER_SIDE``; the tests check nothing else is
+needed): no textual, click, platformdirs or daemon code, so a host needs nothing but Python.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import roost
+
+#: Package-relative files of the worker side: the programs, what they import, the remote wrapper.
+WORKER_SIDE = (
+    "__init__.py", "paths.py", "protocol.py", "socket_connect.py", "client.py", "worker_protocol.py",
+    "proctree.py", "config.py", "models.py",
+    "programs/__init__.py", "programs/builtin_agent.py", "programs/command_worker.py",
+    "programs/turn_output.py", "programs/worker_process.py",
+    "hosts/__init__.py", "hosts/remote.py",
+)
+MAIN = b"from roost.hosts.remote import main\nmain()\n"
+#: A fixed timestamp: the same source gives the same bytes, so the same hash.
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class Bundle:
+    data: bytes
+    digest: str
+
+    @property
+    def name(self) -> str:
+        return f"worker-{self.digest[:16]}.pyz"
+
+
+@functools.cache
+def bundle() -> Bundle:
+    """This roost's worker side as a zipapp (built once per daemon)."""
+    root = Path(roost.__file__).parent
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in [("__main__.py", MAIN), *((f"roost/{rel}", (root / rel).read_bytes()) for rel in WORKER_SIDE)]:
+            info = zipfile.ZipInfo(name, _EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data)
+    data = buffer.getvalue()
+    return Bundle(data=data, digest=hashlib.sha256(data).hexdigest())

@@ -1,0 +1,140 @@
+"""Where a job's worker runs, and turning a driver's local launch into one on another host.
+
+The daemon calls two functions: ``place`` when a job is spawned (its host and its cwd there), and
+``prepare`` just before its worker starts (the master up, a free slot on the host, the setup and
+the worker side written there, the launch rewritten to run over the master). Drivers know nothing
+of hosts: what they launch locally is moved — this process's Python becomes the host's, the
+session file goes into roost's directory there, and only the variables the driver added travel.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shlex
+import sys
+from typing import TYPE_CHECKING, Any
+
+from roost.config import Config, ConfigError, DriverProfile, HostSettings
+from roost.drivers.base import Launch
+from roost.hosts.bundle import bundle
+from roost.hosts.link import HostDown, Link
+from roost.hosts.remote import PYTHON
+from roost.models import Job
+from roost.paths import Paths, resolve
+from roost.proctree import MARK_VAR
+from roost.protocol import ErrorCode, ProtocolError
+
+if TYPE_CHECKING:
+    from roost.daemon.engine import Engine
+
+#: The host name that means this machine (for a child of a remote job that should run here).
+LOCAL = "local"
+
+_links: dict[str, Link] = {}
+
+
+@functools.cache
+def _paths() -> Paths:
+    return resolve()
+
+
+def link_for(host: HostSettings) -> Link:
+    """The daemon's one link to ``host`` (a reloaded config's settings replace the old ones)."""
+    link = _links.get(host.name)
+    if link is None:
+        paths = _paths()
+        link = _links[host.name] = Link(host, paths.runtime_dir, paths.socket)
+    link.host = host
+    return link
+
+
+def links() -> dict[str, Link]:
+    return _links
+
+
+def place(args: dict[str, Any], profile: DriverProfile, parent: Job | None, config: Config) -> tuple[str, str]:
+    """A new job's host ("" for this machine) and its working directory there. A child runs on its
+    parent's host unless told otherwise, in its parent's cwd when that is on the same host."""
+    host = args.get("host") or profile.host or (parent.host if parent else "")
+    host = "" if host == LOCAL else host
+    same = parent is not None and parent.host == host
+    if not host:
+        cwd = args.get("cwd") or (parent.cwd if same and parent else os.getcwd())
+        if not os.path.isdir(cwd):
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"working directory {cwd} does not exist")
+        return "", os.path.abspath(cwd)
+    try:
+        settings = config.host(host)
+    except ConfigError as exc:
+        raise ProtocolError(ErrorCode.BAD_ARGS, exc.message) from None
+    return host, args.get("cwd") or (parent.cwd if same and parent else settings.cwd)
+
+
+async def prepare(eng: "Engine", job_id: str, worker: Any) -> str | None:
+    """Make a remote job's worker ready to start over its host's master; the reason it cannot be,
+    or None (also for a local job: nothing to do)."""
+    job = eng.index.get(job_id)
+    if job is None or not job.host:
+        return None
+    try:
+        link = link_for(eng.config.host(job.host))
+    except ConfigError as exc:
+        return f"host {job.host} is gone from the config: {exc.message}"
+    try:
+        await link.ensure()
+        await _take_slot(link, worker)
+        try:
+            worker.launch = await _remote_launch(link, job, worker.launch)
+        except HostDown:
+            _free_slot(link)
+            raise
+    except HostDown as exc:
+        return str(exc)
+    return None
+
+
+async def _take_slot(link: Link, worker: Any) -> None:
+    """Wait for room under the host's ``max_running_jobs`` (live workers there); the worker's exit frees it."""
+    cap = link.host.max_running_jobs
+    async with link.slots:
+        await link.slots.wait_for(lambda: not cap or link.running < cap)
+        link.running += 1
+    on_exit = worker.on_exit
+
+    async def exited(returncode: int, tail: list[str]) -> None:
+        _free_slot(link)
+        await on_exit(returncode, tail)
+
+    worker.on_exit = exited
+
+
+def _free_slot(link: Link) -> None:
+    link.running -= 1
+
+    async def wake() -> None:
+        async with link.slots:
+            link.slots.notify_all()
+
+    link.keep(wake())
+
+
+async def _remote_launch(link: Link, job: Job, local: Launch) -> Launch:
+    """``local`` moved to the host: its setup written there, the argv a session over the master."""
+    sessions = str(_paths().sessions_dir)
+
+    def moved(arg: str) -> str:
+        return f"{link.remote_dir}/sessions{arg[len(sessions):]}" if arg.startswith(sessions) else arg
+
+    env = {k: v for k, v in local.env.items() if os.environ.get(k) != v and k != MARK_VAR}
+    env["ROOST_SOCKET"] = link.remote_socket
+    shipped = None if link.host.command else bundle()
+    runner = list(link.host.command) or [link.host.python, f"{link.remote_dir}/{shipped.name}"]  # type: ignore[union-attr]
+    setup = {"argv": [PYTHON if arg == sys.executable else moved(arg) for arg in local.argv], "env": env,
+             "cwd": job.cwd, "pythonpath": runner[-1] if shipped else ""}
+    path = await link.write_setup(job.id, json.dumps(setup).encode(), shipped)
+    return Launch(argv=link.worker_argv("exec " + shlex.join([*runner, path])), env=dict(os.environ),
+                  cwd=str(_paths().runtime_dir), session=moved(local.session) if local.session else None,
+                  record=local.record)
+

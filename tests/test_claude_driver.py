@@ -1,0 +1,183 @@
+"""The Claude Code driver end to end: the real ``claude`` from npm, run by the real daemon, against
+tests/fake_anthropic.py. Like the pi tests, they skip where Claude Code is missing unless ``CI`` is set."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from roost.client import ClientError
+
+from conftest import DaemonHarness, pid_alive
+from fake_anthropic import FakeAnthropic, prompt_blocks
+
+REPO = Path(__file__).resolve().parent.parent
+CLAUDE = REPO / "node_modules" / ".bin" / "claude"
+START = 30.0
+
+
+@pytest.fixture(scope="module")
+def claude_bin() -> Path:
+    if not CLAUDE.exists():
+        reason = "Claude Code is not installed: run `npm ci --no-audit --no-fund` in the repository"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} (CI is set, so the Claude Code tests must run)")
+        pytest.skip(reason)
+    return CLAUDE
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeAnthropic]:
+    server = FakeAnthropic().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def claude_daemon(claude_bin: Path, fake: FakeAnthropic,
+                  daemon_factory: Callable[[str], DaemonHarness]) -> Callable[..., DaemonHarness]:
+    """A daemon whose ``claude`` driver runs the installed Claude Code against the fake model."""
+
+    def make(extra: str = "") -> DaemonHarness:
+        env = {"ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "fake-key"}
+        return daemon_factory(f'[drivers.claude]\nkind = "claude"\ncommand = {json.dumps(str(claude_bin))}\n'
+                              f'model = "fake-model"\nenv = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())} }}\n'
+                              f"{extra}")
+
+    return make
+
+
+def timeline(daemon: DaemonHarness, job: str, kind: str) -> list[dict[str, Any]]:
+    return [e["data"] for e in daemon.timeline(job) if e["kind"] == kind]
+
+
+def prompts(body: dict[str, Any]) -> list[str]:
+    return [t for m in body["messages"] if m.get("role") == "user" for t in prompt_blocks(m)]
+
+
+@pytest.mark.claude
+def test_a_prompt_turn_streams_text_usage_and_records_the_session(claude_daemon, fake):
+    daemon = claude_daemon()
+    job = daemon.spawn("hello claude", driver="claude")
+    row = daemon.wait_state(job, "idle", "failed", timeout=START)
+    assert row["state"] == "idle", timeline(daemon, job, "turn_end")
+    assert row["last_text"] == "echo: hello claude"
+    assert daemon.texts(job) == ["echo: hello claude"]
+    assert row["session"]
+    assert row["usage"]["input"] == 120 and row["usage"]["output"] == 8
+    assert row["usage"]["context_window"] > 0
+    config = daemon.paths.state_dir / "claude-config"
+    assert list(config.glob(f"projects/*/{row['session']}.jsonl")), "the session is in roost's own config dir"
+
+
+@pytest.mark.claude
+def test_stop_mid_turn_interrupts_claude_and_keeps_its_worker(claude_daemon, fake):
+    daemon = claude_daemon()
+    job = daemon.spawn("SLOW", driver="claude")
+    daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(job)["state"] == "working", timeout=START,
+                    what="Claude Code streaming the slow answer")
+    assert daemon.call("stop", job=job)["stopped"] == 1
+    row = daemon.wait_state(job, "stopped")
+    daemon.wait_for(lambda: [e["outcome"] for e in timeline(daemon, job, "turn_end")] == ["aborted"],
+                    what="the turn to end aborted")
+    assert row["worker_up"] and pid_alive(row["pid"])
+    daemon.call("send", job=job, text="after the stop")
+    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: after the stop", timeout=START)
+
+
+@pytest.mark.claude
+def test_sigkill_between_turns_fails_then_resume_sends_the_history_again(claude_daemon, fake):
+    daemon = claude_daemon()
+    job = daemon.spawn("remember the word heron", driver="claude")
+    row = daemon.wait_state(job, "idle", timeout=START)
+    session = row["session"]
+    os.kill(row["pid"], signal.SIGKILL)
+    killed = time.monotonic()
+    daemon.wait_state(job, "failed", timeout=5)
+    assert time.monotonic() - killed < 2.0
+    assert any("killed by SIGKILL" in e["message"] for e in timeline(daemon, job, "error"))
+
+    assert daemon.call("send", job=job, text="what was the word?")["outcome"] == "resumed"
+    row = daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: what was the word?",
+                          timeout=START)
+    assert row["session"] == session
+    [resumed] = [b for b in fake.bodies_with("what was the word?") if b.get("tools")]
+    assert prompts(resumed) == ["remember the word heron", "what was the word?"]
+
+
+@pytest.mark.claude
+def test_a_crash_mid_turn_fails_the_job_with_its_exit(claude_daemon, fake):
+    daemon = claude_daemon()
+    job = daemon.spawn("SLOW", driver="claude")
+    daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(job)["state"] == "working", timeout=START,
+                    what="Claude Code streaming the slow answer")
+    os.kill(daemon.show(job)["pid"], signal.SIGKILL)
+    row = daemon.wait_state(job, "failed", timeout=5)
+    assert "killed by SIGKILL" in row["reason"]
+
+
+@pytest.mark.claude
+def test_roost_spawn_through_mcp_makes_a_child_whose_report_comes_back(claude_daemon, fake):
+    daemon = claude_daemon()
+    task = json.dumps({"task": "report done the child finished its part", "title": "kid"})
+    job = daemon.spawn(f"CALL mcp__roost__roost_spawn {task}", driver="claude")
+    kids = daemon.wait_for(lambda: daemon.children(job), timeout=START, what="a child of the Claude Code job")
+    assert [(k["parent"], k["title"], k["driver"]) for k in kids] == [(job, "kid", "builtin")]
+    kid = kids[0]["id"]
+    daemon.wait_state(kid, "done")
+    daemon.wait_for(lambda: fake.bodies_with(f'<roost-report child="{kid}"'), timeout=START,
+                    what="the child's report to reach the model as the Claude Code job's prompt")
+    [tool] = [t for t in timeline(daemon, job, "tool") if t["name"] == "mcp__roost__roost_spawn"]
+    assert tool["error"] is False and kid in tool["result"]
+    assert tool["args"] == json.loads(task)
+    daemon.wait_state(job, "idle", timeout=START)
+
+
+@pytest.mark.claude
+def test_a_refusal_of_the_daemon_reaches_the_model_as_a_tool_error(claude_daemon, fake):
+    daemon = claude_daemon()
+    job = daemon.spawn('CALL mcp__roost__roost_send {"job": "nosuchjob", "text": "hi"}', driver="claude")
+    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"].startswith("tool said:"), timeout=START)
+    [refused] = timeline(daemon, job, "tool")
+    assert refused["error"] is True and "no job with id 'nosuchjob'" in refused["result"]
+
+
+@pytest.mark.claude
+def test_a_permission_request_is_a_question_and_the_next_message_answers_it(claude_daemon, fake):
+    daemon = claude_daemon()
+    work = daemon.home / "work"
+    work.mkdir(parents=True)
+    job = daemon.spawn('CALL Bash {"command": "echo hi > made.txt"}', driver="claude", cwd=str(work))
+    row = daemon.wait_state(job, "waiting", timeout=START)
+    assert "Claude Code asks to use Bash: echo hi > made.txt" in row["last_text"]
+    assert not (work / "made.txt").exists()
+    daemon.call("send", job=job, text="yes")
+    row = daemon.wait_state(job, "idle", timeout=START)
+    assert (work / "made.txt").read_text() == "hi\n"
+    assert row["last_text"].startswith("tool said:")
+
+
+@pytest.mark.claude
+def test_a_task_subagent_appears_as_subagent_entries(claude_daemon, fake):
+    daemon = claude_daemon()
+    call = json.dumps({"description": "count the files", "prompt": "count them", "subagent_type": "general-purpose"})
+    job = daemon.spawn(f"CALL Task {call}", driver="claude")
+    daemon.wait_state(job, "idle", timeout=START)
+    entries = timeline(daemon, job, "subagent")
+    assert [(e["title"], e["state"]) for e in entries][0] == ("count the files", "working")
+    assert entries[-1]["state"] == "done" and "echo: count them" in entries[-1]["text"]
+    assert len({e["id"] for e in entries}) == 1
+
+
+def test_a_missing_claude_is_refused_at_spawn_with_how_to_install_it(daemon_factory):
+    daemon = daemon_factory('[drivers.claude]\nkind = "claude"\ncommand = "roost-no-such-claude"\n')
+    with pytest.raises(ClientError) as info:
+        daemon.spawn("hello", driver="claude")
+    assert info.value.code == "driver"
+    assert "npm install -g @anthropic-ai/claude-code" in info.value.message

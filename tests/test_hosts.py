@@ -1,0 +1,222 @@
+"""Workers on another host over OpenSSH: a real sshd on 127.0.0.1 (tests/sshd.py), this machine as
+the "remote", the daemon reaching it through one master connection."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from roost.config import ConfigError, parse_config
+from roost.socket_connect import ClientError
+from roost.hosts.bundle import bundle
+from tests.sshd import Sshd, find_sshd, free_port
+
+SSHD = find_sshd()
+pytestmark = pytest.mark.skipif(SSHD is None or shutil.which("ssh") is None, reason="no sshd/ssh here (.ci/run installs openssh-server and openssh-client)")
+FINISHED = ("idle", "done", "failed", "stopped", "blocked")
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    server = _server(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+def _server(root: Path) -> Sshd:
+    server = Sshd(str(SSHD), root, free_port())
+    try:
+        server.prepare()
+        server.start()
+    except (OSError, RuntimeError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot start a test sshd: {exc}")
+    return server
+
+
+def _config(server: Sshd, remote: Path, extra: str = "", known_hosts: Path | None = None) -> str:
+    return extra + server.host_table("h", remote, known_hosts)
+
+
+def remote_procs(job_id: str) -> list[int]:
+    """Processes of this job's remote side (the wrapper and the agent name its files there)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if f"sessions/{job_id}.jsonl".encode() in cmdline or f"run/{job_id}.json".encode() in cmdline:
+                if b"ssh" not in cmdline.split(b"\0")[0]:
+                    out.append(int(entry.name))
+    return out
+
+
+def _closed(daemon, job_id: str) -> bool:
+    """Close, once the job's aborted turn has come back (until then close is refused: in a turn)."""
+    try:
+        daemon.call("close", job=job_id)
+    except ClientError as exc:
+        assert "in a turn" in exc.message
+        return False
+    return True
+
+
+def master_pid(daemon) -> int:
+    from roost.config import load_config
+    from roost.hosts.commands import master_pid as pid_of
+
+    return daemon.wait_for(lambda: pid_of(load_config(daemon.config_path).host("h")), what="the master")
+
+
+def test_a_job_on_the_host_takes_a_turn_and_its_row_says_where(daemon_factory, sshd, tmp_path):
+    remote = tmp_path / "remote"
+    daemon = daemon_factory(_config(sshd, remote))
+    started = time.monotonic()
+    job = daemon.spawn("say hello from afar", host="h", cwd=str(tmp_path))
+    row = daemon.wait_state(job, *FINISHED, timeout=30)
+    first = time.monotonic() - started
+    assert row["state"] == "idle", row["reason"]
+    assert row["host"] == "h" and "hello from afar" in daemon.texts(job)
+    assert row["session"] == f"{remote}/sessions/{job}.jsonl" and Path(row["session"]).exists()
+    assert (remote / bundle().name).exists() and not list((remote / "run").iterdir())  # setup read and removed
+    started = time.monotonic()
+    second = daemon.spawn("say again", host="h", cwd=str(tmp_path))  # over the master, bundle cached
+    assert daemon.wait_state(second, *FINISHED, timeout=30)["state"] == "idle"
+    print(f"first spawn {first:.2f}s (master + ship), second {time.monotonic() - started:.2f}s")
+
+
+def test_stop_mid_turn_and_close_reach_the_remote_tree(daemon_factory, sshd, tmp_path):
+    daemon = daemon_factory(_config(sshd, tmp_path / "remote"))
+    job = daemon.spawn("work 60", host="h", cwd=str(tmp_path))
+    daemon.wait_state(job, "working", timeout=30)
+    daemon.wait_for(lambda: remote_procs(job), what="the remote worker")
+    daemon.call("stop", job=job)
+    assert daemon.wait_state(job, "stopped", timeout=10)["state"] == "stopped"
+    daemon.wait_for(lambda: _closed(daemon, job), timeout=10, what="the aborted turn to end and close to be taken")
+    daemon.wait_row(job, lambda r: r["pid"] is None, timeout=10)
+    daemon.wait_for(lambda: not remote_procs(job), timeout=10, what="the remote tree to end")
+
+
+def test_a_tree_across_hosts_reports_both_ways(daemon_factory, sshd, tmp_path):
+    daemon = daemon_factory(_config(sshd, tmp_path / "remote"))
+    parent = daemon.spawn("say parent here", cwd=str(tmp_path))
+    daemon.wait_state(parent, "idle", timeout=20)
+    child = daemon.spawn("ask go on?;report done child on h", host="h", parent=parent, cwd=str(tmp_path))
+    daemon.wait_state(child, "waiting", timeout=30)
+    grandchild = daemon.spawn("report done grandchild here", parent=child, host="local", cwd=str(tmp_path))
+    assert daemon.show(grandchild)["host"] == ""
+
+    def reports(job_id: str) -> list[str]:
+        return [r["child"] for e in daemon.timeline(job_id) if e["kind"] == "reports" for r in e["data"]["reports"]]
+
+    daemon.wait_for(lambda: grandchild in reports(child), timeout=20, what="the local child's report on the remote job")
+    daemon.call("send", job=child, text="yes")
+    daemon.wait_for(lambda: child in reports(parent), timeout=20, what="the remote child's report on the local job")
+    again = daemon.spawn("work 60", host="h", parent=parent, cwd=str(tmp_path))
+    daemon.wait_state(again, "working", timeout=30)
+    daemon.call("stop", job=parent, tree=True)  # reaches the job working on the host
+    assert daemon.wait_state(again, "stopped", timeout=15)["state"] == "stopped"
+
+
+def test_the_reaper_closes_the_remote_worker_and_a_message_resumes_it(daemon_factory, sshd, tmp_path):
+    daemon = daemon_factory(_config(sshd, tmp_path / "remote", "idle_timeout = 1\n"))
+    job = daemon.spawn("say first", host="h", cwd=str(tmp_path))
+    daemon.wait_row(job, lambda r: r["reaped"] and r["pid"] is None, timeout=30)
+    daemon.wait_for(lambda: not remote_procs(job), timeout=10, what="the remote worker to end")
+    daemon.call("send", job=job, text="recall")
+    daemon.wait_for(lambda: any("earlier prompts: say first" in t for t in daemon.texts(job)), timeout=30,
+                    what="the resumed worker to recall its session")
+
+
+def test_a_dropped_link_fails_the_job_ends_the_remote_worker_and_a_message_resumes(daemon_factory, sshd, tmp_path):
+    daemon = daemon_factory(_config(sshd, tmp_path / "remote"))
+    job = daemon.spawn("work 60", host="h", cwd=str(tmp_path))
+    daemon.wait_state(job, "working", timeout=30)
+    daemon.wait_for(lambda: remote_procs(job), what="the remote worker")
+    os.kill(master_pid(daemon), signal.SIGKILL)
+    row = daemon.wait_state(job, "failed", timeout=20)
+    assert "host h unreachable" in row["reason"]
+    print("dropped:", row["reason"])
+    daemon.wait_for(lambda: not remote_procs(job), timeout=15, what="the remote worker to go with its link")
+    daemon.call("send", job=job, text="recall")  # a new master, the same session file there
+    daemon.wait_for(lambda: any("earlier prompts: work 60" in t for t in daemon.texts(job)), timeout=30,
+                    what="the job to resume over a new master")
+
+
+def test_a_host_that_is_down_fails_spawns_at_once_with_the_reason(daemon_factory, tmp_path):
+    (tmp_path / "own-sshd").mkdir()
+    server = _server(tmp_path / "own-sshd")
+    daemon = daemon_factory(_config(server, tmp_path / "remote"))
+    job = daemon.spawn("say up", host="h", cwd=str(tmp_path))
+    assert daemon.wait_state(job, *FINISHED, timeout=30)["state"] == "idle"
+    server.stop()
+    os.kill(master_pid(daemon), signal.SIGKILL)
+    daemon.wait_for(lambda: daemon.show(job)["pid"] is None, timeout=15, what="the worker to go with the master")
+    started = time.monotonic()
+    refused = daemon.spawn("say down", host="h", cwd=str(tmp_path))
+    row = daemon.wait_state(refused, "failed", timeout=15)
+    assert time.monotonic() - started < 8
+    print("down:", row["reason"], f"({time.monotonic() - started:.2f}s)")
+    assert "host h unreachable" in row["reason"] and "refused" in row["reason"].lower(), row["reason"]
+
+
+def test_an_unknown_host_key_is_refused_with_the_command_that_fixes_it(daemon_factory, sshd, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    daemon = daemon_factory(_config(sshd, tmp_path / "remote", known_hosts=empty))
+    job = daemon.spawn("say hi", host="h", cwd=str(tmp_path))
+    reason = daemon.wait_state(job, "failed", timeout=20)["reason"]
+    assert "host key is not known" in reason and f"-p {sshd.port}" in reason and "root@127.0.0.1 true" in reason
+
+
+def test_hosts_lists_the_connection_and_check_says_what_is_there(daemon_factory, sshd, tmp_path):
+    daemon = daemon_factory(_config(sshd, tmp_path / "remote"))
+    job = daemon.spawn("say hi", host="h", cwd=str(tmp_path))
+    daemon.wait_state(job, "idle", timeout=30)
+    env = {**daemon.env}
+    listed = subprocess.run([sys.executable, "-m", "roost.cli", "hosts"], env=env, capture_output=True, text=True)
+    assert "h  root@127.0.0.1" in listed.stdout and "connected (master pid" in listed.stdout and "1 idle" in listed.stdout
+    checked = subprocess.run([sys.executable, "-m", "roost.cli", "hosts", "check", "h"], env=env, capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"shipped ({bundle().name})" in checked.stdout and "python 3." in checked.stdout
+
+
+def test_the_worker_side_runs_from_the_bundle_alone_without_the_apps_libraries(tmp_path):
+    (tmp_path / "w.pyz").write_bytes(bundle().data)
+    probe = ("import sys; import roost.programs.builtin_agent, roost.programs.command_worker, roost.hosts.remote; "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'click', 'platformdirs'}))")
+    done = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path[:0] = [{str(tmp_path / 'w.pyz')!r}]; {probe}"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+def test_host_config_is_strict():
+    base = '[hosts.box]\nssh = "me@127.0.0.1"\n'
+    assert parse_config(base + "port = 2222\n", "t").hosts["box"].port == 2222
+    for bad, key in ((base + "prot = 1\n", "hosts.box.prot"), ("[hosts.box]\nport = 1\n", "hosts.box.ssh"),
+                     ('[drivers.far]\nkind = "builtin"\nhost = "nope"\n', "drivers.far.host"),
+                     ('[hosts.local]\nssh = "x"\n', "hosts.local")):
+        with pytest.raises(ConfigError) as info:
+            parse_config(bad, "t")
+        assert info.value.key == key
+
+
+def test_a_hosts_max_running_jobs_holds_the_next_worker_until_one_there_ends(daemon_factory, sshd, tmp_path):
+    daemon = daemon_factory(_config(sshd, tmp_path / "remote") + "max_running_jobs = 1\n")
+    first = daemon.spawn("say one", host="h", cwd=str(tmp_path))
+    daemon.wait_state(first, "idle", timeout=30)
+    second = daemon.spawn("say two", host="h", cwd=str(tmp_path))
+    row = daemon.show(second)  # the host's only slot is the first worker's: no process for it yet
+    assert row["state"] == "queued" and row["pid"] is None
+    daemon.call("close", job=first)
+    assert daemon.wait_state(second, "idle", timeout=30)["state"] == "idle"

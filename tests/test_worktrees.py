@@ -1,0 +1,199 @@
+"""Each job in its own git worktree, with real git repositories made by the tests and a real daemon:
+spawn, setup, archive, prune, a worktree deleted by hand, diff and merge (docs/worktrees.md)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from roost.client import ClientError
+from tests.conftest import DaemonHarness
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository with one commit on main, and an identity for the commits the tests make."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.name", "Test")
+    git(path, "config", "user.email", "test@example.com")
+    (path / "README").write_text("hello\n")
+    (path / ".gitignore").write_text("from-setup.txt\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "first")
+    return path
+
+
+def commit(path: Path, name: str, text: str, message: str) -> None:
+    (path / name).write_text(text)
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", message)
+
+
+def spawn_in(daemon: DaemonHarness, repo: Path, prompt: str, **args: object) -> dict:
+    """Spawn a worktree job and wait for its turn to end; its row."""
+    job = daemon.spawn(prompt, cwd=str(repo), worktree=True, **args)
+    return daemon.wait_state(job, "idle", "done", "failed")
+
+
+def entries(daemon: DaemonHarness, job: str, kind: str) -> list[dict]:
+    return [e["data"] for e in daemon.timeline(job) if e["kind"] == kind]
+
+
+def test_spawn_with_worktree_runs_the_agent_there_on_its_own_branch(daemon: DaemonHarness, repo: Path) -> None:
+    row = spawn_in(daemon, repo, "write notes.txt from the agent")
+    assert row["state"] == "idle"
+    path = Path(row["worktree"])
+    assert row["branch"] == f"roost/{row['id']}" and row["base"] == "main" and row["repo"] == str(repo)
+    assert path == daemon.paths.state_dir / "worktrees" / row["id"] and row["cwd"] == str(path)
+    assert (path / "notes.txt").read_text() == "from the agent\n"
+    assert not (repo / "notes.txt").exists()
+    assert git(path, "branch", "--show-current").strip() == row["branch"]
+
+
+def test_two_jobs_write_the_same_file_in_their_own_worktrees(daemon: DaemonHarness, repo: Path) -> None:
+    first = daemon.spawn("work 0.3\nwrite same.txt one", cwd=str(repo), worktree=True)
+    second = daemon.spawn("work 0.3\nwrite same.txt two", cwd=str(repo), worktree=True)
+    rows = [daemon.wait_state(j, "idle") for j in (first, second)]
+    assert [(Path(r["worktree"]) / "same.txt").read_text() for r in rows] == ["one\n", "two\n"]
+
+
+def test_a_child_works_in_its_parents_worktree_unless_it_asks(daemon: DaemonHarness, repo: Path) -> None:
+    parent = spawn_in(daemon, repo, "spawn write from-child.txt hi\nwait-children")
+    child = daemon.children(parent["id"])[0]
+    assert child["cwd"] == parent["worktree"] and child["worktree"] is None
+    assert (Path(parent["worktree"]) / "from-child.txt").exists()
+
+
+def test_a_child_that_asks_gets_its_own_worktree_from_its_parents_branch(daemon: DaemonHarness, repo: Path) -> None:
+    parent = spawn_in(daemon, repo, "write p.txt parent\nrun git add -A && git commit -qm p")
+    child = daemon.wait_state(daemon.spawn("write c.txt child", parent=parent["id"], cwd=parent["worktree"], worktree=True), "idle")
+    assert child["base"] == parent["branch"] and child["repo"] == str(repo)
+    assert (Path(child["worktree"]) / "p.txt").exists() and not (Path(parent["worktree"]) / "c.txt").exists()
+
+
+def test_a_cwd_outside_a_git_repository_is_refused(daemon: DaemonHarness, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(ClientError) as refused:
+        daemon.spawn("say hi", cwd=str(plain), worktree=True)
+    assert refused.value.code == "bad_args" and "is not inside a git repository" in refused.value.message
+    with pytest.raises(ClientError, match="need|give worktree"):
+        daemon.spawn("say hi", cwd=str(plain), branch="x")
+
+
+def test_copy_setup_and_teardown(daemon_factory: Callable[[str], DaemonHarness], repo: Path) -> None:
+    (repo / ".env").write_text("SECRET=1\n")  # untracked: only the copy brings it
+    daemon = daemon_factory('[worktree]\ncopy = [".env"]\nsetup = ["cat .env > from-setup.txt"]\n'
+                            'teardown = ["touch \\"$ROOST_REPO/torn-$ROOST_JOB_ID\\""]\n')
+    row = spawn_in(daemon, repo, "run cat from-setup.txt")
+    path = Path(row["worktree"])
+    assert (path / ".env").read_text() == "SECRET=1\n" and "SECRET=1" in daemon.texts(row["id"])
+    daemon.call("archive", job=row["id"])  # the copied .env and the ignored setup output are not unsaved work
+    daemon.wait_row(row["id"], lambda r: r["worktree"] is None)
+    assert not path.exists() and (repo / f"torn-{row['id']}").exists()
+
+
+def test_a_failing_setup_fails_the_job_with_its_output_and_starts_nothing(
+        daemon_factory: Callable[[str], DaemonHarness], repo: Path) -> None:
+    daemon = daemon_factory('[worktree]\nsetup = ["echo the lockfile is broken; exit 3"]\n')
+    row = spawn_in(daemon, repo, "say never")
+    assert row["state"] == "failed"
+    assert "code 3" in row["reason"] and "the lockfile is broken" in row["reason"]
+    assert not entries(daemon, row["id"], "worker") and "never" not in daemon.texts(row["id"])
+
+
+def test_archive_removes_a_clean_merged_worktree_and_keeps_a_dirty_one(daemon: DaemonHarness, repo: Path) -> None:
+    merged = spawn_in(daemon, repo, "write a.txt a\nrun git add -A && git commit -qm a")
+    assert daemon.call("merge", job=merged["id"])["outcome"] == "fast-forward"
+    dirty = spawn_in(daemon, repo, "write b.txt b")
+    for job in (merged, dirty):
+        daemon.call("archive", job=job["id"])
+    gone = daemon.wait_row(merged["id"], lambda r: r["worktree"] is None)
+    assert gone["branch"] is None and not Path(merged["worktree"]).exists()
+    assert f"roost/{merged['id']}" not in git(repo, "branch")
+    kept = daemon.wait_for(lambda: entries(daemon, dirty["id"], "worktree"), what="the dirty job's note")
+    assert "kept its worktree" in kept[0]["message"] and "b.txt" in kept[0]["message"]
+    assert (Path(dirty["worktree"]) / "b.txt").exists()
+
+
+def test_prune_removes_what_is_safe_and_says_what_it_kept(daemon: DaemonHarness, repo: Path) -> None:
+    dirty = spawn_in(daemon, repo, "write b.txt b")
+    live = spawn_in(daemon, repo, "say still here")
+    daemon.call("archive", job=dirty["id"])
+    daemon.wait_for(lambda: entries(daemon, dirty["id"], "worktree"), what="the kept note")
+    result = daemon.call("worktrees_prune")
+    assert {k["job"] for k in result["kept"]} == {dirty["id"], live["id"]} and not result["removed"]
+    (Path(dirty["worktree"]) / "b.txt").unlink()  # a person cleaned it up: now nothing is unsaved
+    result = daemon.call("worktrees_prune")
+    assert [r["job"] for r in result["removed"]] == [dirty["id"]]
+    daemon.wait_row(dirty["id"], lambda r: r["worktree"] is None)
+
+
+def test_a_worktree_deleted_by_hand_is_noticed(daemon: DaemonHarness, repo: Path) -> None:
+    row = spawn_in(daemon, repo, "say hi")
+    shutil.rmtree(row["worktree"])
+    listed = daemon.call("worktrees")["rows"]
+    assert [(r["job"], r["exists"]) for r in listed] == [(row["id"], False)]
+    daemon.wait_row(row["id"], lambda r: r["worktree"] is None)
+    assert "deleted by hand" in entries(daemon, row["id"], "worktree")[0]["message"]
+    assert row["worktree"] not in git(repo, "worktree", "list")
+    daemon.call("send", job=row["id"], text="say again")  # it takes messages; nothing crashed
+    assert daemon.call("status")["jobs"] == 1
+
+
+def test_diff_shows_committed_uncommitted_and_new_files_paged(daemon: DaemonHarness, repo: Path) -> None:
+    row = spawn_in(daemon, repo, "write a.txt committed\nrun git add -A && git commit -qm a\nwrite README changed")
+    path = Path(row["worktree"])
+    (path / "big.txt").write_text("".join(f"line {i} é\n" for i in range(30000)))  # over one page
+    first = daemon.call("diff", job=row["id"])
+    assert {f["path"]: f["added"] for f in first["files"]} == {"a.txt": 1, "README": 1, "big.txt": 30000}
+    text, page = first["text"], first
+    while page["next"] is not None:
+        page = daemon.call("diff", job=row["id"], offset=page["next"])
+        text += page["text"]
+    assert len(text.encode()) == first["size"] > 128 * 1024
+    assert "+committed" in text and "-hello" in text and "+line 29999 é" in text
+    out = subprocess.run([sys.executable, "-m", "roost.cli", "diff", row["id"]], env=daemon.env, capture_output=True,
+                         text=True, check=True).stdout
+    assert out == text
+
+
+def test_merge_fast_forward_clean_and_conflicting(daemon: DaemonHarness, repo: Path) -> None:
+    clean = spawn_in(daemon, repo, "write a.txt a\nrun git add -A && git commit -qm a")
+    clash = spawn_in(daemon, repo, "write README theirs\nrun git commit -qam theirs")
+    commit(repo, "b.txt", "b\n", "main moves on")
+    merged = daemon.call("merge", job=clean["id"])
+    assert merged["outcome"] == "merged" and (repo / "a.txt").exists() and merged["where"] == str(repo)
+    commit(repo, "README", "ours\n", "ours")
+    with pytest.raises(ClientError) as refused:
+        daemon.call("merge", job=clash["id"])
+    assert refused.value.code == "refused" and "conflicts in README" in refused.value.message
+    assert (repo / "README").read_text() == "ours\n" and not git(repo, "status", "--porcelain", "-uno")
+    (repo / "README").write_text("uncommitted\n")
+    with pytest.raises(ClientError, match="uncommitted changes: README"):
+        daemon.call("merge", job=clean["id"])
+
+
+def test_the_cli_lists_worktrees(daemon: DaemonHarness, repo: Path) -> None:
+    row = spawn_in(daemon, repo, "write a.txt a")
+
+    def roost(*args: str) -> str:
+        return subprocess.run([sys.executable, "-m", "roost.cli", *args], env=daemon.env, capture_output=True,
+                              text=True, check=True).stdout
+
+    listed = roost("worktrees")
+    assert row["id"] in listed and row["branch"] in listed and "dirty" in listed
+    assert "a.txt" in roost("diff", "--stat", row["id"])
