@@ -165,3 +165,87 @@ def test_keys_sent_in_a_burst_act_on_the_right_row(daemon, term):
     states = {job: daemon.show(job)["state"] for job in jobs}
     assert states == {jobs[0]: "stopped", jobs[1]: "working", jobs[2]: "working"}, \
         "the oldest job is the third row, newest first"
+
+
+# ------------------------------------------------------------------------------------------- bursts
+# Each burst is ONE send-keys call: the terminal delivers it to the app in one read, as a fast
+# typist or a script does. The daemon's records say nothing happened that was not meant.
+
+
+def untouched(daemon: DaemonHarness, job: str) -> None:
+    row = daemon.show(job)
+    assert row["archived_at"] is None and row["state"] != "stopped"
+    assert not any(e["kind"] == "message" for e in daemon.timeline(job))
+
+
+def test_enter_and_text_in_one_burst_types_into_the_opened_job(daemon, term):
+    root = daemon.spawn("spawn work 30\nwork 30", title="burst target")
+    daemon.wait_for(lambda: daemon.children(root), what="a child")
+    term.start()
+    term.wait_text("burst target")
+    term.keys("Enter", "say hi")
+    screen = term.wait_text("say hi")
+    assert "message this job" not in screen.split("say hi")[0].splitlines()[-1], "the text is in the composer"
+    term.wait_text("subagents · 1 running")
+    untouched(daemon, root)
+    assert "Archive" not in term.screen()
+
+
+def test_text_in_one_burst_in_the_panel_goes_to_the_composer(daemon, term):
+    root = daemon.spawn("spawn work 30\nspawn work 30\nwork 30", title="panel burst")
+    daemon.wait_for(lambda: len(daemon.children(root)) == 2, what="two children")
+    term.start()
+    term.wait_text("panel burst")
+    term.keys("Enter")
+    term.wait_text("subagents · 2 running")
+    for text in ("xray the logs", "make it so"):
+        term.keys("Down", text)
+        term.wait_text(text)
+        assert "Message " not in term.screen(), "m opened no message box"
+        term.keys("C-u")
+        term.wait_for(lambda screen: text not in screen, "the composer cleared")
+    time.sleep(0.5)
+    for job in (root, *(c["id"] for c in daemon.children(root))):
+        untouched(daemon, job)
+
+
+def test_text_typed_while_a_confirmation_opens_does_not_answer_it(daemon, term):
+    job = daemon.spawn("say keep me", title="keep me")
+    daemon.wait_state(job, "idle")
+    term.start()
+    term.wait_text("keep me")
+    term.keys("a", "yes", "Enter")
+    term.wait_text("Archive keep me?")
+    time.sleep(0.5)
+    assert "Archive keep me?" in term.screen()
+    untouched(daemon, job)
+    term.keys("n")
+    term.wait_for(lambda screen: "Archive" not in screen, "the question gone")
+    untouched(daemon, job)
+
+
+def test_a_streaming_transcript_can_be_read_back(daemon, term):
+    job = daemon.spawn("\n".join(f"say line {n}" for n in range(120)), title="streamer")
+    daemon.wait_state(job, "idle")
+    term.start()
+    term.wait_text("streamer")
+    term.keys("Enter")
+
+    def said(line: str) -> Callable[[str], bool]:  # a line the job said (the prompt lists them too)
+        return lambda screen: any(row.strip() == line for row in screen.splitlines())
+
+    term.wait_for(said("line 119"), "the tail of the transcript")
+    term.keys("PageUp", "PageUp")
+    screen = term.wait_for(lambda s: not said("line 119")(s), "the view scrolled up")
+    top = screen.splitlines()[1]
+    daemon.call("send", job=job, text="work 0.2\n" + "\n".join(f"say fresh {n}" for n in range(5)))
+    screen = term.wait_text("↓ ")
+    assert "new · End follows" in screen
+    daemon.wait_state(job, "idle")
+    time.sleep(0.5)
+    screen = term.screen()
+    assert screen.splitlines()[1] == top, "the lines being read stayed put while more arrived"
+    assert not said("fresh 4")(screen)
+    term.keys("End")
+    screen = term.wait_for(said("fresh 4"), "the tail again")
+    assert "new · End follows" not in screen

@@ -13,11 +13,16 @@ from roost.rules.views import (
     SUBAGENT_HINT,
     AgentViewRow,
     PanelRow,
+    activity_text,
     age_seconds,
     agent_view_rows,
+    filter_rows,
     format_age,
+    header_counts,
+    newly_notable,
     panel_rows,
     peek_line,
+    readable_text,
     subagent_hint_visible,
     tree_running_ids,
     usage_text,
@@ -517,3 +522,58 @@ def test_peek_line(text, width, peek):
 )
 def test_usage_text(usage, text):
     assert usage_text(mk("j", usage=usage)) == text
+
+
+# --------------------------------------------------------------------------- issue 10: header, notify, filter
+
+
+def _r(job_id: str, state: State, title: str = "t", reason: str = "") -> Row:
+    return Row(Job(id=job_id, title=title, driver="builtin", cwd="/", state=state, reason=reason))
+
+
+def test_header_counts_queued_needing_and_failed():
+    rows = [_r("a", State.WORKING), _r("b", State.QUEUED), _r("c", State.WAITING), _r("d", State.BLOCKED),
+            _r("e", State.FAILED), _r("f", State.DONE)]
+    assert header_counts(rows) == {"jobs": 6, "working": 1, "queued": 1, "needs you": 2, "failed": 1}
+
+
+def test_newly_notable_says_each_entry_once_and_nothing_on_the_first_look():
+    rows = [_r("a", State.WAITING), _r("b", State.FAILED)]
+    assert newly_notable(None, rows, ["needs_input", "failed"]) == []
+    before = {"a": State.WORKING, "b": State.FAILED}
+    assert [(what, row.id) for what, row in newly_notable(before, rows, ["needs_input", "failed"])] == [
+        ("needs_input", "a")]
+    assert newly_notable({"a": State.BLOCKED}, [_r("a", State.WAITING)], ["needs_input"]) == [], \
+        "blocked to waiting still needs you: no second ring"
+    assert newly_notable({}, [_r("c", State.DONE)], ["needs_input"]) == [], "done is not asked for"
+
+
+def test_filter_rows_by_words_ids_and_states():
+    rows = [_r("ab12", State.FAILED, "Fix the parser"), _r("cd34", State.WAITING, "write docs"),
+            _r("ef56", State.QUEUED, "fix docs")]
+    assert [r.id for r in filter_rows(rows, "fix")] == ["ab12", "ef56"]
+    assert [r.id for r in filter_rows(rows, "fix docs")] == ["ef56"]
+    assert [r.id for r in filter_rows(rows, "CD3")] == ["cd34"]
+    assert [r.id for r in filter_rows(rows, "s:failed")] == ["ab12"]
+    assert [r.id for r in filter_rows(rows, "s:waiting s:queued")] == ["cd34", "ef56"]
+    assert [r.id for r in filter_rows(rows, "s:needs")] == ["cd34"]
+    assert [r.id for r in filter_rows(rows, "s:queued fix")] == ["ef56"]
+    assert filter_rows(rows, "s:nonsense") == []
+    assert len(filter_rows(rows, "")) == 3
+
+
+def test_activity_says_why_a_job_failed_or_stopped():
+    failed = _r("a", State.FAILED, reason="its worker died: exit 2")
+    assert activity_text(failed, 60) == ("its worker died: exit 2", True)
+    assert activity_text(failed, 10) == ("its worke…", True)
+    assert activity_text(_r("b", State.STOPPED, reason="stopped by a person"), 60) == ("stopped by a person", False)
+    working = _r("c", State.WORKING)
+    working.job.last_text = "busy\nstill busy"
+    assert activity_text(working, 60) == ("still busy", False)
+
+
+def test_readable_text_turns_report_blocks_into_words():
+    wire = ('noted while working: <roost-report child="9zqb" title="a &quot;b&quot;" state="waiting" '
+            'kind="question">\nwhich one? &lt;/roost-report\n</roost-report>')
+    assert readable_text(wire) == 'noted while working: ↩ a "b" [9zqb] waiting (question):\nwhich one? </roost-report\n'
+    assert readable_text("plain <b>text</b>") == "plain <b>text</b>"

@@ -10,120 +10,24 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from textual import events
 from textual.pilot import Pilot
 
 from roost.client import daemon_running
-from roost.config import Config, ConfigError, parse_config
+from roost.config import Config, ConfigError
 from roost.rules.views import SUBAGENT_HINT
 from roost.tui.agent_view import AgentViewScreen, CommandLine
 from roost.tui.app import RoostApp
 from roost.tui.daemon_link import DaemonSource
-from roost.tui.dialogs import ConfirmBox, PromptBox
+from roost.tui.dialogs import ConfirmBox, PromptBox, ScriptBox
 from roost.tui.job_screen import JobScreen
 
 from conftest import DaemonHarness
 
-SIZE = (120, 40)
-
-
-class FakeClock:
-    """The app's clock: the real time (the daemon stamps rows with it), moved on by hand."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
-
-    def advance(self, seconds: float) -> None:
-        self.offset += seconds
-
-
-def make_app(daemon: DaemonHarness, config: str = "", clock: Callable[[], float] = time.time,
-             select: str | None = None) -> RoostApp:
-    return RoostApp(DaemonSource(daemon.paths), parse_config(config, "test.toml"), clock=clock, select=select)
-
-
-async def until(pilot: Pilot, predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    """Let the app run until ``predicate`` holds (never a blind sleep)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await pilot.pause(0.05)
-
-
-def jobs(daemon: DaemonHarness) -> list[dict[str, Any]]:
-    """Every job's row, oldest first (one page: these tests make a handful)."""
-    return daemon.call("list")["rows"]
-
-
-def table_ids(app: RoostApp) -> list[str]:
-    screen = app.screen
-    assert isinstance(screen, AgentViewScreen)
-    return [row.key.value for row in screen.table.ordered_rows]
-
-
-def cell(app: RoostApp, job: str, column: str) -> str:
-    screen = app.screen
-    assert isinstance(screen, AgentViewScreen)
-    return screen.table.get_cell(job, column).plain
-
-
-def notice(app: RoostApp) -> str:
-    return app.screen.query_one("#status").notice
-
-
-def transcript_text(screen: JobScreen) -> str:
-    return "\n".join(strip.text for strip in screen.transcript.lines)
-
-
-def panel_labels(screen: JobScreen) -> list[str]:
-    return [line.label for line in screen.panel.lines]
-
-
-def shown_keys(app: RoostApp) -> dict[str, str]:
-    """What the footer lists now: key -> description."""
-    return {key: binding.description for key, (_, binding, enabled, _) in app.screen.active_bindings.items()
-            if binding.show and enabled}
-
-
-async def select_row(pilot: Pilot, app: RoostApp, job: str) -> None:
-    await until(pilot, lambda: job in table_ids(app), f"{job} in the agent view")
-    app.screen.table.move_cursor(row=table_ids(app).index(job))
-    await pilot.pause()
-
-
-async def open_job(pilot: Pilot, app: RoostApp, job: str) -> JobScreen:
-    await select_row(pilot, app, job)
-    await pilot.press("enter")
-    screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen.job_id == job and app.screen,
-                         f"the job screen of {job}")
-    await until(pilot, lambda: screen.loaded, "the transcript to load")
-    return screen
-
-
-async def type_text(pilot: Pilot, text: str) -> None:
-    await pilot.press(*[" " if ch == " " else ch for ch in text])
-
-
-CHARACTERS = {"space": " ", "slash": "/"}
-
-
-async def burst(pilot: Pilot, app: RoostApp, *keys: str) -> None:
-    """Keys as a terminal sends them: all queued before the app handles the first one."""
-    for key in keys:
-        app.post_message(events.Key(key, CHARACTERS.get(key, key if len(key) == 1 else None)))
-    await pilot.pause()
+from tui_helpers import (SIZE, FakeClock, answer, burst, cell, keys_of, jobs, make_app, notice, open_job, panel_labels, press_alone,
+                         select_row, shown_keys, table_ids, transcript_text, type_text, until)
 
 
 # ------------------------------------------------------------------------------------------- agent view
@@ -170,9 +74,11 @@ async def test_n_starts_a_job_on_the_default_driver_and_selects_it(daemon):
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("n")
-        assert isinstance(app.screen, PromptBox)
+        assert isinstance(app.screen, ScriptBox)
         await type_text(pilot, "say made with n")
         await pilot.press("enter")
+        await type_text(pilot, "say a second line")
+        await pilot.press("ctrl+s")
         rows = await until(pilot, lambda: jobs(daemon), "the new job")
         job = rows[0]["id"]
         assert rows[0]["driver"] == "builtin"
@@ -180,6 +86,7 @@ async def test_n_starts_a_job_on_the_default_driver_and_selects_it(daemon):
                     "the new row, selected")
         daemon.wait_for(lambda: "made with n" in daemon.texts(job), what="the job to run its prompt")
         assert "started say made with n" in notice(app)
+        daemon.wait_for(lambda: "a second line" in daemon.texts(job), what="the script's second line")
 
 
 async def test_m_messages_the_selected_job(daemon):
@@ -268,9 +175,10 @@ async def test_a_archives_only_after_a_yes(daemon):
         await select_row(pilot, app, root)
         await pilot.press("a")
         assert isinstance(app.screen, ConfirmBox)
-        await pilot.press("n")
+        await answer(pilot, "n")
         assert daemon.show(root)["archived_at"] is None
-        await pilot.press("a", "y")
+        await pilot.press("a")
+        await answer(pilot, "y")
         await until(pilot, lambda: notice(app) == "archived 2 jobs", "the archive")
         assert daemon.show(root)["archived_at"] is not None
         await until(pilot, lambda: root not in table_ids(app), "the row to leave")
@@ -292,7 +200,7 @@ async def test_a_job_that_needs_input_stands_out_and_rings_once(daemon):
 
 
 async def test_no_bell_when_notify_is_none(daemon):
-    app = make_app(daemon, 'notify = "none"')
+    app = make_app(daemon, 'notify = []')
     rings: list[float] = []
     async with app.run_test(size=SIZE) as pilot:
         app.bell = lambda: rings.append(1.0)  # type: ignore[method-assign]
@@ -334,11 +242,10 @@ async def test_keys_sent_in_a_burst_act_on_the_row_under_the_cursor_then(daemon)
 # ------------------------------------------------------------------------------------------- command line
 
 
-@pytest.mark.parametrize("key", ["slash", "colon"])
-async def test_slash_or_colon_opens_the_command_line_and_new_starts_a_job(daemon, key):
+async def test_colon_opens_the_command_line_and_new_starts_a_job(daemon):
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press(key)
+        await pilot.press("colon")
         assert isinstance(app.focused, CommandLine)
         await type_text(pilot, "new say from the command line")
         await pilot.press("enter")
@@ -355,7 +262,7 @@ async def test_commands_open_send_stop_help_and_refusals(daemon):
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         async def run(command: str) -> None:
-            await pilot.press("slash")
+            await pilot.press("colon")
             await type_text(pilot, command)
             await pilot.press("enter")
 
@@ -382,16 +289,16 @@ async def test_commands_open_send_stop_help_and_refusals(daemon):
 async def test_escape_leaves_the_command_line(daemon):
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("slash", "n", "escape")
+        await pilot.press("colon", "n", "escape")
         assert not isinstance(app.focused, CommandLine)
         assert app.screen.query_one(CommandLine).value == ""
         assert isinstance(app.screen, AgentViewScreen)
 
 
-async def test_keys_typed_right_after_slash_go_to_the_command_line(daemon):
+async def test_keys_typed_right_after_colon_go_to_the_command_line(daemon):
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
-        await burst(pilot, app, "slash", *"new say burst", "enter")
+        await burst(pilot, app, "colon", *keys_of("new say burst"), "enter")
         job = (await until(pilot, lambda: jobs(daemon), "the job"))[0]
         assert job["title"] == "say burst"
         assert len(jobs(daemon)) == 1, "no key of the burst started a job of its own"
@@ -425,7 +332,7 @@ async def test_reports_from_children_show_in_the_transcript(daemon):
         assert "done: child finished well" in transcript_text(screen)
 
 
-async def test_the_composer_sends_and_a_message_to_a_stopped_job_is_refused(daemon):
+async def test_the_composer_sends_and_a_message_to_a_stopped_job_restarts_it(daemon):
     job = daemon.spawn("work 30", title="worker")
     daemon.wait_state(job, "working")
     app = make_app(daemon)
@@ -437,10 +344,13 @@ async def test_the_composer_sends_and_a_message_to_a_stopped_job_is_refused(daem
         assert screen.composer.value == ""
         daemon.call("stop", job=job)
         daemon.wait_state(job, "stopped")
+        await until(pilot, lambda: screen.composer.border_title == "stopped · what you send restarts it",
+                    "the composer saying so before anything is sent")
         await type_text(pilot, "say again")
         await pilot.press("enter")
-        await until(pilot, lambda: "stopped; a stopped job takes no messages" in notice(app), "the refusal")
-        assert screen.query_one("#status").has_class("error")
+        await until(pilot, lambda: notice(app) == "restarted worker with your message", "the restart")
+        daemon.wait_for(lambda: "again" in daemon.texts(job), what="the restarted turn")
+        await until(pilot, lambda: screen.composer.border_title == "", "the note gone once it runs")
 
 
 async def test_a_message_resumes_a_done_child_whose_worker_was_closed(daemon):
@@ -452,7 +362,7 @@ async def test_a_message_resumes_a_done_child_whose_worker_was_closed(daemon):
         await open_job(pilot, app, root)
         await type_text(pilot, "/subagents all")
         await pilot.press("enter")
-        await pilot.press("m")  # message the selected (done, closed) child without opening it
+        await press_alone(pilot, "m")  # message the selected (done, closed) child without opening it
         await until(pilot, lambda: isinstance(app.screen, PromptBox), "the message box")
         await type_text(pilot, "say second pass")
         await pilot.press("enter")
@@ -560,7 +470,8 @@ async def test_m_in_the_panel_messages_the_child(daemon):
     async with app.run_test(size=SIZE) as pilot:
         screen, _ = await open_tree(pilot, app, daemon)
         first = screen.panel.lines[0].row.id
-        await pilot.press("down", "m")
+        await pilot.press("down")
+        await press_alone(pilot, "m")
         assert isinstance(app.screen, PromptBox)
         await type_text(pilot, "say hello child")
         await pilot.press("enter")
@@ -574,12 +485,13 @@ async def test_x_stops_a_running_row_and_hides_a_finished_one(daemon):
     async with app.run_test(size=SIZE) as pilot:
         screen, _ = await open_tree(pilot, app, daemon)
         first = screen.panel.lines[0].row.id
-        await pilot.press("down", "x")
+        await pilot.press("down")
+        await press_alone(pilot, "x")
         daemon.wait_state(first, "stopped")
         await until(pilot, lambda: notice(app) == "stopped say reading", "the stop")
         await until(pilot, lambda: screen.panel.lines[-1].row.id == first, "the stopped row below running work")
         screen.panel.cursor = first
-        await pilot.press("x")
+        await press_alone(pilot, "x")
         assert first not in [line.row.id for line in screen.panel.lines]
         assert "hid say reading" in notice(app)
         assert daemon.show(first)["state"] == "stopped"
@@ -589,9 +501,10 @@ async def test_K_twice_in_the_panel_stops_every_running_row_nested_too(daemon):
     app = make_app(daemon, clock=FakeClock())
     async with app.run_test(size=SIZE) as pilot:
         screen, root = await open_tree(pilot, app, daemon)
-        await pilot.press("down", "K")
+        await pilot.press("down")
+        await press_alone(pilot, "K")
         assert "press K again within 2 s to stop 3 running subagents" == notice(app)
-        await pilot.press("K")
+        await press_alone(pilot, "K")
         await until(pilot, lambda: notice(app) == "stopped 3 subagents", "the stop")
         states = [daemon.show(line.row.id)["state"] for line in screen.panel.lines]
         assert states == ["stopped"] * 3
@@ -630,7 +543,7 @@ async def test_a_done_row_leaves_at_once_and_the_hint_shows_for_30s(daemon):
         await pilot.press("escape")
         assert panel_labels(screen) == ["work 30"]
         clock.advance(31)
-        app.tick()
+        app.screen.tick()
         assert status.hint == ""
         await type_text(pilot, "/subagents")
         await pilot.press("enter")
@@ -651,10 +564,10 @@ async def test_a_failed_row_stays_30s_then_leaves(daemon):
         screen = await open_job(pilot, app, root)
         await until(pilot, lambda: [line.row.state.value for line in screen.panel.lines] == ["failed"], "failed row")
         clock.advance(20)
-        app.tick()
+        app.screen.tick()
         assert len(screen.panel.lines) == 1
         clock.advance(11)
-        app.tick()
+        app.screen.tick()
         assert screen.panel.lines == [] and not screen.panel.display
         assert screen.query_one("#status").hint == "", "no hint for a failed row: it stayed in view"
 
@@ -675,7 +588,8 @@ async def test_the_footer_lists_the_keys_that_work_where_the_focus_is(daemon):
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, AgentViewScreen), "the agent view")
-        assert set(shown_keys(app)) == {"enter", "n", "slash", "q"}, "no row: nothing to message, pin, stop"
+        assert set(shown_keys(app)) == {"n", "w", "A", "slash", "colon", "question_mark", "q"}, \
+            "no row: nothing to open, message, pin, stop"
         screen, _ = await open_tree(pilot, app, daemon)
         keys = shown_keys(app)
         assert keys["enter"] == "send" and keys["escape"] == "back" and keys["down"] == "subagents"
@@ -761,7 +675,7 @@ async def test_text_typed_in_a_burst_behind_n_and_m_lands_in_the_box(daemon):
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, AgentViewScreen), "the agent view")
-        await burst(pilot, app, "n", *"say early", "enter")
+        await burst(pilot, app, "n", *"say early", "ctrl+s")
         job = (await until(pilot, lambda: jobs(daemon), "the new job"))[0]["id"]
         assert daemon.show(job)["title"] == "say early"
         await until(pilot, lambda: job in table_ids(app) and daemon.show(job)["state"] == "idle", "its row")

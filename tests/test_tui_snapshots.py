@@ -45,7 +45,7 @@ ROWS = [
     row("g2sm", "generate samples", State.WORKING, parent="g1fx", age=70, text="sample 7 of 20"),
     row("c3qc", "quick check", State.DONE, parent=ROOT, age=88, since=5, up=False, text="quick check passed"),
     row("c4ln", "lint the grammar", State.FAILED, parent=ROOT, age=87, since=10, up=False,
-        text="ruff: 3 errors in parser.py"),
+        text="ruff: 3 errors in parser.py", reason="the turn failed: ruff exited 1"),
     row("c5sp", "old spike", State.DONE, parent=ROOT, age=86, since=70, up=False, text="spike notes written"),
     row("w2rv", "review the release notes", State.WAITING, age=400, since=30,
         text="which version should the notes cover?", descendants=1),
@@ -58,7 +58,11 @@ ROWS = [
         text="deleted 14 merged branches", descendants=1, running=1),
     row("o6or", "prune the cache", State.WORKING, parent="d5cl", age=4000, text="pruned 3.1 GB so far",
         parent_open=False),
-    row("f7fl", "flaky build", State.FAILED, age=500, since=480, up=False, text="the turn failed: exit 2"),
+    row("f7fl", "flaky build", State.FAILED, age=500, since=480, up=False, text="building…",
+        reason="its worker died: exit 2"),
+    row("q8qu", "index the docs", State.QUEUED, age=3, since=3, up=False),
+    row("s9st", "rewrite the \x1b[31mREADME\x1b[0m", State.STOPPED, age=1000, since=900, up=False,
+        text="halfway", reason="stopped by a person"),
 ]
 
 
@@ -171,3 +175,16 @@ def test_subagents_all(snap_compare, size):
 def test_a_job_screen_in_the_light_theme(snap_compare):
     assert snap_compare(fixed_app("textual-light", select=ROOT), run_before=settle("enter", "down"),
                         terminal_size=(120, 40))
+
+
+def test_the_peek_pane(snap_compare):
+    assert snap_compare(fixed_app(select=ROOT), run_before=settle("space"), terminal_size=(120, 40))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_help_overlay(snap_compare, size):
+    assert snap_compare(fixed_app(), run_before=settle("question_mark"), terminal_size=size)
+
+
+def test_the_filter_by_state(snap_compare):
+    assert snap_compare(fixed_app(), run_before=settle("slash", *"s:failed"), terminal_size=(120, 40))

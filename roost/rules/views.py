@@ -6,12 +6,14 @@ seconds), so every rule can be tested without a terminal and without waiting.
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roost.models import ACTIVE_STATES, STOPPABLE_STATES, Row, State
+from roost.models import ACTIVE_STATES, NEEDS_INPUT_STATES, STOPPABLE_STATES, TURN_STATES, Row, State
 
 __all__ = [
     "AGENT_VIEW_MODES",
@@ -20,10 +22,15 @@ __all__ = [
     "AgentViewRow",
     "PanelRow",
     "age_seconds",
+    "activity_text",
     "agent_view_rows",
+    "filter_rows",
     "format_age",
+    "header_counts",
+    "newly_notable",
     "panel_rows",
     "peek_line",
+    "readable_text",
     "subagent_hint_visible",
     "tree_running_ids",
     "usage_text",
@@ -367,3 +374,94 @@ def usage_text(row: Row) -> str:
         else:
             parts.append(f"ctx {_compact(ctx)}")
     return " · ".join(parts)
+
+
+# --------------------------------------------------------------------------- header, notifications, filter
+
+#: What ``notify`` can name, and the states each stands for.
+NOTABLE_STATES: dict[str, frozenset[State]] = {
+    "needs_input": NEEDS_INPUT_STATES,
+    "failed": frozenset({State.FAILED}),
+    "done": frozenset({State.DONE}),
+}
+
+
+def header_counts(rows: Iterable[Row]) -> dict[str, int]:
+    """The top bar's counts of listed rows: jobs, working, queued, needing a person, failed."""
+    listed = list(rows)
+    return {
+        "jobs": len(listed),
+        "working": sum(r.state in TURN_STATES and r.state is not State.QUEUED for r in listed),
+        "queued": sum(r.state is State.QUEUED for r in listed),
+        "needs you": sum(r.state in NEEDS_INPUT_STATES for r in listed),
+        "failed": sum(r.state is State.FAILED for r in listed),
+    }
+
+
+def newly_notable(before: Mapping[str, State] | None, rows: Iterable[Row],
+                  wanted: Iterable[str]) -> list[tuple[str, Row]]:
+    """Rows that entered a state ``notify`` asks about since ``before`` (each row's state last
+    time, by id), as (what, row); a row that was already in it says nothing again. The first
+    look (``before`` None) is only a baseline: jobs that needed you before the app opened do
+    not ring."""
+    if before is None:
+        return []
+    out: list[tuple[str, Row]] = []
+    for row in rows:
+        for what in wanted:
+            states = NOTABLE_STATES[what]
+            if row.state in states and before.get(row.id) not in states:
+                out.append((what, row))
+    return out
+
+
+#: ``s:NAME`` filters by state; names beyond the states themselves stand for a group.
+_STATE_FILTERS: dict[str, frozenset[State]] = {
+    **{state.value: frozenset({state}) for state in State},
+    "running": _RUNNING_STATES,
+    "needs": NEEDS_INPUT_STATES,
+}
+
+
+def filter_rows(rows: Iterable[Row], query: str) -> list[Row]:
+    """The rows a filter keeps, in their order: every word must match. ``s:failed`` (any state
+    name, or ``running`` / ``needs``) keeps rows in that state; ``s:`` words are ORed among
+    themselves; other words match the title or the id, case-insensitively."""
+    words = query.lower().split()
+    states = [word[2:] for word in words if word.startswith("s:")]
+    text = [word for word in words if not word.startswith("s:")]
+    wanted: frozenset[State] = frozenset().union(*(_STATE_FILTERS.get(s, frozenset()) for s in states))
+
+    def keeps(row: Row) -> bool:
+        if states and row.state not in wanted:
+            return False
+        haystack = f"{row.job.title} {row.id}".lower()
+        return all(word in haystack for word in text)
+
+    return [row for row in rows if keeps(row)]
+
+
+def activity_text(row: Row, width: int) -> tuple[str, bool]:
+    """What a row's activity column says, and whether it is a failure: a failed or stopped
+    job says why (its reason) before anything else; others their last line."""
+    if row.state in (State.FAILED, State.STOPPED) and row.job.reason:
+        reason = " ".join(row.job.reason.split())
+        return (reason if len(reason) <= width else reason[: max(width - 1, 0)] + "…"), row.state is State.FAILED
+    return peek_line(row, width), False
+
+
+# --------------------------------------------------------------------------- wire text
+
+_REPORT_OPEN = re.compile(r'<roost-report child="([^"]*)" title="([^"]*)" state="([^"]*)" kind="([^"]*)">')
+_REPORT_CLOSE = re.compile(r"</roost-report>")
+
+
+def readable_text(text: str) -> str:
+    """Text an agent wrote with the report blocks it was prompted with turned back into words:
+    an agent that echoes its prompt (``noted while working: <roost-report child=…>``) shows
+    ``↩ work 2 [9zqb] waiting (question)``, not the wire text."""
+    def opened(match: re.Match[str]) -> str:
+        child, title, state, kind = (html.unescape(group) for group in match.groups())
+        return f"↩ {title} [{child}] {state}" + (" (question)" if kind == "question" else "") + ":"
+
+    return _REPORT_CLOSE.sub("", _REPORT_OPEN.sub(opened, text)).replace("&lt;/roost-report", "</roost-report")

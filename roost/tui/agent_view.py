@@ -4,105 +4,57 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.message import Message
-from textual.widgets import DataTable, Input, Static
+from textual.reactive import reactive
+from textual.widgets import DataTable, Static
 
 from roost.client import ClientError
 from roost.config import Config
-from roost.models import NEEDS_INPUT_STATES, TURN_STATES, Row
-from roost.rules.views import AgentViewRow, age_seconds, agent_view_rows, format_age, peek_line, usage_text
-from roost.tui.daemon_link import DaemonLink, LinkUpdate
-from roost.tui.dialogs import ConfirmBox, PromptBox
-from roost.tui.looks import BOLD, STATE_CELL_WIDTH, cell, state_text
-from roost.tui.roost_screen import OpenJob, RoostScreen, plural, send_outcome, stopped_text
-
-#: The command line's commands (``/`` or ``:``) and what each takes; docs/keys.md says what they do.
-COMMANDS = ("new PROMPT", "open ID", "send ID TEXT", "stop ID", "help", "quit")
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str
-    label: str
-    width: int
-
-
-def table_columns(width: int, usage: bool) -> list[Column]:
-    """The agent view's columns for a table ``width`` cells wide; the activity column takes the rest.
-
-    Narrow tables leave out the id column; usage (when some job has any) gets a column of its
-    own only on wide ones, and is shown in the activity column otherwise.
-    """
-    wide = width >= 110 and usage
-    title = 32 if width >= 110 else 26 if width >= 90 else 20
-    columns = [Column("state", "state", STATE_CELL_WIDTH)]
-    if width >= 100:
-        columns.append(Column("id", "id", 6))
-    columns += [Column("title", "job", title), Column("age", "age", 4)]
-    if wide:
-        columns.append(Column("usage", "usage", 18))
-    used = sum(c.width + 2 for c in columns) + 2  # cell padding, and room for a scrollbar
-    columns.insert(len(columns) - (1 if wide else 0), Column("activity", "activity", max(width - used - 2, 10)))
-    return columns
-
-
-class JobTable(DataTable[Text]):
-    """The agent view's table: a row per job, keyed by job id."""
-
-    BINDINGS = [Binding("enter", "select_cursor", "open")]
-
-    def selected_id(self) -> str | None:
-        """The job under the cursor as the table is now (not as a queued message says)."""
-        if self.row_count == 0:
-            return None
-        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-
-
-class CommandLine(Input):
-    """The command line; Enter runs what was typed, Esc goes back to the table."""
-
-    BINDINGS = [Binding("escape", "close", "back")]
-
-    class Run(Message):
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
-
-    class Closed(Message):
-        """The person left the command line without running anything."""
-
-    async def action_submit(self) -> None:
-        text = self.value.strip()
-        self.value = ""
-        self.post_message(self.Run(text))
-
-    def action_close(self) -> None:
-        self.value = ""
-        self.post_message(self.Closed())
-
+from roost.models import NEEDS_INPUT_STATES, Row
+from roost.rules.views import (AgentViewRow, activity_text, age_seconds, agent_view_rows, filter_rows, format_age,
+                               header_counts, usage_text)
+from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
+from roost.tui.archived_view import ArchivedScreen
+from roost.tui.command_line import COMMANDS, CommandLine, parse_command
+from roost.tui.dialogs import ConfirmBox, ScriptBox
+from roost.tui.filter_box import FilterBox
+from roost.tui.job_screen import JobScreen
+from roost.tui.job_table import Column, JobTable, table_columns
+from roost.tui.peek_pane import PEEK_ENTRIES, PeekPane
+from roost.tui.looks import BOLD, cell, state_text
+from roost.tui.roost_screen import RoostScreen, plural, send_outcome, stopped_text
 
 class AgentViewScreen(RoostScreen):
     """Every listed job, newest first; Enter opens one."""
 
     CSS_PATH = "agent_view.tcss"
+    # In the order of the footer, which a narrow terminal cuts: the most used first (? lists all).
     BINDINGS = [
         Binding("n", "new", "new"),
         Binding("m", "message", "message"),
-        Binding("p", "pin", "pin"),
+        Binding("slash", "filter", "filter"),
+        Binding("escape", "clear_filter", "clear filter"),
+        Binding("space", "peek", "peek", key_display="space"),
         Binding("K", "stop_tree", "stop tree", key_display="K K"),
         Binding("a", "archive", "archive"),
-        Binding("slash", "command", "command"),
-        Binding("colon", "command", "command", show=False),
-        Binding("j", "move(1)", "down", show=False),
-        Binding("k", "move(-1)", "up", show=False),
+        Binding("colon", "command", "command"),
         Binding("q", "quit", "quit"),
+        Binding("w", "next_needing", "next needing you"),
+        Binding("p", "pin", "pin"),
+        Binding("r", "rename", "rename"),
+        Binding("A", "archived", "archived"),
+        Binding("j,down", "move(1)", "down", show=False),
+        Binding("k,up", "move(-1)", "up", show=False),
+        Binding("g,home", "edge(0)", "first", show=False),
+        Binding("G,end", "edge(-1)", "last", show=False),
     ]
+
+    #: What the filter line holds ("" lists every row).
+    filter_text: reactive[str] = reactive("")
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], select: str | None = None) -> None:
         super().__init__(link, config, clock)
@@ -114,11 +66,15 @@ class AgentViewScreen(RoostScreen):
         self.table = JobTable(id="jobs", cursor_type="row")
         self.empty = Static("no jobs yet: press n to start one, or run  roost demo", id="empty")
         self.command_line = CommandLine(placeholder=" · ".join(COMMANDS), id="command", select_on_focus=False)
+        self.filter_box = FilterBox(id="filter")
+        self.peek = PeekPane(id="peek")
 
     def compose(self) -> ComposeResult:
         yield self.topbar
         yield self.table
         yield self.empty
+        yield self.peek
+        yield self.filter_box
         yield self.command_line
         yield from self.compose_bottom()
 
@@ -163,7 +119,9 @@ class AgentViewScreen(RoostScreen):
         """Make the table match the listed rows: cells that changed, rows that came or went."""
         if not self._columns or self.palette is None:
             return
-        listed = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
+        every = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
+        kept = {row.id for row in filter_rows((item.row for item in every), self.filter_text)}
+        listed = [item for item in every if item.row.id in kept]
         wanted = [item.row.id for item in listed]
         table = self.table
         with self.app.batch_update():
@@ -181,7 +139,9 @@ class AgentViewScreen(RoostScreen):
             if selected in self._cells:
                 table.move_cursor(row=table.get_row_index(selected), animate=False)
         self.empty.display = not listed
-        self._draw_topbar(listed)
+        self.empty.update("no job matches the filter: esc clears it" if self.filter_text and every
+                          else "no jobs yet: press n to start one, or run  roost demo")
+        self._draw_topbar(every)
 
     def _put(self, item: AgentViewRow) -> None:
         """Add the row, or update only the cells whose text or colour changed."""
@@ -202,33 +162,40 @@ class AgentViewScreen(RoostScreen):
         asks = row.state in NEEDS_INPUT_STATES
         widths = {c.key: c.width for c in self._columns}
         usage = usage_text(row)
-        activity = [part for part in (item.summary, peek_line(row, widths["activity"])) if part]
+        said, failed = activity_text(row, widths["activity"])
+        activity = [part for part in (item.summary, said) if part]
         if usage and "usage" not in widths:
             activity.append(usage)
+        tone = palette.error if failed else palette.text if asks else palette.muted
         cells = {
             "state": state_text(row, palette),
+            "id": cell(row.id, palette.muted),
             "title": cell(item.prefix + row.job.title, palette.warning + BOLD if asks else palette.text),
             "age": cell(format_age(age_seconds(row, self.clock())), palette.muted),
-            "activity": cell(" · ".join(activity), palette.text if asks else palette.muted),
+            "activity": cell(" · ".join(activity), tone),
         }
-        if "id" in widths:
-            cells["id"] = cell(row.id, palette.muted)
         if "usage" in widths:
             cells["usage"] = cell(usage, palette.muted)
         return cells
 
     def _draw_topbar(self, listed: list[AgentViewRow]) -> None:
         assert self.palette is not None
-        rows = [item.row for item in listed]
-        working = sum(r.state in TURN_STATES for r in rows)
-        asking = sum(r.state in NEEDS_INPUT_STATES for r in rows)
+        counts = header_counts(item.row for item in listed)
         bar = Text("roost", style="bold")
-        bar.append(f"  ·  {plural(len(rows), 'job')}  ·  {working} working")
-        if asking:
+        bar.append(f"  ·  {plural(counts['jobs'], 'job')}  ·  {counts['working']} working")
+        if counts["queued"]:
+            bar.append(f"  ·  {counts['queued']} queued", style=self.palette.muted)
+        if counts["needs you"]:
+            asking = counts["needs you"]
             bar.append("  ·  ")
             bar.append(f"{asking} need{'s' if asking == 1 else ''} you", style=self.palette.warning + BOLD)
+        if counts["failed"]:
+            bar.append("  ·  ")
+            bar.append(f"{counts['failed']} failed", style=self.palette.error + BOLD)
         if self.link.more:
             bar.append(f"  ·  {self.link.more:,} older not listed: roost ls --all", style=self.palette.muted)
+        if self.filter_text:
+            bar.append(f"  ·  filter: {self.filter_text}", style=self.palette.primary)
         self.topbar.update(bar)
 
     # -- keys --------------------------------------------------------------------------------------
@@ -237,14 +204,25 @@ class AgentViewScreen(RoostScreen):
         return self.link.rows.get(job_id) if job_id else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("message", "pin", "stop_tree", "archive") and self._selected() is None:
+        if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek") and self._selected() is None:
             return None
+        if action == "clear_filter":
+            return bool(self.filter_text)
         return super().check_action(action, parameters)
 
+    def action_open(self) -> None:
+        row = self._selected()
+        if row is not None:
+            self.open_job(row.id)
+
     @on(DataTable.RowSelected)
-    def _open(self, event: DataTable.RowSelected) -> None:
+    def _clicked(self, event: DataTable.RowSelected) -> None:
+        """A click on the row under the cursor (Enter is the ``open`` action)."""
         if event.row_key.value is not None:
-            self.post_message(OpenJob(event.row_key.value))
+            self.open_job(event.row_key.value)
+
+    def open_job(self, job_id: str) -> None:
+        self.app.push_screen(JobScreen(self.link, self.config, self.clock, job_id))
 
     def action_move(self, step: int) -> None:
         if step > 0:
@@ -252,13 +230,81 @@ class AgentViewScreen(RoostScreen):
         else:
             self.table.action_cursor_up()
 
+    def action_edge(self, index: int) -> None:
+        """``g``/Home: the first row; ``G``/End: the last."""
+        if self.table.row_count:
+            self.table.move_cursor(row=index % self.table.row_count, animate=False)
+
+    def action_next_needing(self) -> None:
+        """The next row (after the cursor, wrapping) whose job waits for a person."""
+        ids = [r.key.value for r in self.table.ordered_rows]
+        needing = [i for i, job_id in enumerate(ids) if self.link.rows[job_id].state in NEEDS_INPUT_STATES]
+        if not needing:
+            self.status.say("no job needs you")
+            return
+        here = self.table.cursor_row
+        self.table.move_cursor(row=next((i for i in needing if i > here), needing[0]), animate=False)
+
+    # -- peek, filter, rename, archived ------------------------------------------------------------------
+    def action_peek(self) -> None:
+        """Space: the selected job's last entries in a pane, or the pane away again."""
+        self.peek.display = not self.peek.display
+        self._peek_selected()
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self) -> None:
+        self._peek_selected()
+
+    def _peek_selected(self) -> None:
+        row = self._selected()
+        if self.peek.display and row is not None:
+            self._read_peek(row.id)
+
+    @work(group="peek", exclusive=True)
+    async def _read_peek(self, job_id: str) -> None:
+        try:
+            page = await self.link.call("logs", job=job_id, limit=PEEK_ENTRIES)
+        except ClientError as exc:
+            self.status.say(exc.message, error=True)
+            return
+        row = self.link.rows.get(job_id)
+        if row is not None and self.palette is not None:
+            self.peek.show_entries(row, page["entries"], self.palette)
+
+    def action_filter(self) -> None:
+        self.filter_box.add_class("-open")
+        self.set_focus(self.filter_box)
+
+    @on(FilterBox.Changed, "#filter")
+    def _filter_changed(self, event: FilterBox.Changed) -> None:
+        self.filter_text = event.value.strip()
+
+    @on(FilterBox.Done)
+    def _filter_done(self, event: FilterBox.Done) -> None:
+        self.filter_box.set_class(not event.cleared and bool(self.filter_text), "-open")
+        self.set_focus(self.table)
+
+    def action_clear_filter(self) -> None:
+        self.filter_box.value = ""
+        self.filter_box.remove_class("-open")
+
+    def watch_filter_text(self) -> None:
+        self._sync(self.table.selected_id())
+
+    def action_rename(self) -> None:
+        row = self._selected()
+        if row is not None:
+            self.rename(row)
+
+    def action_archived(self) -> None:
+        self.app.push_screen(ArchivedScreen(self.link, self.config, self.clock))
+
     def action_new(self) -> None:
         def spawn(prompt: str | None) -> None:
             if prompt:
                 self._spawn(prompt)
 
-        driver = self.config.default_driver
-        self.app.push_screen(PromptBox(f"New job on the {driver} agent", "its prompt"), spawn)
+        self.app.push_screen(ScriptBox(f"New job on the {self.config.default_driver} agent: its prompt"), spawn)
 
     def _spawn(self, prompt: str) -> None:
         def started(result: dict[str, object]) -> str:
@@ -312,34 +358,34 @@ class AgentViewScreen(RoostScreen):
     @on(CommandLine.Run)
     def _run(self, message: CommandLine.Run) -> None:
         self._command_closed()
-        word, _, rest = message.text.lstrip("/:").strip().partition(" ")
-        rest = rest.strip()
-        usage = next((spec for spec in COMMANDS if spec.split()[0] == word), None)
-        if usage is None:
-            if word:
-                self.status.say(f"unknown command {word!r}: try help", error=True)
+        parsed = parse_command(message.text)
+        if isinstance(parsed, str):
+            if parsed:
+                self.status.say(parsed, error=True)
             return
-        needed = len(usage.split()) - 1  # the last argument takes the rest of the line
-        if len(rest.split(None, max(needed - 1, 0)) if rest else []) < needed:
-            self.status.say(f"usage: {usage}", error=True)
-            return
+        word, args = parsed
         if word == "new":
-            self._spawn(rest)
+            self._spawn(args[0])
         elif word == "open":
-            self._open_id(rest)
+            self._open_id(args[0])
         elif word == "send":
-            job_id, text = rest.split(None, 1)
+            job_id, text = args
             self._look_up(job_id, lambda row: self.request("send", {"job": row.id, "text": text},
                                                            lambda result: send_outcome(row, result)))
         elif word == "stop":
-            self._stop(rest)
+            self._stop(args[0])
+        elif word == "rename":
+            job_id, title = args
+            self._look_up(job_id, lambda row: self.request_rename(row, title))
+        elif word == "archived":
+            self.action_archived()
         elif word == "help":
             self.status.say(" · ".join(COMMANDS))
         elif word == "quit":
             self.app.exit()
 
     def _open_id(self, job_id: str) -> None:
-        self._look_up(job_id, lambda row: self.post_message(OpenJob(row.id)))
+        self._look_up(job_id, lambda row: self.open_job(row.id))
 
     @work(group="requests")
     async def _look_up(self, job_id: str, then: Callable[[Row], None]) -> None:
@@ -348,7 +394,7 @@ class AgentViewScreen(RoostScreen):
         row = self.link.rows.get(job_id)
         if row is None:
             try:
-                row = Row.from_wire(await self.link.call("show", job=job_id))
+                row = safe_row(await self.link.call("show", job=job_id))
             except ClientError as exc:
                 self.status.say(exc.message, error=True)
                 return

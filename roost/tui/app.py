@@ -1,13 +1,15 @@
 """The Textual app: a client of the daemon that shows its jobs and sends it what a person asks for.
 
 The app owns the link to the daemon and pumps its events to every open screen; the screens
-decide what to show. Time comes from the clock given to the constructor, so views that say
+decide what to show, and each keeps its own tick. Every key goes through the key router, one
+at a time and in order. Time comes from the clock given to the constructor, so views that say
 "12s" or expire after 30 s can be tested with a fake clock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 
@@ -17,16 +19,15 @@ from textual.app import App
 from roost import paths as paths_mod
 from roost.client import ClientError
 from roost.config import Config, ConfigError, load_config
-from roost.models import NEEDS_INPUT_STATES
-from roost.rules.views import agent_view_rows
+from roost.models import State
+from roost.rules.views import agent_view_rows, newly_notable
 from roost.tui.agent_view import AgentViewScreen
-from roost.tui.dialogs import PromptBox
 from roost.tui.daemon_link import DaemonLink, JobSource, LinkUpdate, default_source
 from roost.tui.job_screen import JobScreen
-from roost.tui.roost_screen import JobClosed, OpenJob, RoostScreen
+from roost.tui.key_router import KeyRouter
+from roost.tui.notify import notification_text, osc_sequence
+from roost.tui.roost_screen import JobClosed, RoostScreen
 
-#: Seconds between refreshes of what depends on the time (ages, lifetimes, the footer hint).
-TICK_SECONDS = 1.0
 #: Seconds between attempts to reach the daemon again after losing it.
 RECONNECT_SECONDS = 1.0
 
@@ -45,22 +46,18 @@ class RoostApp(App[None]):
         self.config = config or Config()
         self.clock = clock
         self._select = select
-        self._asking: set[str] | None = None
+        #: Each listed row's state when the app last looked (None before the first look).
+        self._states: dict[str, State] | None = None
+        self.router = KeyRouter(self)
         self.config.check_theme(self.available_themes)
         self.theme = self.config.theme
 
     def on_mount(self) -> None:
         self.push_screen(AgentViewScreen(self.link, self.config, self.clock, select=self._select))
-        self.set_interval(TICK_SECONDS, self.tick)
         self._pump()
 
     async def on_unmount(self) -> None:
         await self.link.source.close()
-
-    def tick(self) -> None:
-        """Let every open screen refresh what depends on the time (the timer calls this)."""
-        for screen in self._roost_screens():
-            screen.tick()
 
     def _roost_screens(self) -> list[RoostScreen]:
         return [screen for screen in self.screen_stack if isinstance(screen, RoostScreen)]
@@ -85,12 +82,12 @@ class RoostApp(App[None]):
                 for screen in self.screen_stack:
                     if isinstance(screen, JobScreen):
                         screen.follow()
-            self._ring_when_asked()
+            self._notify()
             self._tell_changed(update)
             async for batch in self.link.batches():
                 update = self.link.apply(batch)
                 if update.rows:
-                    self._ring_when_asked()
+                    self._notify()
                 self._tell_changed(update)
             self._tell_lost(f"{self.link.source.end_reason()}; reconnecting")
             reconnecting = True
@@ -104,44 +101,35 @@ class RoostApp(App[None]):
         for screen in self._roost_screens():
             screen.post_message(DaemonLink.Lost(reason))
 
-    def _ring_when_asked(self) -> None:
-        """Ring the bell once when a listed job starts to need input (not for those that already did)."""
-        listed = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
-        asking = {item.row.id for item in listed if item.row.state in NEEDS_INPUT_STATES}
-        if self._asking is not None and asking - self._asking and self.config.notify == "bell":
+    def _notify(self) -> None:
+        """Tell the person outside the app when a listed job starts to need them, fails or
+        finishes, as ``notify`` asks and by the ways ``notify_via`` names (the bell rings once
+        for a batch). Jobs that were so before the app opened say nothing."""
+        rows = [item.row for item in agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)]
+        news = newly_notable(self._states, rows, self.config.notify)
+        self._states = {row.id: row.state for row in rows}
+        if news and "bell" in self.config.notify_via:
             self.bell()
-        self._asking = asking
+        for via in set(self.config.notify_via) - {"bell"}:
+            for what, row in news:
+                self._write_to_terminal(osc_sequence(via, notification_text(what, row), "TMUX" in os.environ))
+
+    def _write_to_terminal(self, sequence: str) -> None:
+        """Bytes for the terminal itself (Textual has no public call for an OSC; ``bell`` writes the same way)."""
+        if self._driver is not None:
+            self._driver.write(sequence)
 
     # -- keys ----------------------------------------------------------------------------------------
-    def on_key(self, event: events.Key) -> None:
-        """Keys typed ahead go where the screen says, before any binding sees them.
-
-        A key reaches the app after the widget that had the focus when it was sent passed on
-        it; bindings are looked up here, in key order, against the focus as it is now. So a
-        key typed right behind ``/`` lands in the command line, not on the ``n`` binding.
-        """
-        if isinstance(self.screen, PromptBox):  # typed right behind the key that opened it
-            if event.key == "enter":
-                event.prevent_default()
-                event.stop()
-                self.screen.submit()
-            elif event.is_printable and event.character is not None:
-                event.prevent_default()
-                event.stop()
-                self.screen.box.insert_text_at_cursor(event.character)
+    async def on_event(self, event: events.Event) -> None:
+        """Keys go to the key router (in order, against the focus each key finds); a paste where
+        no text box has the focus goes where typing goes. Everything else is Textual's."""
+        if isinstance(event, events.Key) and await self.router.key(event):
             return
-        if not event.is_printable or event.character is None or not isinstance(self.screen, RoostScreen):
+        if isinstance(event, events.Paste) and not event.is_forwarded and self.router.paste(event):
             return
-        target = self.screen.typing_target(event)
-        if target is not None:
-            event.prevent_default()
-            event.stop()
-            target.insert_text_at_cursor(event.character)
+        await super().on_event(event)
 
     # -- what screens ask for -------------------------------------------------------------------------
-    def on_open_job(self, message: OpenJob) -> None:
-        self.push_screen(JobScreen(self.link, self.config, self.clock, message.job_id))
-
     def on_job_closed(self, message: JobClosed) -> None:
         self._release(message.job_id, message.subs)
 

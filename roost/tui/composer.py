@@ -17,11 +17,17 @@ class Composer(Input):
     BINDINGS = [
         Binding("enter", "submit", "send"),
         Binding("down", "subagents", "subagents", key_display="↓"),
-        Binding("up,pageup,pagedown", "leave_to_screen", show=False),
+        Binding("up,pagedown", "leave_to_screen", show=False),
+        # Shown here (the box is first in the chain the footer reads); the screen scrolls.
+        Binding("pageup", "leave_to_screen", "scroll", key_display="PgUp/PgDn"),
+        Binding("home", "home_or_top", show=False),
+        Binding("end", "end_or_follow", show=False),
     ]
 
     #: Whether the open job has subagents, so ``↓`` has a panel to go to (the screen keeps it current).
     subagents_below: reactive[bool] = reactive(False)
+    #: Whether the open job is stopped: what is sent restarts it, and the box says so before you send.
+    restarts: reactive[bool] = reactive(False)
 
     class Send(Message):
         """A message for the open job."""
@@ -49,9 +55,24 @@ class Composer(Input):
     def watch_subagents_below(self) -> None:
         self.refresh_bindings()
 
+    def watch_restarts(self, restarts: bool) -> None:
+        self.border_title = "stopped · what you send restarts it" if restarts else ""
+
     def action_leave_to_screen(self) -> None:
         """A one-line box has nothing to scroll: these keys are the screen's (panel, transcript)."""
         raise SkipAction()
+
+    def action_home_or_top(self) -> None:
+        """Home moves to the start of the line; already there, it is the screen's (the transcript's top)."""
+        if self.cursor_position == 0:
+            raise SkipAction()
+        self.action_home()
+
+    def action_end_or_follow(self) -> None:
+        """End moves to the end of the line; already there, it is the screen's (follow the tail)."""
+        if self.cursor_position >= len(self.value):
+            raise SkipAction()
+        self.action_end()
 
     def action_subagents(self) -> None:
         """``↓``: the screen takes the focus to the subagent panel (shown here, for the footer)."""

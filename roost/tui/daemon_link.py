@@ -19,9 +19,23 @@ from textual.message import Message
 from roost import paths as paths_mod
 from roost.client import AsyncClient, ClientError, start_daemon
 from roost.models import Row
+from roost.rules.views import readable_text
+from roost.text import safe_text
 
 #: How long the link waits after an event for more of the same burst before handing them on.
 BURST_WINDOW = 0.02
+
+
+#: Row fields that carry what jobs (or their agents) wrote, shown on screen.
+_WRITTEN_FIELDS = ("title", "last_text", "reason")
+
+
+def safe_row(data: dict[str, Any]) -> Row:
+    """A wire row as the app keeps it: every text a job wrote made safe for the terminal and
+    free of report wire text once, here, so no view can draw either."""
+    clean = {**data, **{name: safe_text(readable_text(data[name])) for name in _WRITTEN_FIELDS
+                        if isinstance(data.get(name), str)}}
+    return Row.from_wire(clean)
 
 
 class JobSource(Protocol):
@@ -156,7 +170,7 @@ class DaemonLink:
             job_id = data["id"]
             held.add(job_id)
             if newer or job_id not in self.rows:
-                self.rows[job_id] = Row.from_wire(data)
+                self.rows[job_id] = safe_row(data)
                 update.rows.add(job_id)
         return update
 
@@ -194,7 +208,7 @@ class DaemonLink:
                 update.rows.add(data["id"])
                 if data.get("archived_at") is None:
                     held.add(data["id"])
-                    self.rows[data["id"]] = Row.from_wire(data)
+                    self.rows[data["id"]] = safe_row(data)
                 else:  # no view shows an archived job, whoever held it
                     for ids in self._held.values():
                         ids.discard(data["id"])

@@ -7,24 +7,33 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
-from textual import events, on, work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from roost.client import ClientError
 from roost.config import Config
+from roost.models import STOPPABLE_STATES, State
 from roost.rules.views import (SUBAGENT_HINT, age_seconds, format_age, subagent_hint_visible, tree_running_ids,
                                usage_text)
 from roost.tui.composer import Composer
-from roost.tui.daemon_link import DaemonLink, LinkUpdate
+from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
+from roost.tui.filter_box import FilterBox
 from roost.tui.looks import state_text
-from roost.tui.roost_screen import JobClosed, OpenJob, RoostScreen, plural, send_outcome
+from roost.tui.roost_screen import JobClosed, RoostScreen, plural, send_outcome
 from roost.tui.subagent_panel import SubagentPanel
 from roost.tui.transcript import Transcript
 
 #: What ``/subagents ARG`` does: the panel mode to enter, or "stop".
 SUBAGENT_COMMANDS = {"": "recent", "all": "all", "stop": "stop"}
+#: The composer's commands, for the messages that list them.
+COMPOSER_COMMANDS = "/subagents, /subagents all, /subagents stop or /stop"
+#: Actions of the panel (bound here, so what they open opens at once): only while it has the focus.
+PANEL_ACTIONS = frozenset({"open_subagent", "message_subagent", "rename_subagent", "stop_or_hide", "stop_subagents",
+                           "leave_panel", "panel_edge", "panel_filter"})
+#: Key names of printable keys that are not the character itself.
+_KEY_CHARACTERS = {"slash": "/", "question_mark": "?"}
 
 
 class JobScreen(RoostScreen):
@@ -32,13 +41,23 @@ class JobScreen(RoostScreen):
 
     CSS_PATH = "job_screen.tcss"
     BINDINGS = [
+        Binding("enter", "open_subagent", "open"),
+        Binding("m", "message_subagent", "message"),
+        Binding("x", "stop_or_hide", "stop / hide"),
+        Binding("r", "rename_subagent", "rename"),
+        Binding("K", "stop_subagents", "stop all", key_display="K K"),
+        Binding("slash", "panel_filter", "filter"),
+        Binding("g,home", "panel_edge(0)", "first", show=False),
+        Binding("G,end", "panel_edge(-1)", "last", show=False),
         Binding("escape", "leave_panel", "leave panel"),
         Binding("up", "leave_panel", "leave panel", show=False),
         Binding("escape", "back", "back"),
         Binding("down", "enter_panel", "subagents", show=False),
-        Binding("K", "stop_subagents", "stop all", key_display="K K"),
-        Binding("pageup", "scroll(-1)", "scroll", show=False),
+        Binding("pageup", "scroll(-1)", "scroll", key_display="PgUp/PgDn"),
         Binding("pagedown", "scroll(1)", "scroll", show=False),
+        Binding("home", "top", "top", show=False),
+        Binding("end", "follow", "follow", key_display="End"),
+        Binding("ctrl+t", "stamp", "times", key_display="^t"),
     ]
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str) -> None:
@@ -55,12 +74,16 @@ class JobScreen(RoostScreen):
         self.jobbar = Static(id="jobbar")
         self.transcript = Transcript(id="transcript")
         self.panel = SubagentPanel(job_id, clock, config.finished_row_lifetime, id="panel")
-        self.composer = Composer(placeholder="message this job · /subagents · /subagents all · /subagents stop",
+        self.filter_box = FilterBox(id="panel-filter")
+        self.composer = Composer(placeholder="message this job · /subagents · /subagents all · /subagents stop · /stop",
                                  id="composer")
+        #: Titles from the root down to this job's parent (the breadcrumb), read once on open.
+        self.path: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield self.jobbar
         yield self.transcript
+        yield self.filter_box
         yield self.panel
         yield self.composer
         yield from self.compose_bottom()
@@ -88,6 +111,7 @@ class JobScreen(RoostScreen):
             self._subs.append(sub["sub"])
             own = await self.link.call("show", job=self.job_id)
             update.rows |= self.link.hold(sub["sub"], [own], newer=False).rows
+            self.path = await self._path_to_root(own.get("parent"))
             if not self.loaded:
                 page = await self.link.call("logs", job=self.job_id)
                 self.transcript.start(page["entries"], page["more"])
@@ -104,6 +128,17 @@ class JobScreen(RoostScreen):
         self._early.clear()
         self.loaded = self._streaming = True
         self.rows_changed(update)
+
+    async def _path_to_root(self, parent: str | None) -> list[str]:
+        """The titles of every job above this one, root first (rows the app holds, else ``show``)."""
+        titles: list[str] = []
+        seen: set[str] = set()
+        while parent is not None and parent not in seen:
+            seen.add(parent)
+            row = self.link.rows.get(parent) or safe_row(await self.link.call("show", job=parent))
+            titles.append(row.job.title)
+            parent = row.parent
+        return titles[::-1]
 
     @on(Transcript.Older)
     def _older(self, message: Transcript.Older) -> None:
@@ -143,15 +178,18 @@ class JobScreen(RoostScreen):
         self._after_change()
 
     def _after_change(self) -> None:
-        if self.transcript.is_vertical_scroll_end:  # the panel may have grown: keep the end in view
+        if self.transcript.following:  # the panel may have grown: keep the end in view
             self.call_after_refresh(self.transcript.scroll_end, animate=False)
         if self.focused is self.panel and not self.panel.lines:
             self.action_leave_panel()
         rows = self.link.rows.values()
         hint = subagent_hint_visible(rows, self.job_id, self.clock(), self.config.finished_row_lifetime)
-        self.status.hint = SUBAGENT_HINT if hint and self.panel.mode == "normal" else ""
+        unread = self.transcript.unread
+        self.status.hint = (f"↓ {unread} new · End follows" if unread
+                            else SUBAGENT_HINT if hint and self.panel.mode == "normal" else "")
         row = self.link.rows.get(self.job_id)
         self.composer.subagents_below = row is not None and row.descendants > 0
+        self.composer.restarts = row is not None and row.state is State.STOPPED
         self._draw_jobbar()
         self.refresh_bindings()
 
@@ -160,9 +198,8 @@ class JobScreen(RoostScreen):
         if row is None or self.palette is None:
             return
         bar = Text(no_wrap=True, overflow="ellipsis", end="")
-        parent = self.link.rows.get(row.parent) if row.parent else None
-        if parent is not None:
-            bar.append(f"{parent.job.title} › ", style=self.palette.muted)
+        for title in self.path:
+            bar.append(f"{title} › ", style=self.palette.muted)
         bar.append(row.job.title, style="bold")
         bar.append(f"  {row.id}  ", style=self.palette.muted)
         bar.append_text(state_text(row, self.palette))
@@ -177,22 +214,29 @@ class JobScreen(RoostScreen):
     # -- keys ----------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         in_panel = self.focused is self.panel
-        if action in ("leave_panel", "stop_subagents"):
+        if action in PANEL_ACTIONS:
             return in_panel
         if action == "back":
             return not in_panel
         if action == "enter_panel":
             return self.focused is self.composer
+        if action == "follow":
+            return not self.transcript.following
         return super().check_action(action, parameters)
 
-    def typing_target(self, event: events.Key) -> Input | None:
-        """Typing in the panel leaves it, and what was typed goes to the composer."""
+    def single_press_keys(self) -> frozenset[str]:
+        """In the panel, its letter keys act only alone: typed in a burst they are text."""
+        if self.focused is not self.panel:
+            return frozenset()
+        return PANEL_KEYS | {"?"}
+
+    def take_text(self, text: str) -> bool:
+        """Typing in the panel leaves it; the text goes to the composer, whole."""
         if self.focused is self.panel:
-            if event.character in SubagentPanel.KEYS:
-                return None
             self.action_leave_panel()
-            return self.composer
-        return super().typing_target(event)
+        self.composer.insert_text_at_cursor(" ".join(text.splitlines()))
+        self.composer.focus()
+        return True
 
     def action_enter_panel(self, mode: str = "recent") -> None:
         """Select the panel (``↓``, ``/subagents``, ``/subagents all``); it lists more in these modes."""
@@ -223,6 +267,22 @@ class JobScreen(RoostScreen):
         else:
             self.transcript.scroll_page_down()
 
+    def action_top(self) -> None:
+        """The transcript's first line (older pages load as it gets there)."""
+        self.transcript.scroll_home(animate=False)
+        self.transcript.want_older()
+
+    def action_follow(self) -> None:
+        self.transcript.follow()
+
+    def action_stamp(self) -> None:
+        """Timestamps on each entry, or off again."""
+        self.transcript.stamped = not self.transcript.stamped
+
+    @on(Transcript.Unread)
+    def _unread(self) -> None:
+        self._after_change()
+
     def action_stop_subagents(self) -> None:
         running = tree_running_ids(self.link.rows.values(), self.job_id)
         if not running:
@@ -249,10 +309,14 @@ class JobScreen(RoostScreen):
 
     @on(Composer.Command)
     def _command(self, message: Composer.Command) -> None:
+        if message.name == "stop" and not message.argument:
+            self.request("stop", {"job": self.job_id},
+                         lambda result: "stopped this job" if result["stopped"] else "this job was not running")
+            return
         what = SUBAGENT_COMMANDS.get(message.argument) if message.name == "subagents" else None
         if what is None:
             self.status.say(f"unknown command /{message.name} {message.argument}".rstrip()
-                            + ": try /subagents, /subagents all or /subagents stop", error=True)
+                            + f": try {COMPOSER_COMMANDS}", error=True)
         elif what == "stop":
             if tree_running_ids(self.link.rows.values(), self.job_id):
                 self._stop_subagents()
@@ -261,23 +325,60 @@ class JobScreen(RoostScreen):
         else:
             self.action_enter_panel(what)
 
-    @on(SubagentPanel.Open)
-    def _open(self, message: SubagentPanel.Open) -> None:
-        self.post_message(OpenJob(message.job_id))
+    # -- the panel's keys ------------------------------------------------------------------------------
+    def action_open_subagent(self) -> None:
+        line = self.panel.selected()
+        if line is not None:
+            self.app.push_screen(JobScreen(self.link, self.config, self.clock, line.row.id))
 
-    @on(SubagentPanel.WriteTo)
-    def _write(self, message: SubagentPanel.WriteTo) -> None:
-        row = self.link.rows.get(message.job_id)
-        if row is not None:
-            self.write_to(row)
+    def action_message_subagent(self) -> None:
+        line = self.panel.selected()
+        if line is not None:
+            self.write_to(line.row)
 
-    @on(SubagentPanel.Stop)
-    def _stop(self, message: SubagentPanel.Stop) -> None:
-        row = self.link.rows.get(message.job_id)
-        title = row.job.title if row else message.job_id
-        self.request("stop", {"job": message.job_id},
-                     lambda result: f"stopped {title}" if result["stopped"] else f"{title} was not running")
+    def action_rename_subagent(self) -> None:
+        line = self.panel.selected()
+        if line is not None:
+            self.rename(line.row)
 
-    @on(SubagentPanel.Hidden)
-    def _hidden(self, message: SubagentPanel.Hidden) -> None:
-        self.status.say(f"hid {message.row.job.title}: /subagents all still lists it")
+    def action_panel_edge(self, index: int) -> None:
+        if index == 0:
+            self.panel.select_first()
+        else:
+            self.panel.select_last()
+
+    def action_panel_filter(self) -> None:
+        self.filter_box.add_class("-open")
+        self.set_focus(self.filter_box)
+
+    @on(FilterBox.Changed, "#panel-filter")
+    def _filter_changed(self, event: FilterBox.Changed) -> None:
+        self.panel.filter_text = event.value.strip()
+
+    @on(FilterBox.Done)
+    def _filter_done(self, event: FilterBox.Done) -> None:
+        self.filter_box.set_class(not event.cleared and bool(self.panel.filter_text), "-open")
+        if self.panel.lines:
+            self.panel.select_first()
+            self.set_focus(self.panel)
+        else:
+            self.action_leave_panel()
+
+    def action_stop_or_hide(self) -> None:
+        """``x``: a running row is stopped, a finished one leaves the panel at once."""
+        line = self.panel.selected()
+        if line is None:
+            return
+        row = line.row
+        if row.state in STOPPABLE_STATES:
+            self.request("stop", {"job": row.id},
+                         lambda result: f"stopped {row.job.title}" if result["stopped"] else f"{row.job.title} was not running")
+        else:
+            self.panel.hide(row.id)
+            self.status.say(f"hid {row.job.title}: /subagents all still lists it")
+
+
+#: The panel's letter keys, from the bindings: each acts only when pressed alone (docs/keys.md).
+PANEL_KEYS = frozenset(_KEY_CHARACTERS.get(key, key) for b in JobScreen.BINDINGS if isinstance(b, Binding)
+                       and b.action.split("(")[0] in PANEL_ACTIONS for key in b.key.split(",")
+                       if len(_KEY_CHARACTERS.get(key, key)) == 1)

@@ -1,29 +1,30 @@
-"""What the agent view and the job screen share: the link to the daemon, the clock, the status
-line and footer, requests that say what they did, and keys typed ahead into a text box."""
+"""What the agent view and the job screen share: the link to the daemon, the clock and its tick,
+the status line and footer, requests that say what they did, and where typed text goes."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from textual import events, work
+from textual import work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Footer
 
 from roost.client import ClientError
 from roost.config import Config
 from roost.models import Row
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
 from roost.tui.dialogs import PromptBox
-from roost.tui.double_press import DoublePress
+from roost.tui.double_press import DOUBLE_PRESS_WINDOW, DoublePress
+from roost.tui.help_screen import HelpScreen
 from roost.tui.job_message import JobMessage
 from roost.tui.looks import Palette
 from roost.tui.status_line import StatusLine
 
-
-class OpenJob(JobMessage):
-    """Open a job's screen on top of this one (the app pushes it)."""
+#: Seconds between refreshes of what depends on the time (ages, lifetimes, the footer hint).
+TICK_SECONDS = 1.0
 
 
 class JobClosed(JobMessage):
@@ -48,6 +49,8 @@ def send_outcome(row: Row, result: dict[str, Any]) -> str:
         return f"queued for {title}: it gets your message when its turn ends"
     if outcome == "resumed":
         return f"resumed {title} with your message"
+    if outcome == "restarted":
+        return f"restarted {title} with your message"
     return f"sent to {title}"
 
 
@@ -57,7 +60,9 @@ def stopped_text(ids: list[str]) -> str:
 
 
 class RoostScreen(Screen[None]):
-    """A screen of the app: fed the link's changes and the clock's ticks by the app."""
+    """A screen of the app: fed the link's changes by the app, ticked by its own timer."""
+
+    BINDINGS = [Binding("question_mark", "help", "help", key_display="?"), Binding("f1", "help", show=False)]
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float]) -> None:
         super().__init__()
@@ -74,7 +79,10 @@ class RoostScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.palette = Palette.from_variables(self.app.get_css_variables())
+        # Both belong to this screen: Textual ends them when it unmounts, so no tick or theme
+        # change ever reaches a screen that is not there.
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+        self.set_interval(TICK_SECONDS, self.tick)
 
     def _theme_changed(self, _theme: object) -> None:
         self.palette = Palette.from_variables(self.app.get_css_variables())
@@ -96,16 +104,16 @@ class RoostScreen(Screen[None]):
     def on_daemon_link_lost(self, message: DaemonLink.Lost) -> None:
         self.status.say(f"lost the daemon: {message.reason}", error=True)
 
-    # -- keys typed ahead -------------------------------------------------------------------------
-    def typing_target(self, event: events.Key) -> Input | None:
-        """Where a printable key that no widget took belongs (the app asks, in key order).
+    # -- typing (the app's key router asks) ----------------------------------------------------------
+    def single_press_keys(self) -> frozenset[str]:
+        """Printable keys that act only when pressed alone where the focus is now; typed in a
+        burst they are text (the subagent panel's ``x``, ``m``, ``K``)."""
+        return frozenset()
 
-        A text box handles every printable key sent to it, so one that gets this far while a
-        text box has the focus was sent before that box took the focus: the person typed
-        ahead, and the key belongs in the box.
-        """
-        focused = self.focused
-        return focused if isinstance(focused, Input) else None
+    def take_text(self, text: str) -> bool:
+        """Text typed or pasted where no text box has the focus: put it where typing goes, or
+        say False (the agent view takes none: its letters are keys)."""
+        return False
 
     # -- requests ----------------------------------------------------------------------------------
     @work(group="requests")
@@ -129,9 +137,26 @@ class RoostScreen(Screen[None]):
 
         self.app.push_screen(PromptBox(f"Message {row.job.title} [{row.id}]", "what to tell it"), send)
 
+    def action_help(self) -> None:
+        """``?``: the keys that work here, from the bindings active where the focus is."""
+        self.app.push_screen(HelpScreen(self))
+
+    def rename(self, row: Row) -> None:
+        """Ask for a new title for ``row``'s job (the old one to edit) and give it to the daemon."""
+
+        def rename(title: str | None) -> None:
+            if title and title != row.job.title:
+                self.request_rename(row, title)
+
+        self.app.push_screen(PromptBox(f"Rename {row.job.title} [{row.id}]", "its new title", row.job.title), rename)
+
+    def request_rename(self, row: Row, title: str) -> None:
+        self.request("rename", {"job": row.id, "title": title}, lambda result: f"renamed {row.id} to {result['title']}")
+
     def stop_twice(self, target: str, what: str, stop: Callable[[], None]) -> None:
         """``K K``: the first press says what a second one would stop; the second stops it."""
         if self.stop_press.press(target):
             stop()
         else:
-            self.status.say(f"press K again within 2 s to stop {what}")
+            self.status.say(f"press K again within {DOUBLE_PRESS_WINDOW:g} s to stop {what}",
+                            seconds=DOUBLE_PRESS_WINDOW)

@@ -16,11 +16,12 @@ class StatusLine(Static):
     notice: reactive[str] = reactive("")
     hint: reactive[str] = reactive("")
 
-    def say(self, text: str, error: bool = False) -> None:
-        """Show a notice until the next one, or for NOTICE_SECONDS."""
+    def say(self, text: str, error: bool = False, seconds: float = NOTICE_SECONDS) -> None:
+        """Show a notice until the next one, or for ``seconds`` (an offer that runs out, like
+        "press K again within 2 s", goes when it does)."""
         self.notice = text
         self.set_class(error, "error")
-        self.set_timer(NOTICE_SECONDS, lambda: self._expire(text))
+        self.set_timer(seconds, lambda: self._expire(text))
 
     def _expire(self, text: str) -> None:
         if self.notice == text:

@@ -1,26 +1,37 @@
 """The subagent panel: the open job's subagents as a tree, above the composer.
 
 Which rows it shows comes from ``roost.rules.views.panel_rows``; the panel keeps its own view
-state (mode, hidden rows, the row under the cursor, by job id) and says what a person asked for
-with messages. Keys that would take the focus elsewhere are the screen's (``SkipAction``).
+state (mode, hidden rows, the row under the cursor, by job id). The keys that act on the
+selected row (open, message, stop or hide) are the job screen's, which opens what they open at
+once, so keys typed behind them reach what opened; ``↑`` on the top row is the screen's too
+(``SkipAction``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from rich.markup import escape
 from rich.text import Text
 from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.geometry import Size
-from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from roost.models import STOPPABLE_STATES, Row
-from roost.rules.views import PanelRow, age_seconds, format_age, panel_rows, peek_line
-from roost.tui.job_message import JobMessage
+from roost.rules.views import PanelRow, activity_text, age_seconds, filter_rows, format_age, panel_rows
 from roost.tui.looks import Palette, state_marks
+
+
+def fit_label(line: PanelRow, width: int) -> str:
+    """The row's label in ``width`` cells: the tree prefix and ``(+N)`` stay, the title is cut."""
+    if len(line.label) <= width:
+        return line.label
+    suffix = f" (+{line.plus})" if line.plus else ""
+    room = max(width - len(line.prefix) - len(suffix), 1)
+    return line.prefix + line.row.job.title[: room - 1] + "…" + suffix
+
 
 class SubagentPanel(Widget, can_focus=True):
     """The open job's subagents; the cursor row is the one keys act on."""
@@ -29,31 +40,12 @@ class SubagentPanel(Widget, can_focus=True):
     BINDINGS = [
         Binding("up", "cursor(-1)", "up", show=False),
         Binding("down", "cursor(1)", "move", key_display="↑↓"),
-        Binding("enter", "open", "open"),
-        Binding("m", "write", "message"),
-        Binding("x", "stop_or_hide", "stop / hide"),
     ]
-    #: Printable keys the panel (or its screen) acts on; any other printable key is typing.
-    KEYS = frozenset("mxK")
 
     mode: reactive[str] = reactive("normal")
     cursor: reactive[str | None] = reactive(None)
-
-    class Open(JobMessage):
-        """Open this subagent's own job screen."""
-
-    class WriteTo(JobMessage):
-        """Ask for a message for this subagent."""
-
-    class Stop(JobMessage):
-        """Stop this running subagent."""
-
-    class Hidden(Message):
-        """A finished row was hidden with ``x``."""
-
-        def __init__(self, row: Row) -> None:
-            super().__init__()
-            self.row = row
+    #: The panel's filter (``/`` in the panel): words of the title or id, ``s:STATE``.
+    filter_text: reactive[str] = reactive("")
 
     def __init__(self, open_job: str, clock: Callable[[], float], lifetime: float, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -74,8 +66,9 @@ class SubagentPanel(Widget, can_focus=True):
 
     def recompute(self) -> None:
         """Apply the rule again (rows changed, time passed, the mode or hidden rows changed)."""
-        self.lines = panel_rows(self._rows, self.open_job, self.clock(), self.mode, frozenset(self.hidden),
-                                self.lifetime)
+        lines = panel_rows(self._rows, self.open_job, self.clock(), self.mode, frozenset(self.hidden), self.lifetime)
+        kept = {row.id for row in filter_rows((line.row for line in lines), self.filter_text)} if self.filter_text else None
+        self.lines = [line for line in lines if kept is None or line.row.id in kept]
         ids = [line.row.id for line in self.lines]
         if self.cursor is not None and self.cursor not in ids:
             # the row under the cursor left: stay at the same place in the list
@@ -85,6 +78,9 @@ class SubagentPanel(Widget, can_focus=True):
         self.refresh(layout=True)
 
     def watch_mode(self) -> None:
+        self.recompute()
+
+    def watch_filter_text(self) -> None:
         self.recompute()
 
     def watch_cursor(self, cursor: str | None) -> None:
@@ -107,9 +103,12 @@ class SubagentPanel(Widget, can_focus=True):
     def select_first(self) -> None:
         self.cursor = self.lines[0].row.id if self.lines else None
 
+    def select_last(self) -> None:
+        self.cursor = self.lines[-1].row.id if self.lines else None
+
     def max_rows(self) -> int:
         """How many rows fit: about a quarter of the screen, at least three."""
-        return max(3, self.screen.size.height // 4)
+        return max(3, self.app.size.height // 4)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return min(len(self.lines), self.max_rows())
@@ -135,11 +134,11 @@ class SubagentPanel(Widget, can_focus=True):
             text = Text(no_wrap=True, overflow="ellipsis", end="")
             text.append("› " if marked else "  ")
             text.append(f"{state_marks(row)} ", style=palette.for_state(row.state))
-            label = line.label if len(line.label) <= label_width else line.label[: label_width - 1] + "…"
-            text.append(f"{label:<{label_width}}  ", style=palette.text)
+            text.append(f"{fit_label(line, label_width):<{label_width}}  ", style=palette.text)
             text.append(f"{row.state.value:<8}", style=palette.for_state(row.state))
             text.append(f"{format_age(age_seconds(row, now)):>4}  ", style=palette.muted)
-            text.append(peek_line(row, max(width - text.cell_len, 0)), style=palette.muted)
+            said, failed = activity_text(row, max(width - text.cell_len, 0))
+            text.append(said, style=palette.error if failed else palette.muted)
             if marked:
                 text.pad_right(width - text.cell_len)
                 text.stylize(self.get_component_rich_style("subagent-panel--cursor"))
@@ -156,7 +155,8 @@ class SubagentPanel(Widget, can_focus=True):
                  "all": "all subagents"}[self.mode]
         start, window = self._window()
         more = len(self.lines) - start - len(window)
-        self.border_title = title + (f" · {more} more ↓" if more > 0 else "")
+        shown = f" · filter: {self.filter_text}" if self.filter_text else ""
+        self.border_title = escape(title + shown + (f" · {more} more ↓" if more > 0 else ""))
 
     # -- keys -----------------------------------------------------------------------------------------
     def action_cursor(self, step: int) -> None:
@@ -166,24 +166,7 @@ class SubagentPanel(Widget, can_focus=True):
             raise SkipAction()  # ↑ at the top: the screen takes the focus back to the composer
         self.cursor = ids[min(index, len(ids) - 1)]
 
-    def action_open(self) -> None:
-        line = self.selected()
-        if line is not None:
-            self.post_message(self.Open(line.row.id))
-
-    def action_write(self) -> None:
-        line = self.selected()
-        if line is not None:
-            self.post_message(self.WriteTo(line.row.id))
-
-    def action_stop_or_hide(self) -> None:
-        """``x``: a running row is stopped, a finished one leaves the panel at once."""
-        line = self.selected()
-        if line is None:
-            return
-        if line.row.state in STOPPABLE_STATES:
-            self.post_message(self.Stop(line.row.id))
-        else:
-            self.hidden.add(line.row.id)
-            self.recompute()
-            self.post_message(self.Hidden(line.row))
+    def hide(self, job_id: str) -> None:
+        """``x`` on a finished row: it leaves the panel now, not when its lifetime runs out."""
+        self.hidden.add(job_id)
+        self.recompute()

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from rich.text import Text
 from textual.message import Message
+from textual.reactive import reactive
 from textual.widgets import RichLog
 
+from roost.rules.views import readable_text
+from roost.text import safe_text
 from roost.tui.looks import BOLD, Palette
 
 #: Timeline kinds that repeat what another entry already shows.
-_SKIPPED = {"turn_end", "report", "message", "pinned", "unpinned"}
+_SKIPPED = {"turn_end", "report", "pinned", "unpinned"}
 #: States worth a line of their own (working follows every prompt, so it would only add noise).
 _TONE_OF_STATE = {"waiting": "warning", "blocked": "warning", "failed": "error", "stopped": "muted",
                   "done": "success", "idle": "muted"}
@@ -24,13 +28,36 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def entry_text(entry: dict[str, Any], palette: Palette) -> Text | None:
-    """How one timeline entry reads in the transcript; None for entries it leaves out."""
-    kind, data = entry["kind"], entry.get("data") or {}
+def _safe(value: Any) -> Any:
+    """Every string in an entry's data made safe for the terminal and free of report wire text
+    (what jobs write is shown)."""
+    if isinstance(value, str):
+        return safe_text(readable_text(value))
+    if isinstance(value, dict):
+        return {key: _safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_safe(item) for item in value]
+    return value
+
+
+def entry_text(entry: dict[str, Any], palette: Palette, stamped: bool = False) -> Text | None:
+    """How one timeline entry reads in the transcript (after its time, ``stamped``); None for
+    entries it leaves out."""
+    text = _entry_body(entry["kind"], _safe(entry.get("data") or {}), palette)
+    if text is None or not stamped:
+        return text
+    stamp = Text(time.strftime("%H:%M:%S ", time.localtime(entry.get("ts") or 0)), style=palette.muted)
+    return stamp + text
+
+
+def _entry_body(kind: str, data: dict[str, Any], palette: Palette) -> Text | None:
     if kind in _SKIPPED:
         return None
     if kind == "text":
         return Text(data.get("text", ""), style=palette.text)
+    if kind == "message":  # shown only while it waits: the prompt that delivers it replaces it
+        first, *rest = data.get("text", "").splitlines() or [""]
+        return Text(f"⋯ queued for its next turn: {first}" + (" …" if rest else ""), style=palette.muted)
     if kind == "prompt":
         first, *rest = data.get("text", "").splitlines() or [""]
         prompt = Text()
@@ -87,8 +114,24 @@ class Transcript(RichLog, can_focus=False):
     """The open job's transcript, loaded tail first: the newest entries, then older pages when
     the person scrolls to the top, and new entries as they stream in (each shown once).
 
+    It follows the tail until the person scrolls up; then it stays where they read and counts
+    the lines that arrived below (``unread``) until they scroll back to the end or ``follow``.
     It never takes the focus: the composer keeps it, and PgUp/PgDn scroll this from there.
     """
+
+    #: Whether new lines scroll into view (the view is at the end).
+    following: reactive[bool] = reactive(True)
+    #: Lines that arrived below the view while it was not following.
+    unread: reactive[int] = reactive(0)
+    #: Whether each entry starts with its time.
+    stamped: reactive[bool] = reactive(False)
+
+    class Unread(Message):
+        """How many lines wait below the view (0: it follows the tail again)."""
+
+        def __init__(self, count: int) -> None:
+            super().__init__()
+            self.count = count
 
     class Older(Message):
         """Scrolled to the top with older entries left to read: the screen fetches those
@@ -105,22 +148,41 @@ class Transcript(RichLog, can_focus=False):
         self.more_before = False
         self._asking = False
         self._entries: list[dict[str, Any]] = []
+        #: Message entries shown as queued (by seq), until a prompt delivers them.
+        self._waiting: dict[int, dict[str, Any]] = {}
         self._palette: Palette | None = None
 
     def start(self, entries: list[dict[str, Any]], more: bool) -> None:
         """Show the newest page of the timeline; ``more`` says older entries exist."""
         self._entries, self.last_seq, self.more_before = [], 0, more
+        self._waiting.clear()
         self.clear()
+        self.following = True
         self.add(entries)
 
     def add(self, entries: list[dict[str, Any]]) -> None:
-        """Append the entries newer than what is shown (the log and the stream may overlap)."""
-        for entry in entries:
-            if entry["seq"] <= self.last_seq:
-                continue
-            self.last_seq = entry["seq"]
-            self._entries.append(entry)
+        """Append the entries newer than what is shown (the log and the stream may overlap).
+        A message shown as queued leaves once the prompt that delivers it arrives."""
+        fresh = [entry for entry in entries if entry["seq"] > self.last_seq]
+        if not fresh:
+            return
+        self.last_seq = fresh[-1]["seq"]
+        self._entries.extend(fresh)
+        if any(self._delivered(entry) for entry in self._waiting.values()):
+            self._redraw(keep_bottom=not self.following)
+            return
+        for entry in fresh:
             self._write(entry)
+
+    def _delivered(self, message: dict[str, Any]) -> bool:
+        """Whether a later prompt carries this message's text (several may go in one prompt)."""
+        text = (message.get("data") or {}).get("text", "")
+        for entry in reversed(self._entries):
+            if entry["seq"] <= message["seq"]:
+                return False
+            if entry["kind"] == "prompt" and text in (entry.get("data") or {}).get("text", ""):
+                return True
+        return False
 
     def prepend(self, entries: list[dict[str, Any]], more: bool) -> None:
         """Put an older page above what is shown, keeping the lines in view where they were."""
@@ -139,6 +201,27 @@ class Transcript(RichLog, can_focus=False):
         super().watch_scroll_y(old, new)
         if new <= 0 < old:
             self.want_older()
+        if new < old and new < self.max_scroll_y:
+            self.following = False  # the person scrolled up: stay here
+        elif new >= self.max_scroll_y:
+            self.following = True
+
+    def watch_following(self, following: bool) -> None:
+        self.auto_scroll = following
+        if following:
+            self.unread = 0
+        self.post_message(self.Unread(self.unread))
+
+    def watch_unread(self, count: int) -> None:
+        self.post_message(self.Unread(count))
+
+    def watch_stamped(self) -> None:
+        self._redraw(keep_bottom=not self.following)
+
+    def follow(self) -> None:
+        """Back to the tail, and follow it again (End)."""
+        self.following = True
+        self.scroll_end(animate=False, immediate=True)
 
     def restyle(self, palette: Palette) -> None:
         """Draw every entry again in a new theme's colours."""
@@ -146,16 +229,26 @@ class Transcript(RichLog, can_focus=False):
         self._redraw(keep_bottom=False)
 
     def _redraw(self, keep_bottom: bool) -> None:
-        below = len(self.lines) - self.scroll_y
+        below, following = len(self.lines) - self.scroll_y, self.following
         self.clear()
+        self._waiting.clear()
         for entry in self._entries:
             self._write(entry, scroll_end=not keep_bottom)
         if keep_bottom:  # the same lines stay at the bottom of the view
             self.scroll_to(y=max(len(self.lines) - below, 0), animate=False, immediate=True)
+        self.following = following
 
     def _write(self, entry: dict[str, Any], scroll_end: bool | None = None) -> None:
         if self._palette is None:
             return
-        text = entry_text(entry, self._palette)
-        if text is not None:
-            self.write(text, scroll_end=scroll_end)
+        if entry["kind"] == "message":
+            if self._delivered(entry):
+                return
+            self._waiting[entry["seq"]] = entry
+        text = entry_text(entry, self._palette, self.stamped)
+        if text is None:
+            return
+        before = len(self.lines)
+        self.write(text, scroll_end=scroll_end)
+        if scroll_end is None and not self.following:
+            self.unread += len(self.lines) - before

@@ -1,0 +1,49 @@
+"""The agent view's table: its columns for a width, and rows keyed by job id."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import DataTable
+
+from roost.tui.looks import STATE_CELL_WIDTH
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    width: int
+
+
+def table_columns(width: int, usage: bool) -> list[Column]:
+    """The agent view's columns for a table ``width`` cells wide; the activity column takes the rest.
+
+    The id always stays (it is what every command takes); narrow tables cut the title. Usage
+    (when some job has any) gets a column of its own only on wide ones, and is shown in the
+    activity column otherwise.
+    """
+    wide = width >= 110 and usage
+    title = 32 if width >= 110 else 26 if width >= 90 else 20
+    columns = [Column("state", "state", STATE_CELL_WIDTH), Column("id", "id", 6),
+               Column("title", "job", title), Column("age", "age", 4)]
+    if wide:
+        columns.append(Column("usage", "usage", 18))
+    used = sum(c.width + 2 for c in columns) + 2  # cell padding, and room for a scrollbar
+    columns.insert(len(columns) - (1 if wide else 0), Column("activity", "activity", max(width - used - 2, 10)))
+    return columns
+
+
+class JobTable(DataTable[Text]):
+    """The agent view's table: a row per job, keyed by job id."""
+
+    # The screen opens the job at once, so keys typed right behind Enter reach the job's screen.
+    BINDINGS = [Binding("enter", "screen.open", "open")]
+
+    def selected_id(self) -> str | None:
+        """The job under the cursor as the table is now (not as a queued message says)."""
+        if self.row_count == 0:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
