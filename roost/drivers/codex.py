@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from typing import Any, Callable, Mapping
 
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
@@ -62,7 +63,7 @@ class CodexDriver(Driver):
         extra_env: Mapping[str, str] = options.get("env") or {}
         program = find_agent_program("Codex", str(options.get("command", "codex")), extra_env, INSTALL_HINT, "18")
         cwd = existing_cwd(job, "Codex")
-        home = str(options.get("codex_home") or "")
+        home = os.path.expanduser(str(options.get("codex_home") or ""))
         if not home:
             own = ctx.state_dir / "codex-home"
             own.mkdir(parents=True, exist_ok=True)
