@@ -44,7 +44,10 @@ __all__ = [
     "substitute",
 ]
 
-DRIVER_KINDS = ("builtin", "pi", "command", "claude")
+DRIVER_KINDS = ("builtin", "pi", "command", "claude", "codex")
+#: Codex's own names for its sandbox modes and approval policies (``[drivers.codex]``).
+CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+CODEX_APPROVALS = ("untrusted", "on-failure", "on-request", "never")
 AGENT_VIEW_SUBAGENTS = ("hide", "inline")
 #: What the app can notify about, and how (``notify``, ``notify_via``).
 NOTIFY = ("needs_input", "failed", "done")
@@ -482,6 +485,15 @@ _KIND_KEYS: dict[str, dict[str, tuple[Check, Any]]] = {
         "permission_mode": (_string(), ""),
         "allowed_tools": (_string_list(), ()),
         "ask_permission": (_boolean, True),
+        "args": (_string_list(), ()),
+        "env": (_env_table, MappingProxyType({})),
+    },
+    "codex": {
+        "command": (_string(nonempty=True), "codex"),
+        "model": (_string(), ""),
+        "codex_home": (_string(), ""),
+        "sandbox": (_choice(CODEX_SANDBOXES), "workspace-write"),
+        "approval_policy": (_choice(CODEX_APPROVALS), "on-request"),
         "args": (_string_list(), ()),
         "env": (_env_table, MappingProxyType({})),
     },

@@ -208,7 +208,7 @@ def test_builtin_driver_takes_no_options():
 def test_unknown_driver_kind():
     err = refused('[drivers.x]\nkind = "shell"')
     assert err.key == "drivers.x.kind"
-    assert err.message == "expected one of 'builtin', 'pi', 'command', 'claude', got string 'shell'"
+    assert err.message == "expected one of 'builtin', 'pi', 'command', 'claude', 'codex', got string 'shell'"
 
 
 def test_new_driver_needs_a_kind():

@@ -19,8 +19,12 @@ def driver_for(kind: str) -> Driver:
         from roost.drivers.claude import ClaudeDriver
 
         return ClaudeDriver()
+    if kind == "codex":
+        from roost.drivers.codex import CodexDriver
+
+        return CodexDriver()
     if kind == "command":
         from roost.drivers.command import CommandDriver
 
         return CommandDriver()
-    raise DriverError(f"unknown driver kind {kind!r} (known: builtin, pi, command, claude)")
+    raise DriverError(f"unknown driver kind {kind!r} (known: builtin, pi, command, claude, codex)")

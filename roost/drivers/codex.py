@@ -1,0 +1,265 @@
+"""The Codex driver: one long-lived ``codex app-server`` per job, speaking its JSON-RPC on stdio.
+
+What it relies on, measured with Codex 0.169.0 against a fake Responses API (docs/agents.md):
+
+- ``initialize`` (then the ``initialized`` notification), then ``thread/start`` (or ``thread/resume``
+  with the thread id, in a new process too) answers with the thread: its id is the job's session.
+- ``turn/start`` answers at once with the turn's id and streams notifications: ``item/completed``
+  (an ``agentMessage``'s whole text, an ``mcpToolCall``, a ``commandExecution``…),
+  ``thread/tokenUsage/updated`` (``last`` is one model call) and ``turn/completed`` whose status is
+  ``completed``, ``interrupted`` or ``failed``. ``turn/interrupt`` ends the turn within a second.
+- Approvals are requests from Codex that wait for an answer: a tool of roost's own MCP server is
+  allowed at once; anything else (a command, a file change) is a question, and the job's next
+  message answers it. Closing stdin ends the process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from typing import Any, Callable, Mapping
+
+from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
+                                inherited_env)
+from roost.drivers.claude import MCP_NAME, YES, mcp_config
+from roost.models import Job
+from roost.protocol import encode
+from roost.worker_protocol import note, response, text_events, turn_end
+
+INSTALL_HINT = "npm install -g @openai/codex"
+#: Codex's requests that approve one action, and how an answer is written for each.
+APPROVALS: dict[str, Callable[[bool], dict[str, Any]]] = {
+    "item/commandExecution/requestApproval": lambda yes: {"decision": "accept" if yes else "decline"},
+    "item/fileChange/requestApproval": lambda yes: {"decision": "accept" if yes else "decline"},
+    "mcpServer/elicitation/request": lambda yes: {"action": "accept" if yes else "decline", "content": {}},
+}
+
+
+def thread_params(job: Job, ctx: LaunchContext) -> dict[str, Any]:
+    """What ``thread/start`` and ``thread/resume`` carry: the job's cwd, roost's tools as an MCP server
+    (the one Claude Code gets), and the configured model, sandbox and approval policy."""
+    server = {k: v for k, v in mcp_config(job, ctx)["mcpServers"][MCP_NAME].items() if k != "type"}
+    params: dict[str, Any] = {"cwd": job.cwd, "config": {"mcp_servers": {MCP_NAME: server}},
+                              "sandbox": ctx.options.get("sandbox", "workspace-write"),
+                              "approvalPolicy": ctx.options.get("approval_policy", "on-request")}
+    if ctx.options.get("model"):
+        params["model"] = str(ctx.options["model"])
+    return params
+
+
+class CodexDriver(Driver):
+    kind = "codex"
+    ready_timeout = 60.0
+
+    def __init__(self) -> None:
+        self._params: dict[str, Any] = {}
+
+    def check(self, options: Mapping[str, Any]) -> None:
+        find_agent_program("Codex", str(options.get("command", "codex")), options.get("env") or {}, INSTALL_HINT, "18")
+
+    def launch(self, job: Job, ctx: LaunchContext) -> Launch:
+        options = ctx.options
+        extra_env: Mapping[str, str] = options.get("env") or {}
+        program = find_agent_program("Codex", str(options.get("command", "codex")), extra_env, INSTALL_HINT, "18")
+        cwd = existing_cwd(job, "Codex")
+        home = os.path.expanduser(str(options.get("codex_home") or ""))
+        if not home:
+            own = ctx.state_dir / "codex-home"
+            own.mkdir(parents=True, exist_ok=True)
+            home = str(own)
+        argv = [program, "app-server", *map(str, options.get("args") or ())]
+        env = inherited_env({"CODEX_HOME": home, **extra_env, **ctx.roost_env(job)})
+        self._params = thread_params(job, ctx)
+        return Launch(argv=argv, env=env, cwd=cwd, session=job.session, record=ctx.record(job))
+
+    def adapter(self, job: Job) -> Adapter:
+        return CodexAdapter(thread=job.session, params=self._params, usage=job.usage)
+
+
+class CodexAdapter(Adapter):
+    """Worker protocol in, app-server JSON-RPC out; Codex's notifications in, worker-protocol events out.
+
+    It keeps the turn in flight (the run token of the prompt, and Codex's turn id once ``turn/start``
+    answers) and ends it once, at ``turn/completed``; an approval request ends it early as a question,
+    and the next prompt answers it.
+    """
+
+    def __init__(self, thread: str | None, params: dict[str, Any], usage: Mapping[str, Any]) -> None:
+        self.thread = thread
+        self.params = params
+        self.ready = False
+        self.run: Any = None
+        self.turn: str | None = None
+        #: Our JSON-RPC requests waiting for an answer: id -> what to do with it.
+        self.calls: dict[int, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {}
+        self.ids = itertools.count(1)
+        #: The approval Codex waits on: its request id and method.
+        self.approval: tuple[Any, str] | None = None
+        #: Abort commands taken while the turn still runs: answered after its ``turn_end``.
+        self.aborts: list[Any] = []
+        self.totals = {k: int(usage.get(k) or 0) for k in ("input", "output")}
+        self._emit: Callable[[dict[str, Any]], None] = lambda event: None
+        self._write: Callable[[bytes], None] = lambda data: None
+
+    def bind(self, emit: Callable[[dict[str, Any]], None], write: Callable[[bytes], None]) -> None:
+        self._emit, self._write = emit, write
+
+    def _call(self, method: str, params: dict[str, Any],
+              then: Callable[[dict[str, Any]], list[dict[str, Any]]]) -> bytes:
+        call_id = next(self.ids)
+        self.calls[call_id] = then
+        return encode({"jsonrpc": "2.0", "id": call_id, "method": method, "params": params})
+
+    def _state(self) -> dict[str, Any]:
+        return {"session": self.thread, "busy": self.run is not None}
+
+    # -- commands from the daemon ---------------------------------------------------------------
+    def encode(self, command: dict[str, Any]) -> bytes:
+        kind, req_id = str(command.get("type")), command.get("id")
+        if kind == "get_state":
+            if self.ready:
+                self._emit(response(req_id, kind, True, self._state()))
+                return b""
+            return self._call("initialize", {"clientInfo": {"name": "roost", "version": "1"}},
+                              lambda answer: self._initialized(req_id, answer))
+        if kind == "prompt":
+            return self._prompt(req_id, command.get("run"), str(command.get("message", "")))
+        if kind == "abort":
+            if self.run is None:
+                self._emit(response(req_id, kind, True))
+                return b""
+            self.aborts.append(req_id)
+            return self._interrupt() if self.turn else b""
+        # A steer would queue behind the running turn anyway: the daemon then delivers at the turn's end.
+        self._emit(response(req_id, kind, False, error=f"Codex takes {kind} messages between turns only"))
+        return b""
+
+    def _initialized(self, req_id: Any, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        if "error" in answer:
+            return [response(req_id, "get_state", False, error=_error(answer))]
+        self._write(encode({"jsonrpc": "2.0", "method": "initialized"}))
+        method, params = ("thread/resume", {**self.params, "threadId": self.thread, "excludeTurns": True}) \
+            if self.thread else ("thread/start", self.params)
+        self._write(self._call(method, params, lambda reply: self._thread_open(req_id, reply)))
+        return []
+
+    def _thread_open(self, req_id: Any, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        if "error" in answer:
+            return [response(req_id, "get_state", False, error=f"Codex could not open the thread: {_error(answer)}")]
+        self.thread = str(answer["result"]["thread"]["id"])
+        self.ready = True
+        return [response(req_id, "get_state", True, self._state())]
+
+    def _prompt(self, req_id: Any, run: Any, message: str) -> bytes:
+        self.run = run
+        self._emit(response(req_id, "prompt", True))
+        self._emit({"type": "turn_start", "run": run})
+        if self.approval is not None:
+            (request_id, method), self.approval = self.approval, None  # the turn Codex waits in goes on
+            yes = message.strip().lower().rstrip(".!") in YES
+            return encode({"jsonrpc": "2.0", "id": request_id, "result": APPROVALS[method](yes)})
+        self.turn = None
+        return self._call("turn/start", {"threadId": self.thread, "input": [{"type": "text", "text": message}]},
+                          self._turn_started)
+
+    def _turn_started(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        if "error" in answer:
+            run, self.run = self.run, None
+            return [turn_end(run, "failed", error=_error(answer))]
+        self.turn = str(answer["result"]["turn"]["id"])
+        if self.aborts:
+            self._write(self._interrupt())
+        return []
+
+    def _interrupt(self) -> bytes:
+        return self._call("turn/interrupt", {"threadId": self.thread, "turnId": self.turn}, lambda answer: [])
+
+    # -- Codex's stdout -------------------------------------------------------------------------
+    def decode(self, line: bytes) -> list[dict[str, Any]]:
+        try:
+            message = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            message = None
+        if not isinstance(message, dict):
+            return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
+        method = message.get("method")
+        if method is None:
+            then = self.calls.pop(message.get("id"), None)  # type: ignore[arg-type]
+            return then(message) if then else []
+        params = message.get("params") or {}
+        if "id" in message:
+            return self._on_request(message["id"], str(method), params)
+        handler = {"item/completed": self._on_item, "thread/tokenUsage/updated": self._on_usage,
+                   "turn/completed": self._on_turn_completed, "error": self._on_error}.get(str(method))
+        return handler(params) if handler else []
+
+    def _on_request(self, request_id: Any, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """An approval Codex waits on: roost's own tools are allowed at once, the rest is a question."""
+        if method == "mcpServer/elicitation/request" and params.get("serverName") == MCP_NAME:
+            self._write(encode({"jsonrpc": "2.0", "id": request_id, "result": APPROVALS[method](True)}))
+            return []
+        if method not in APPROVALS or self.run is None:
+            self._write(encode({"jsonrpc": "2.0", "id": request_id,
+                                "error": {"code": -32601, "message": f"roost does not answer {method}"}}))
+            return []
+        what = params.get("command") or params.get("message") or params.get("reason") or "a file change"
+        question = (f"Codex asks to {'run' if 'command' in params else 'go ahead with'}: {what}. "
+                    f"Answer yes to allow it; anything else declines it.")
+        self.approval = (request_id, method)
+        run, self.run = self.run, None
+        return text_events(question) + [turn_end(run, "waiting", question=question)]
+
+    def _on_item(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        item = params.get("item") or {}
+        kind = item.get("type")
+        if kind == "agentMessage" and str(item.get("text", "")).strip():
+            return text_events(str(item["text"]).strip())
+        if kind == "mcpToolCall":
+            result, error = item.get("result") or {}, item.get("error")
+            text = (error or {}).get("message") or "".join(
+                c.get("text", "") for c in result.get("content") or () if isinstance(c, dict))
+            failed = bool(error) or item.get("status") == "failed" or bool(result.get("isError"))
+            return [{"type": "tool", "name": f"mcp__{item.get('server')}__{item.get('tool')}",
+                     "args": item.get("arguments"), "result": text, "error": failed}]
+        if kind == "commandExecution":
+            return [{"type": "tool", "name": "exec_command", "args": {"command": item.get("command")},
+                     "result": str(item.get("aggregatedOutput") or ""),
+                     "error": item.get("status") != "completed" or item.get("exitCode") not in (0, None)}]
+        if kind == "fileChange":
+            return [{"type": "tool", "name": "apply_patch", "args": {"changes": item.get("changes")},
+                     "result": str(item.get("status")), "error": item.get("status") != "completed"}]
+        return []
+
+    def _on_usage(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        usage = params.get("tokenUsage") or {}
+        last = usage.get("last") or {}
+        self.totals["input"] += int(last.get("inputTokens") or 0)
+        self.totals["output"] += int(last.get("outputTokens") or 0)
+        out: dict[str, Any] = {**self.totals, "context_tokens": int(last.get("totalTokens") or 0)}
+        if usage.get("modelContextWindow"):
+            out["context_window"] = int(usage["modelContextWindow"])
+        return [{"type": "usage", "usage": out}]
+
+    def _on_error(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        message = str((params.get("error") or {}).get("message") or "an error")
+        return [note(f"Codex: {message}{' (retrying)' if params.get('willRetry') else ''}")]
+
+    def _on_turn_completed(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        turn = params.get("turn") or {}
+        self.turn = None
+        if self.run is None:
+            return []
+        run, self.run = self.run, None
+        answers = [response(req_id, "abort", True) for req_id in self.aborts]
+        self.aborts.clear()
+        status = turn.get("status")
+        if status == "interrupted" or answers:
+            return [turn_end(run, "aborted"), *answers]
+        if status == "failed":
+            return [turn_end(run, "failed", error=str((turn.get("error") or {}).get("message") or "the turn failed"))]
+        return [turn_end(run, "ok")]
+
+
+def _error(answer: dict[str, Any]) -> str:
+    return str((answer.get("error") or {}).get("message") or answer.get("error"))

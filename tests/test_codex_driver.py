@@ -1,0 +1,150 @@
+"""The Codex driver end to end: the real ``codex`` from npm (``codex app-server``), run by the real daemon,
+against tests/fake_openai.py. Like the pi tests, they skip where Codex is missing unless ``CI`` is set."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from roost.client import ClientError
+
+from conftest import DaemonHarness, pid_alive
+from fake_openai import FakeOpenAI, prompts
+
+REPO = Path(__file__).resolve().parent.parent
+CODEX = REPO / "node_modules" / ".bin" / "codex"
+START = 30.0
+
+
+@pytest.fixture(scope="module")
+def codex_bin() -> Path:
+    if not CODEX.exists():
+        reason = "Codex is not installed: run `npm ci --no-audit --no-fund` in the repository"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} (CI is set, so the Codex tests must run)")
+        pytest.skip(reason)
+    return CODEX
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def codex_daemon(codex_bin: Path, fake: FakeOpenAI,
+                 daemon_factory: Callable[[str], DaemonHarness]) -> DaemonHarness:
+    """A daemon whose ``codex`` driver runs the installed Codex against the fake model, in roost's own
+    CODEX_HOME (the provider comes in as ``-c`` overrides, so nothing is written there by the test)."""
+    provider = (f'{{ name = "fake", base_url = {json.dumps(fake.url)}, wire_api = "responses", '
+                f'env_key = "FAKE_OPENAI_KEY" }}')
+    args = ["-c", f"model_providers.fake={provider}", "-c", 'model_provider="fake"']
+    return daemon_factory(f'[drivers.codex]\nkind = "codex"\ncommand = {json.dumps(str(codex_bin))}\n'
+                          f'model = "fake-model"\nargs = {json.dumps(args)}\nenv = {{ FAKE_OPENAI_KEY = "x" }}\n')
+
+
+def timeline(daemon: DaemonHarness, job: str, kind: str) -> list[dict[str, Any]]:
+    return [e["data"] for e in daemon.timeline(job) if e["kind"] == kind]
+
+
+def streaming(daemon: DaemonHarness, fake: FakeOpenAI, job: str) -> None:
+    daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(job)["state"] == "working", timeout=START,
+                    what="Codex streaming the slow answer")
+
+
+@pytest.mark.codex
+def test_a_prompt_turn_streams_text_usage_and_records_the_thread(codex_daemon, fake):
+    job = codex_daemon.spawn("hello codex", driver="codex")
+    row = codex_daemon.wait_state(job, "idle", "failed", timeout=START)
+    assert row["state"] == "idle", timeline(codex_daemon, job, "turn_end")
+    assert codex_daemon.texts(job) == ["echo: hello codex"]
+    assert row["usage"]["input"] == 120 and row["usage"]["output"] == 8
+    assert row["session"]
+    home = codex_daemon.paths.state_dir / "codex-home"
+    assert list(home.glob(f"sessions/**/*{row['session']}.jsonl")), "the thread is in roost's own CODEX_HOME"
+
+
+@pytest.mark.codex
+def test_stop_mid_turn_interrupts_codex_and_keeps_its_worker(codex_daemon, fake):
+    job = codex_daemon.spawn("SLOW", driver="codex")
+    streaming(codex_daemon, fake, job)
+    assert codex_daemon.call("stop", job=job)["stopped"] == 1
+    row = codex_daemon.wait_state(job, "stopped")
+    codex_daemon.wait_for(lambda: [e["outcome"] for e in timeline(codex_daemon, job, "turn_end")] == ["aborted"],
+                          what="the turn to end aborted")
+    assert row["worker_up"] and pid_alive(row["pid"])
+    codex_daemon.call("send", job=job, text="after the stop")
+    codex_daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: after the stop",
+                          timeout=START)
+
+
+@pytest.mark.codex
+def test_a_crash_mid_turn_fails_the_job_with_its_exit(codex_daemon, fake):
+    job = codex_daemon.spawn("SLOW", driver="codex")
+    streaming(codex_daemon, fake, job)
+    os.kill(codex_daemon.show(job)["pid"], signal.SIGKILL)
+    row = codex_daemon.wait_state(job, "failed", timeout=5)
+    assert "killed by SIGKILL" in row["reason"]
+
+
+@pytest.mark.codex
+def test_resume_after_close_continues_the_thread_with_its_history(codex_daemon, fake):
+    job = codex_daemon.spawn("remember the word heron", driver="codex")
+    session = codex_daemon.wait_state(job, "idle", timeout=START)["session"]
+    codex_daemon.call("close", job=job)
+    codex_daemon.wait_row(job, lambda r: not r["worker_up"], what="the worker to go")
+    assert codex_daemon.call("send", job=job, text="what was the word?")["outcome"] == "resumed"
+    row = codex_daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: what was the word?",
+                                timeout=START)
+    assert row["session"] == session
+    [resumed] = fake.bodies_with("what was the word?")
+    assert prompts(resumed) == ["remember the word heron", "what was the word?"]
+
+
+@pytest.mark.codex
+def test_roost_spawn_through_mcp_makes_a_child_whose_report_comes_back(codex_daemon, fake):
+    task = json.dumps({"task": "report done the child finished its part", "title": "kid"})
+    job = codex_daemon.spawn(f"CALL mcp__roost__roost_spawn {task}", driver="codex")
+    kids = codex_daemon.wait_for(lambda: codex_daemon.children(job), timeout=START, what="a child of the Codex job")
+    assert [(k["parent"], k["title"], k["driver"]) for k in kids] == [(job, "kid", "builtin")]
+    kid = kids[0]["id"]
+    codex_daemon.wait_state(kid, "done")
+    codex_daemon.wait_for(lambda: fake.bodies_with(f'<roost-report child="{kid}"'), timeout=START,
+                          what="the child's report to reach the model as the Codex job's prompt")
+    [tool] = [t for t in timeline(codex_daemon, job, "tool") if t["name"] == "mcp__roost__roost_spawn"]
+    assert tool["error"] is False and kid in tool["result"]
+    assert tool["args"] == json.loads(task)
+    codex_daemon.wait_state(job, "idle", timeout=START)
+
+
+def test_a_missing_codex_is_refused_at_spawn_with_how_to_install_it(daemon_factory):
+    daemon = daemon_factory('[drivers.codex]\nkind = "codex"\ncommand = "roost-no-such-codex"\n')
+    with pytest.raises(ClientError) as info:
+        daemon.spawn("hello", driver="codex")
+    assert info.value.code == "driver"
+    assert "npm install -g @openai/codex" in info.value.message
+
+
+@pytest.mark.codex
+def test_an_approval_request_is_a_question_and_the_next_message_answers_it(codex_daemon, fake):
+    work = codex_daemon.home / "work"
+    work.mkdir(parents=True)
+    # not a login shell: a login bash here waits on something of its profile past the call's yield time
+    call = json.dumps({"cmd": "echo hi > made.txt", "login": False, "yield_time_ms": 5000, "sandbox_permissions": "require_escalated",
+                       "justification": "to write made.txt"})
+    job = codex_daemon.spawn(f"CALL exec_command {call}", driver="codex", cwd=str(work))
+    row = codex_daemon.wait_state(job, "waiting", "idle", timeout=START)
+    assert row["state"] == "waiting", row["last_text"]
+    assert "Codex asks to run: /bin/bash -c 'echo hi > made.txt'" in row["last_text"]
+    assert not (work / "made.txt").exists()
+    codex_daemon.call("send", job=job, text="yes")
+    row = codex_daemon.wait_state(job, "idle", timeout=START)
+    assert (work / "made.txt").read_text() == "hi\n"
+    assert row["last_text"].startswith("tool said:")
