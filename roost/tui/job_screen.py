@@ -46,7 +46,6 @@ class JobScreen(RoostScreen):
         Binding("m", "message_subagent", "message"),
         Binding("x", "stop_or_hide", "stop / hide"),
         Binding("r", "rename_subagent", "rename"),
-        Binding("d", "diff_subagent", "diff"),
         Binding("K", "stop_subagents", "stop all", key_display="K K"),
         Binding("slash", "panel_filter", "filter"),
         Binding("g,home", "panel_edge(0)", "first", show=False),
@@ -60,6 +59,7 @@ class JobScreen(RoostScreen):
         Binding("home", "top", "top", show=False),
         Binding("end", "follow", "follow", key_display="End"),
         Binding("ctrl+t", "stamp", "times", key_display="^t"),
+        Binding("d", "diff_subagent", "diff"),
     ]
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str) -> None:
