@@ -65,6 +65,8 @@ async def test_d_shows_a_worktree_jobs_files_and_the_selected_files_diff(daemon,
         await pilot.press("j" if screen.file_list.highlighted == 0 else "k")
         await until(pilot, lambda: screen.selected == "README", "README selected")
         assert "+second line" in screen.shown and "hello" not in screen.shown
+        await pilot.press("pagedown")  # scrolls the diff, never moves the file list
+        assert screen.selected == "README"
         await pilot.press("escape")
         assert isinstance(app.screen, AgentViewScreen)
 

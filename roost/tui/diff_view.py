@@ -95,8 +95,9 @@ class DiffScreen(RoostScreen):
     CSS_PATH = "diff_view.tcss"
     BINDINGS = [
         Binding("escape", "back", "back"),
-        Binding("pageup", "scroll_diff(-1)", "scroll", key_display="PgUp/PgDn"),
-        Binding("pagedown", "scroll_diff(1)", "scroll", show=False),
+        # Over the file list's own PgUp/PgDn: those keys scroll the diff, the arrows pick a file.
+        Binding("pageup", "scroll_diff(-1)", "scroll", key_display="PgUp/PgDn", priority=True),
+        Binding("pagedown", "scroll_diff(1)", "scroll", show=False, priority=True),
         Binding("r", "reload", "read again"),
         Binding("j", "move(1)", "down", show=False),
         Binding("k", "move(-1)", "up", show=False),
