@@ -21,6 +21,7 @@ from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
 from roost.tui.archived_view import ArchivedScreen
 from roost.tui.command_line import COMMANDS, CommandLine, parse_command
 from roost.tui.dialogs import ConfirmBox, ScriptBox
+from roost.tui.diff_view import open_diff
 from roost.tui.filter_box import FilterBox
 from roost.tui.job_screen import JobScreen
 from roost.tui.job_table import Column, JobTable, table_columns
@@ -47,6 +48,7 @@ class AgentViewScreen(RoostScreen):
         Binding("p", "pin", "pin"),
         Binding("r", "rename", "rename"),
         Binding("A", "archived", "archived"),
+        Binding("d", "diff", "diff"),
         Binding("j,down", "move(1)", "down", show=False),
         Binding("k,up", "move(-1)", "up", show=False),
         Binding("g,home", "edge(0)", "first", show=False),
@@ -204,7 +206,7 @@ class AgentViewScreen(RoostScreen):
         return self.link.rows.get(job_id) if job_id else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek") and self._selected() is None:
+        if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek", "diff") and self._selected() is None:
             return None
         if action == "clear_filter":
             return bool(self.filter_text)
@@ -295,6 +297,11 @@ class AgentViewScreen(RoostScreen):
         row = self._selected()
         if row is not None:
             self.rename(row)
+
+    def action_diff(self) -> None:
+        row = self._selected()
+        if row is not None:
+            open_diff(self, row)
 
     def action_archived(self) -> None:
         self.app.push_screen(ArchivedScreen(self.link, self.config, self.clock))

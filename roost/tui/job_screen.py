@@ -19,6 +19,7 @@ from roost.rules.views import (SUBAGENT_HINT, age_seconds, format_age, subagent_
                                usage_text)
 from roost.tui.composer import Composer
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
+from roost.tui.diff_view import open_diff
 from roost.tui.filter_box import FilterBox
 from roost.tui.looks import state_text
 from roost.tui.roost_screen import JobClosed, RoostScreen, plural, send_outcome
@@ -28,10 +29,10 @@ from roost.tui.transcript import Transcript
 #: What ``/subagents ARG`` does: the panel mode to enter, or "stop".
 SUBAGENT_COMMANDS = {"": "recent", "all": "all", "stop": "stop"}
 #: The composer's commands, for the messages that list them.
-COMPOSER_COMMANDS = "/subagents, /subagents all, /subagents stop or /stop"
+COMPOSER_COMMANDS = "/subagents, /subagents all, /subagents stop, /stop or /diff"
 #: Actions of the panel (bound here, so what they open opens at once): only while it has the focus.
 PANEL_ACTIONS = frozenset({"open_subagent", "message_subagent", "rename_subagent", "stop_or_hide", "stop_subagents",
-                           "leave_panel", "panel_edge", "panel_filter"})
+                           "leave_panel", "panel_edge", "panel_filter", "diff_subagent"})
 #: Key names of printable keys that are not the character itself.
 _KEY_CHARACTERS = {"slash": "/", "question_mark": "?"}
 
@@ -58,6 +59,7 @@ class JobScreen(RoostScreen):
         Binding("home", "top", "top", show=False),
         Binding("end", "follow", "follow", key_display="End"),
         Binding("ctrl+t", "stamp", "times", key_display="^t"),
+        Binding("d", "diff_subagent", "diff"),
     ]
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str) -> None:
@@ -313,6 +315,11 @@ class JobScreen(RoostScreen):
             self.request("stop", {"job": self.job_id},
                          lambda result: "stopped this job" if result["stopped"] else "this job was not running")
             return
+        if message.name == "diff" and not message.argument:
+            row = self.link.rows.get(self.job_id)
+            if row is not None:
+                open_diff(self, row)
+            return
         what = SUBAGENT_COMMANDS.get(message.argument) if message.name == "subagents" else None
         if what is None:
             self.status.say(f"unknown command /{message.name} {message.argument}".rstrip()
@@ -340,6 +347,11 @@ class JobScreen(RoostScreen):
         line = self.panel.selected()
         if line is not None:
             self.rename(line.row)
+
+    def action_diff_subagent(self) -> None:
+        line = self.panel.selected()
+        if line is not None:
+            open_diff(self, line.row)
 
     def action_panel_edge(self, index: int) -> None:
         if index == 0:
