@@ -39,10 +39,10 @@ def test_the_last_entry_per_id_wins_and_every_entry_is_kept_in_order():
 
 def test_states_failed_and_a_working_one_whose_parent_turn_ended():
     entries = [sub(1, "t1", "working", "go"), sub(2, "t1", "failed", "it broke"), sub(3, "t2", "working", "go", ago=20)]
-    failed, working = provider_rows(entries, parent())
+    working, failed = provider_rows(entries, parent())  # t2 started first
     assert failed.state is State.FAILED and failed.job.reason == "it broke"
     assert working.state is State.WORKING
-    _, stopped = provider_rows(entries, parent(State.STOPPED, since=5))
+    stopped, _ = provider_rows(entries, parent(State.STOPPED, since=5))
     assert stopped.state is State.STOPPED and stopped.job.state_since == NOW - 5
     assert "parent's turn ended" in stopped.job.reason
 
