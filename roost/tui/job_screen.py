@@ -216,7 +216,8 @@ class JobScreen(RoostScreen):
         details = [format_age(age_seconds(row, self.clock()))]
         own, own_running = provider_counts(self.panel.provider)  # the agent's own subagents count too
         if row.descendants + own:
-            details.append(f"{plural(row.descendants + own, 'subagent')} ({row.running_descendants + own_running} running)")
+            running = row.running_descendants + own_running
+            details.append(f"{plural(row.descendants + own, 'subagent')} ({running} running)")
         if usage_text(row):
             details.append(usage_text(row))
         bar.append("  ·  " + " · ".join(details), style=self.palette.muted)
@@ -343,10 +344,7 @@ class JobScreen(RoostScreen):
     def action_open_subagent(self) -> None:
         line = self.panel.selected()
         if line is not None and is_provider(line.row):
-            ident, parent = line.row.id, self.link.rows.get(self.job_id)
-            source = lambda: next((row for row in self.panel.provider if row.id == ident), None)  # noqa: E731
-            self.app.push_screen(ProviderView(self.link, self.config, self.clock,
-                                              parent.job.title if parent else self.job_id, source))
+            self.app.push_screen(ProviderView.of(self, self.panel, line.row.id))
         elif line is not None:
             self.app.push_screen(JobScreen(self.link, self.config, self.clock, line.row.id))
 

@@ -21,6 +21,7 @@ from roost.rules.views import age_seconds, format_age
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
 from roost.tui.looks import state_text
 from roost.tui.roost_screen import RoostScreen
+from roost.tui.subagent_panel import SubagentPanel
 
 #: How each entry's state reads in the view.
 _WORDS = {"done": "✓ done", "failed": "✗ failed"}
@@ -54,6 +55,13 @@ class ProviderView(RoostScreen):
         self.log_view = RichLog(wrap=True, markup=False, id="provider-log")
         self._written = 0
         self.row: ProviderRow | None = None
+
+    @classmethod
+    def of(cls, screen: RoostScreen, panel: SubagentPanel, ident: str) -> ProviderView:
+        """The view of subagent ``ident`` of ``panel``'s open job, kept current from that panel."""
+        parent = screen.link.rows.get(panel.open_job)
+        return cls(screen.link, screen.config, screen.clock, parent.job.title if parent else panel.open_job,
+                   lambda: next((row for row in panel.provider if row.id == ident), None))
 
     def compose(self) -> ComposeResult:
         yield self.bar
