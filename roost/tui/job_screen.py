@@ -15,6 +15,7 @@ from textual.widgets import Static
 from roost.client import ClientError
 from roost.config import Config
 from roost.models import STOPPABLE_STATES, State
+from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider, provider_counts
 from roost.rules.views import (SUBAGENT_HINT, age_seconds, format_age, subagent_hint_visible, tree_running_ids,
                                usage_text)
 from roost.tui.composer import Composer
@@ -22,6 +23,7 @@ from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
 from roost.tui.diff_view import open_diff
 from roost.tui.filter_box import FilterBox
 from roost.tui.looks import state_text
+from roost.tui.provider_view import ProviderView
 from roost.tui.roost_screen import JobClosed, RoostScreen, plural, send_outcome
 from roost.tui.subagent_panel import SubagentPanel
 from roost.tui.transcript import Transcript
@@ -33,6 +35,8 @@ COMPOSER_COMMANDS = "/subagents, /subagents all, /subagents stop, /stop or /diff
 #: Actions of the panel (bound here, so what they open opens at once): only while it has the focus.
 PANEL_ACTIONS = frozenset({"open_subagent", "message_subagent", "rename_subagent", "stop_or_hide", "stop_subagents",
                            "leave_panel", "panel_edge", "panel_filter", "diff_subagent"})
+#: Panel actions a provider subagent's (read-only) row does not take.
+READ_ONLY_ACTIONS = frozenset({"message_subagent", "rename_subagent", "diff_subagent"})
 #: Key names of printable keys that are not the character itself.
 _KEY_CHARACTERS = {"slash": "/", "question_mark": "?"}
 
@@ -117,6 +121,7 @@ class JobScreen(RoostScreen):
             if not self.loaded:
                 page = await self.link.call("logs", job=self.job_id)
                 self.transcript.start(page["entries"], page["more"])
+                self.panel.take_entries(page["entries"])
             result, entries, _ = await self.link.subscribe("timeline", job=self.job_id, after=self.transcript.last_seq)
             self._subs.append(result["sub"])
             if result.get("skipped"):
@@ -127,6 +132,7 @@ class JobScreen(RoostScreen):
             return
         self.transcript.add(entries)
         self.transcript.add(self._early)  # what streamed in while the log was on its way
+        self.panel.take_entries([*entries, *self._early])
         self._early.clear()
         self.loaded = self._streaming = True
         self.rows_changed(update)
@@ -155,6 +161,7 @@ class JobScreen(RoostScreen):
             self.status.say(exc.message, error=True)
             return
         self.transcript.prepend(page["entries"], page["more"])
+        self.panel.take_entries(page["entries"])
 
     # -- keeping it current ------------------------------------------------------------------------
     def rows_changed(self, update: LinkUpdate) -> None:
@@ -162,6 +169,7 @@ class JobScreen(RoostScreen):
         if mine:
             if self._streaming:
                 self.transcript.add(mine)
+                self.panel.take_entries(mine)
             else:
                 self._early.extend(mine)
         if update.rows:
@@ -184,13 +192,15 @@ class JobScreen(RoostScreen):
             self.call_after_refresh(self.transcript.scroll_end, animate=False)
         if self.focused is self.panel and not self.panel.lines:
             self.action_leave_panel()
-        rows = self.link.rows.values()
+        rows = [*self.link.rows.values(), *self.panel.provider]
         hint = subagent_hint_visible(rows, self.job_id, self.clock(), self.config.finished_row_lifetime)
         unread = self.transcript.unread
+        line = self.panel.selected() if self.focused is self.panel else None
         self.status.hint = (f"↓ {unread} new · End follows" if unread
+                            else READ_ONLY_HINT if line is not None and is_provider(line.row)
                             else SUBAGENT_HINT if hint and self.panel.mode == "normal" else "")
         row = self.link.rows.get(self.job_id)
-        self.composer.subagents_below = row is not None and row.descendants > 0
+        self.composer.subagents_below = row is not None and (row.descendants > 0 or bool(self.panel.provider))
         self.composer.restarts = row is not None and row.state is State.STOPPED
         self._draw_jobbar()
         self.refresh_bindings()
@@ -206,8 +216,10 @@ class JobScreen(RoostScreen):
         bar.append(f"  {row.id}  ", style=self.palette.muted)
         bar.append_text(state_text(row, self.palette))
         details = [format_age(age_seconds(row, self.clock()))]
-        if row.descendants:
-            details.append(f"{plural(row.descendants, 'subagent')} ({row.running_descendants} running)")
+        own, own_running = provider_counts(self.panel.provider)  # the agent's own subagents count too
+        if row.descendants + own:
+            running = row.running_descendants + own_running
+            details.append(f"{plural(row.descendants + own, 'subagent')} ({running} running)")
         if usage_text(row):
             details.append(usage_text(row))
         bar.append("  ·  " + " · ".join(details), style=self.palette.muted)
@@ -217,6 +229,9 @@ class JobScreen(RoostScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         in_panel = self.focused is self.panel
         if action in PANEL_ACTIONS:
+            line = self.panel.selected() if in_panel else None
+            if line is not None and is_provider(line.row) and action in READ_ONLY_ACTIONS:
+                return None  # shown, greyed: the agent's own subagent takes no message, no rename
             return in_panel
         if action == "back":
             return not in_panel
@@ -335,17 +350,19 @@ class JobScreen(RoostScreen):
     # -- the panel's keys ------------------------------------------------------------------------------
     def action_open_subagent(self) -> None:
         line = self.panel.selected()
-        if line is not None:
+        if line is not None and is_provider(line.row):
+            self.app.push_screen(ProviderView.of(self, self.panel, line.row.id))
+        elif line is not None:
             self.app.push_screen(JobScreen(self.link, self.config, self.clock, line.row.id))
 
     def action_message_subagent(self) -> None:
         line = self.panel.selected()
-        if line is not None:
+        if line is not None and not is_provider(line.row):
             self.write_to(line.row)
 
     def action_rename_subagent(self) -> None:
         line = self.panel.selected()
-        if line is not None:
+        if line is not None and not is_provider(line.row):
             self.rename(line.row)
 
     def action_diff_subagent(self) -> None:
@@ -362,6 +379,10 @@ class JobScreen(RoostScreen):
     def action_panel_filter(self) -> None:
         self.filter_box.add_class("-open")
         self.set_focus(self.filter_box)
+
+    @on(SubagentPanel.Moved)
+    def _panel_moved(self) -> None:
+        self._after_change()
 
     @on(FilterBox.Changed, "#panel-filter")
     def _filter_changed(self, event: FilterBox.Changed) -> None:
@@ -382,7 +403,9 @@ class JobScreen(RoostScreen):
         if line is None:
             return
         row = line.row
-        if row.state in STOPPABLE_STATES:
+        if row.state in STOPPABLE_STATES and is_provider(row):
+            self.status.say(f"{row.job.title} is the agent's own subagent: /stop stops the parent's turn, and it with it")
+        elif row.state in STOPPABLE_STATES:
             self.request("stop", {"job": row.id},
                          lambda result: f"stopped {row.job.title}" if result["stopped"] else f"{row.job.title} was not running")
         else:

@@ -5,21 +5,28 @@ state (mode, hidden rows, the row under the cursor, by job id). The keys that ac
 selected row (open, message, stop or hide) are the job screen's, which opens what they open at
 once, so keys typed behind them reach what opened; ``↑`` on the top row is the screen's too
 (``SkipAction``).
+
+The agent's own subagents (Claude Code's ``Task``) come from the open job's ``subagent`` timeline
+entries (``take_entries``), as read-only rows among its children
+(``roost.rules.provider_subagents``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from rich.markup import escape
 from rich.text import Text
 from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.geometry import Size
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from roost.models import STOPPABLE_STATES, Row
+from roost.rules.provider_subagents import ProviderRow, is_provider, provider_rows
 from roost.rules.views import PanelRow, activity_text, age_seconds, filter_rows, format_age, panel_rows
 from roost.tui.looks import Palette, state_marks
 
@@ -42,6 +49,9 @@ class SubagentPanel(Widget, can_focus=True):
         Binding("down", "cursor(1)", "move", key_display="↑↓"),
     ]
 
+    class Moved(Message):
+        """The cursor moved to another row (the footer says what that row allows)."""
+
     mode: reactive[str] = reactive("normal")
     cursor: reactive[str | None] = reactive(None)
     #: The panel's filter (``/`` in the panel): words of the title or id, ``s:STATE``.
@@ -56,6 +66,10 @@ class SubagentPanel(Widget, can_focus=True):
         self.lines: list[PanelRow] = []
         self.palette: Palette | None = None
         self._rows: list[Row] = []
+        #: The open job's ``subagent`` timeline entries, by ``seq``.
+        self._entries: dict[int, dict[str, Any]] = {}
+        #: The agent's own subagents, as rows (every one, whatever the panel shows).
+        self.provider: list[ProviderRow] = []
         self._index = 0
 
     # -- what it shows ------------------------------------------------------------------------------
@@ -64,9 +78,20 @@ class SubagentPanel(Widget, can_focus=True):
         self._rows = list(rows)
         self.recompute()
 
+    def take_entries(self, entries: Iterable[dict[str, Any]]) -> None:
+        """Keep the open job's ``subagent`` entries among ``entries``; redraw when one is new."""
+        new = {entry["seq"]: entry for entry in entries
+               if entry.get("kind") == "subagent" and entry.get("job") == self.open_job
+               and entry.get("seq") not in self._entries}
+        if new:
+            self._entries.update(new)
+            self.recompute()
+
     def recompute(self) -> None:
         """Apply the rule again (rows changed, time passed, the mode or hidden rows changed)."""
-        lines = panel_rows(self._rows, self.open_job, self.clock(), self.mode, frozenset(self.hidden), self.lifetime)
+        parent = next((row for row in self._rows if row.id == self.open_job), None)
+        self.provider = provider_rows(self._entries.values(), parent) if parent is not None else []
+        lines = panel_rows([*self._rows, *self.provider], self.open_job, self.clock(), self.mode, frozenset(self.hidden), self.lifetime)
         kept = {row.id for row in filter_rows((line.row for line in lines), self.filter_text)} if self.filter_text else None
         self.lines = [line for line in lines if kept is None or line.row.id in kept]
         ids = [line.row.id for line in self.lines]
@@ -87,6 +112,7 @@ class SubagentPanel(Widget, can_focus=True):
         ids = [line.row.id for line in self.lines]
         if cursor in ids:
             self._index = ids.index(cursor)
+        self.post_message(self.Moved())
         self._update_title()
         self.refresh()
 
@@ -137,6 +163,8 @@ class SubagentPanel(Widget, can_focus=True):
             text.append(f"{fit_label(line, label_width):<{label_width}}  ", style=palette.text)
             text.append(f"{row.state.value:<8}", style=palette.for_state(row.state))
             text.append(f"{format_age(age_seconds(row, now)):>4}  ", style=palette.muted)
+            if is_provider(row):
+                text.append("read-only · ", style=palette.muted)
             said, failed = activity_text(row, max(width - text.cell_len, 0))
             text.append(said, style=palette.error if failed else palette.muted)
             if marked:

@@ -1,0 +1,102 @@
+"""Provider-native subagents (Claude Code's ``Task``) in the app: read-only rows of the open job's panel.
+
+Runs the app on the snapshot tests' ``FixedRows`` source (fixed rows, a fixed timeline, events
+only when fed), with the job's ``subagent`` entries in its timeline and one more fed live, on a
+clock moved by hand: a real daemon would need a Claude Code worker to write such entries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roost.config import Config
+from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider
+from roost.tui.app import RoostApp
+from roost.tui.job_screen import JobScreen
+from roost.tui.provider_view import ProviderView
+
+from test_tui_snapshots import LOGS, NOW, ROOT, ROWS, FixedRows
+from tui_helpers import SIZE, notice, panel_labels, press_alone, shown_keys, until
+
+
+def sub(seq: int, ident: str, state: str, text: str, title: str, ago: float) -> dict[str, Any]:
+    return {"seq": seq, "job": ROOT, "ts": NOW - ago, "kind": "subagent",
+            "data": {"id": ident, "title": title, "state": state, "text": text}}
+
+
+ENTRIES = [
+    sub(100, "toolu_01", "working", "count the files under src/", "count the files", ago=30),
+    sub(101, "toolu_01", "working", "halfway there", "count the files", ago=20),
+    sub(102, "toolu_02", "working", "check the imports", "check imports", ago=25),
+    sub(103, "toolu_02", "failed", "no such module", "check imports", ago=5),
+    sub(104, "toolu_03", "working", "say hi", "say hi", ago=4),
+    sub(105, "toolu_03", "done", "hi", "say hi", ago=3),
+]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def bar_text(screen: JobScreen) -> str:
+    return str(screen.jobbar.render())
+
+
+async def test_provider_subagents_are_read_only_rows_of_the_panel_counted_and_aging_out():
+    clock = Clock()
+    source = FixedRows(ROWS, {ROOT: [*LOGS[ROOT], *ENTRIES]})
+    app = RoostApp(source, Config(), clock=clock, select=ROOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen, "the job screen")
+        await until(pilot, lambda: screen.loaded, "the transcript")
+        panel = screen.panel
+        # working and failed rows show, the done one left at once (the hint says where it is)
+        labels = panel_labels(screen)
+        assert "count the files" in labels and "check imports" in labels and "say hi" not in labels
+        assert screen.status.hint == "/subagents to see subagents"
+        # the row's own 6 roost subagents (4 running) and the agent's own 3 (1 running)
+        assert "9 subagents (5 running)" in bar_text(screen)
+        # /subagents lists the done one too; the rows are the provider's, children of the job
+        await pilot.press("down")
+        assert "say hi" in panel_labels(screen)
+        own = [line for line in panel.lines if is_provider(line.row)]
+        assert [line.row.id for line in own] == ["toolu_01", "toolu_02", "toolu_03"]
+        assert all(line.depth == 1 for line in own)
+        panel.cursor = "toolu_01"
+        await pilot.pause()
+        keys = shown_keys(app)
+        assert "m" not in keys and "r" not in keys and "enter" in keys  # no composer, no rename
+        assert screen.status.hint == READ_ONLY_HINT
+        # x on a running provider row stops nothing (the fixed source refuses any stop): it says how
+        await press_alone(pilot, "x")
+        assert "stops the parent's turn" in notice(app)
+        assert "count the files" in panel_labels(screen)
+        # opened: a read-only view of its entries, live
+        await pilot.press("enter")
+        view = await until(pilot, lambda: isinstance(app.screen, ProviderView) and app.screen, "the provider view")
+        assert not view.query("Composer")  # read-only: nothing to write in
+        assert any("asked: count the files under src/" in line for line in view.lines())
+        assert any("said: halfway there" in line for line in view.lines())
+        source.fed.put_nowait({"event": "timeline", "sub": 2,
+                               "entry": sub(106, "toolu_01", "done", "42 files", "count the files", ago=0)})
+        await until(pilot, lambda: any("✓ done: 42 files" in line for line in view.lines()), "the live end")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen, "back to the job")
+        assert "9 subagents (4 running)" in bar_text(screen)
+        # 30 s on: the finished rows leave /subagents too (the roost rows' lifetimes run the same)
+        await pilot.press("escape")
+        clock.now += 31
+        screen.tick()
+        await pilot.pause()
+        await pilot.press("down")
+        assert not any(is_provider(line.row) for line in panel.lines)
+        # /subagents all still lists them
+        screen.action_enter_panel("all")
+        await pilot.pause()
+        assert len([line for line in panel.lines if is_provider(line.row)]) == 3
