@@ -11,7 +11,6 @@ import pytest
 
 from roost.tui.agent_view import AgentViewScreen
 from roost.tui.diff_view import DiffScreen, FileDiff, split_diff
-from roost.tui.job_screen import JobScreen
 
 from tui_helpers import SIZE, burst, make_app, notice, open_job, press_alone, select_row, type_text, until
 
