@@ -92,9 +92,11 @@ class FixedRows:
 
     Its agent view holds every row (the rules pick what to list) and a job's subtree adds none."""
 
-    def __init__(self, rows: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]]) -> None:
+    def __init__(self, rows: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]],
+                 diffs: dict[str, dict[str, Any]] | None = None) -> None:
         self.rows = rows
         self.logs = logs
+        self.diffs = diffs or {}
         self.subs = itertools.count(1)
         self.fed: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
@@ -119,6 +121,8 @@ class FixedRows:
                     "newest": entries[-1]["seq"] if entries else None}
         if op == "show":
             return next(r for r in self.rows if r["id"] == args["job"])
+        if op == "diff":
+            return self.diffs[args["job"]]
         if op in ("attach", "release", "unsubscribe"):
             return None
         raise AssertionError(f"a snapshot asked the daemon to {op}")
@@ -188,3 +192,35 @@ def test_the_help_overlay(snap_compare, size):
 
 def test_the_filter_by_state(snap_compare):
     assert snap_compare(fixed_app(), run_before=settle("slash", *"s:failed"), terminal_size=(120, 40))
+
+
+DIFF_JOB = "wt9k"
+DIFF_TEXT = """diff --git a/greeting.py b/greeting.py
+index 3b18e51..a8f1c2d 100644
+--- a/greeting.py
++++ b/greeting.py
+@@ -1,3 +1,4 @@
+ def greet(name):
+-    return "hi " + name
++    return f"hello, {name}"
++
+diff --git a/notes.txt b/notes.txt
+new file mode 100644
+--- /dev/null
++++ b/notes.txt
+@@ -0,0 +1 @@
++say hello, not hi
+"""
+
+
+def test_the_diff_view(snap_compare):
+    """`d` on a job that works in a worktree of its own: its files with their counts, and the
+    selected file's diff in colour (the daemon's `diff` op, answered here by the fixed source)."""
+    rows = [row(DIFF_JOB, "change the greeting", State.DONE, age=300, since=60, up=False, text="greeting changed",
+                repo="~/src/app", worktree="~/.local/state/roost/worktrees/wt9k", branch=f"roost/{DIFF_JOB}",
+                base="main")]
+    page = {"job": DIFF_JOB, "branch": f"roost/{DIFF_JOB}", "base": "main", "size": len(DIFF_TEXT), "offset": 0,
+            "files": [{"path": "greeting.py", "added": 2, "deleted": 1}, {"path": "notes.txt", "added": 1, "deleted": 0}],
+            "files_more": 0, "text": DIFF_TEXT, "next": None}
+    app = RoostApp(FixedRows(rows, {}, {DIFF_JOB: page}), Config(), clock=lambda: NOW, select=DIFF_JOB)
+    assert snap_compare(app, run_before=settle("d"), terminal_size=(100, 24))
