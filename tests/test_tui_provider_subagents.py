@@ -88,7 +88,7 @@ async def test_provider_subagents_are_read_only_rows_of_the_panel_counted_and_ag
         await until(pilot, lambda: any("✓ done: 42 files" in line for line in view.lines()), "the live end")
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is screen, "back to the job")
-        assert "9 subagents (4 running)" in bar_text(screen)
+        await until(pilot, lambda: "9 subagents (4 running)" in bar_text(screen), "the count without the one done")
         # 30 s on: the finished rows leave /subagents too (the roost rows' lifetimes run the same)
         await pilot.press("escape")
         clock.now += 31
