@@ -77,6 +77,27 @@ def master_pid(daemon) -> int:
     return daemon.wait_for(lambda: pid_of(load_config(daemon.config_path).host("h")), what="the master")
 
 
+def test_a_command_agent_runs_on_the_host_and_its_program_is_the_hosts_to_have(daemon_factory, sshd, tmp_path):
+    remote = tmp_path / "remote"
+    program = tmp_path / "agent.sh"
+    program.write_text('#!/bin/sh\necho "the host says: $1"\n')
+    program.chmod(0o755)
+    daemon = daemon_factory(_config(sshd, remote, f'[drivers.far]\nkind = "command"\ncommand = ["{program}", "{{prompt}}"]\n\n'
+                                                  '[drivers.ghost]\nkind = "command"\ncommand = ["roost-no-such-agent", "{prompt}"]\n\n'))
+    job = daemon.spawn("hello there", host="h", driver="far", cwd=str(tmp_path))
+    row = daemon.wait_state(job, *FINISHED, timeout=30)
+    assert row["state"] == "idle", row["reason"]
+    assert row["host"] == "h" and any("the host says: hello there" in t for t in daemon.texts(job))
+    # A program is the host's to have: not looked for here at spawn, and its absence there is the
+    # job's failure, in the host's words; here the same profile is refused at once.
+    far = daemon.spawn("hello", host="h", driver="ghost", cwd=str(tmp_path))
+    failed = daemon.wait_state(far, "failed", timeout=30)
+    assert "roost-no-such-agent" in failed["reason"]
+    with pytest.raises(ClientError) as info:
+        daemon.spawn("hello", driver="ghost", cwd=str(tmp_path))
+    assert info.value.code == "driver" and "not found" in info.value.message
+
+
 def test_a_job_on_the_host_takes_a_turn_and_its_row_says_where(daemon_factory, sshd, tmp_path):
     remote = tmp_path / "remote"
     daemon = daemon_factory(_config(sshd, remote))

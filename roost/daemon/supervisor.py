@@ -152,15 +152,17 @@ class Supervisor:
         driver_name = args.get("driver") or config.default_driver
         try:
             profile = config.driver(driver_name)
-            driver_for(profile.kind).check(profile.options)
         except ConfigError as exc:
             raise ProtocolError(ErrorCode.DRIVER, exc.message) from None
-        except DriverError as exc:
-            raise ProtocolError(ErrorCode.DRIVER, str(exc)) from None
+        host, cwd = place(args, profile, parent, config)  # this machine or a [hosts.NAME]; its cwd there
+        if not host:  # a program on another host is that host's to have (`roost hosts check` says)
+            try:
+                driver_for(profile.kind).check(profile.options)
+            except DriverError as exc:
+                raise ProtocolError(ErrorCode.DRIVER, str(exc)) from None
         lifetime = args.get("lifetime") or profile.lifetime or "task"
         if lifetime not in LIFETIMES:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"lifetime {lifetime!r} is not one of {', '.join(LIFETIMES)}")
-        host, cwd = place(args, profile, parent, config)  # this machine or a [hosts.NAME]; its cwd there
         labels = {str(k): str(v) for k, v in (args.get("labels") or {}).items()}
         _check_prompt(args["prompt"])
         now = self.clock()

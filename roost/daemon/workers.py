@@ -41,7 +41,7 @@ def process_factory(paths: Paths, config: Callable[[], Config]) -> WorkerFactory
         profile = config().driver(job.driver)
         driver = driver_for(profile.kind)
         ctx = LaunchContext(socket=paths.socket, token=token, sessions_dir=paths.sessions_dir,
-                            state_dir=paths.state_dir, options=profile.options)
+                            state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
         launch = driver.launch(job, ctx)
         worker = Worker(job.id, launch, driver.adapter(job), paths.job_log(job.id), on_event=on_event,
                         on_exit=on_exit)

@@ -28,6 +28,9 @@ class LaunchContext:
     sessions_dir: Path
     state_dir: Path
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: The worker runs on another host (roost/hosts): its program and cwd are that host's, not
+    #: this machine's, so the driver checks neither here (`roost hosts check` does, there).
+    remote: bool = False
 
     def roost_env(self, job: Job) -> dict[str, str]:
         """The variables through which a worker's tools reach the daemon as its job."""

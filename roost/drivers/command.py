@@ -36,8 +36,9 @@ class CommandDriver(Driver):
 
     def launch(self, job: Job, ctx: LaunchContext) -> Launch:
         options = ctx.options
-        find_command(options)
-        if not os.path.isdir(job.cwd):
+        if not ctx.remote:
+            find_command(options)
+        if not ctx.remote and not os.path.isdir(job.cwd):
             raise DriverError(f"the job's working directory {job.cwd} no longer exists")
         session = job.session or str(ctx.sessions_dir / "command" / f"{job.id}.jsonl")
         spec = {"command": list(options["command"]), "resume_args": list(options.get("resume_args") or ()),
