@@ -64,6 +64,9 @@ class Sshd:
             f"AuthorizedKeysFile {self.root / 'authorized_keys'}", f"PidFile {self.root / 'sshd.pid'}",
             "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
             "UsePAM no", "StrictModes no", "LogLevel ERROR", "MaxSessions 100", "MaxStartups 100",
+            # The remote commands run through the user's login shell. A shell startup that waits on
+            # a lock (pyenv's rehash waits 60 s for one left by a killed shell) must not hang them.
+            "SetEnv PYENV_REHASH_TIMEOUT=0",
         ]) + "\n")
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # its privilege separation directory
 
