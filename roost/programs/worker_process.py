@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import select
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,20 @@ from typing import Any
 from roost.protocol import MAX_FRAME
 from roost.worker_protocol import Oversize, encode_event, read_line, response, text_events, turn_end
 
+STDOUT = 1
+
+
+
+def write_all(data: bytes) -> None:
+    """All of ``data`` to stdout, in order, straight to the file descriptor. Through sys.stdout, a
+    pipe the daemon was slow to empty lost the rest of a 64 KiB line under load (one line cut, the
+    next event glued to it: a malformed line in the job's timeline, its text gone)."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(STDOUT, view):]
+        except BlockingIOError:  # should the descriptor ever be non-blocking: wait until it takes more
+            select.select([], [STDOUT], [])
 
 class WorkerProcess:
     """Subclasses give ``run_turn``; they may take steers and abort their own way."""
@@ -36,8 +52,7 @@ class WorkerProcess:
     def emit(self, event: dict[str, Any]) -> None:
         """Write an event or response to the daemon, a long text as several events."""
         events = text_events(str(event.get("text", ""))) if event.get("type") == "text" else [event]
-        sys.stdout.buffer.write(b"".join(encode_event(e) for e in events))
-        sys.stdout.flush()
+        write_all(b"".join(encode_event(e) for e in events))
 
     def end_turn(self, run: Any, outcome: str, **fields: Any) -> None:
         self.turn_ended = True
