@@ -4,7 +4,6 @@ write files in their own worktrees (docs/worktrees.md, docs/keys.md)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,26 +11,15 @@ import pytest
 from roost.tui.agent_view import AgentViewScreen
 from roost.tui.diff_view import DiffScreen, FileDiff, split_diff
 
+from gitrepo import make_repo
 from tui_helpers import SIZE, burst, make_app, notice, open_job, press_alone, select_row, type_text, until
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.name", "Test")
-    git(path, "config", "user.email", "test@example.com")
-    (path / "README").write_text("first line\n")
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "first")
-    return path
+    return make_repo(tmp_path / "repo", {"README": "first line\n"})
 
 
 def labels(screen: DiffScreen) -> list[str]:

@@ -13,27 +13,15 @@ import pytest
 
 from roost.client import ClientError
 from tests.conftest import DaemonHarness
+from tests.gitrepo import git, make_repo
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A repository with one commit on main, and an identity for the commits the tests make."""
-    path = tmp_path / "repo"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.name", "Test")
-    git(path, "config", "user.email", "test@example.com")
-    (path / "README").write_text("hello\n")
-    (path / ".gitignore").write_text("from-setup.txt\n")
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "first")
-    return path
+    return make_repo(tmp_path / "repo", {"README": "hello\n", ".gitignore": "from-setup.txt\n"})
 
 
 def commit(path: Path, name: str, text: str, message: str) -> None:
