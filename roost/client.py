@@ -4,6 +4,9 @@ Both say hello first, as a person (no job) or as a job (``ROOST_JOB_ID`` and ``R
 from the environment the daemon gave its worker), so the daemon knows who is calling. Every
 call has a timeout: nothing waits forever on a daemon that never answers. An error frame with
 no id (a frame the daemon could not read) answers the oldest request still waiting.
+
+One file on purpose: the two clients keep the same protocol rules (hello, timeouts, id-less
+errors, paging, subscription snapshots) through helpers they share; apart, one would copy the other.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ error, an unknown key, a wrong type, a value out of range — is refused with a
 silently ignored. The documented file with every key and its default is
 ``roost/data/roost.toml`` (``config/roost.toml`` in the repository points at it);
 docs/config.md is the reference.
+
+Over 400 lines because it is the whole schema in one place: every key with its check and
+default, and the parsers of its tables (drivers of five kinds, hosts, hooks, worktree). The
+checks of single values are in config_values.py.
 """
 
 from __future__ import annotations

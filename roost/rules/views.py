@@ -2,6 +2,9 @@
 
 Nothing here does I/O or imports Textual; the clock is always the ``now`` parameter (epoch
 seconds), so every rule can be tested without a terminal and without waiting.
+
+One module for every rule the views apply (the agent view, the panel, the footer hint, ages,
+usage), since they share their helpers and no view may hold a rule of its own.
 """
 
 from __future__ import annotations

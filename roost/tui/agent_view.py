@@ -1,4 +1,7 @@
-"""The home screen: one row per listed job, kept current by row key, and the keys that act on it."""
+"""The home screen: one row per listed job, kept current by row key, and the keys that act on it.
+
+Its length is its bindings, one action each; the table (job_table.py), dialogs and peek pane
+are widgets of their own."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""A job opened from the agent view or the subagent panel: its transcript, its subagents, a composer."""
+"""A job opened from the agent view or the subagent panel: its transcript, its subagents, a composer.
+
+Its length is the panel's bindings and the composer's commands, one action each; the transcript,
+the panel, the composer and the diff and provider views are widgets of their own."""
 
 from __future__ import annotations
 
