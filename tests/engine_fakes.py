@@ -50,6 +50,8 @@ class FakeWorker:
         #: Set, an abort is answered only once the event is set (a real agent may take its time).
         self.abort_gate: asyncio.Event | None = None
         self.exited = False
+        #: In a turn it began by itself (``begin_own_turn``), which ends as ``own``, not by a run.
+        self.own = False
 
     async def start(self) -> None:
         self.pid = next(self.pids)
@@ -65,7 +67,9 @@ class FakeWorker:
             self.aborts += 1
             if self.abort_gate is not None:
                 await self.abort_gate.wait()
-            if self.prompts and not self.exited:
+            if self.own and not self.exited:
+                self.end_own_turn("aborted")
+            elif self.prompts and not self.exited:
                 self.on_event({"type": "turn_end", "run": self.prompts[-1][0], "outcome": "aborted"})
         return {"type": "response", "success": True, "data": {}}
 
@@ -73,6 +77,17 @@ class FakeWorker:
         if text:
             self.on_event({"type": "text", "text": text})
         self.on_event({"type": "turn_end", "run": self.prompts[-1][0], "outcome": outcome})
+
+    def begin_own_turn(self) -> None:
+        """A turn nobody prompted (Claude Code taking in a background subagent's result)."""
+        self.own = True
+        self.on_event({"type": "turn_start", "own": True})
+
+    def end_own_turn(self, outcome: str = "ok", text: str = "", **fields: Any) -> None:
+        self.own = False
+        if text:
+            self.on_event({"type": "text", "text": text})
+        self.on_event({"type": "turn_end", "run": None, "own": True, "outcome": outcome, **fields})
 
     async def close(self, grace: float = 3.0) -> None:
         self.closing = True

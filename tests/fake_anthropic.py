@@ -8,12 +8,15 @@ with the stop reason and usage, ``message_stop``).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from fakellm import INPUT_TOKENS, OUTPUT_TOKENS, FakeLLM, ScriptedHandler
 
 #: Text Claude Code adds to a user message for the model's eyes only; never part of the prompt.
 REMINDER = "<system-reminder>"
+#: The result in the notice Claude Code adds (inside a reminder) when a background subagent finished.
+NOTIFIED = re.compile(r"<task-notification>.*?<result>(.*?)</result>", re.S)
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -85,8 +88,12 @@ class FakeAnthropic(FakeLLM):
         return self.url.removesuffix("/v1")
 
     def turn_of(self, body: dict[str, Any]) -> tuple[str, list[str]]:
-        """The last user message with a prompt in it, and the tool results that came after it."""
+        """The last user message with a prompt in it, and the tool results that came after it; when the
+        last user message is the notice of a background subagent's end, ``subagent said: <its result>``."""
         messages = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        notice = NOTIFIED.search("".join(b.get("text", "") for b in _blocks(messages[-1]))) if messages else None
+        if notice:
+            return f"subagent said: {notice.group(1).strip()}", []
         for i in range(len(messages) - 1, -1, -1):
             texts = prompt_blocks(messages[i])
             if texts:

@@ -11,6 +11,9 @@ delivered):
 - ``SLOW``: a text stream that trickles for up to 30 s (something to abort).
 - ``FLAKY <tag>``: HTTP 503 the first time a tag is seen, a normal answer after that.
 - ``BAD400``: HTTP 400, an error no retry can fix.
+- ``DOWN``: HTTP 500 every time (an outage no retry gets past).
+- ``LATER <seconds> ...``: the echo, sent only after that many seconds (at most SLOW_LIMIT): a
+  subagent that answers after its parent's turn ended.
 - anything else: ``echo: <its first line>``.
 
 It records every request body, so a test can assert what history reached the model.
@@ -70,6 +73,11 @@ class ScriptedHandler(BaseHTTPRequestHandler):
             self.error(503, "fake overloaded, try again")
         elif word == "BAD400":
             self.error(400, "fake bad request")
+        elif word == "DOWN":
+            self.error(500, "fake server down")
+        elif word == "LATER":
+            time.sleep(min(float(rest.split(" ", 1)[0] or 0), SLOW_LIMIT))
+            self.stream_text(body, "echo: " + prompt.strip().splitlines()[0])
         else:
             first = prompt.strip().splitlines()[0] if prompt.strip() else ""
             self.stream_text(body, "echo: " + first)

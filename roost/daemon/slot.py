@@ -34,10 +34,11 @@ class Phase(str, enum.Enum):
 
 @dataclass
 class Turn:
-    """One prompt handed to the worker, until its turn_end (or the worker's exit) settles it."""
+    """One prompt handed to the worker (or a turn the agent began itself), until its turn_end (or the
+    worker's exit) settles it."""
 
     run: int
-    #: What started it: a message ("prompt") or children's reports ("reports").
+    #: What started it: a message ("prompt"), children's reports ("reports") or the agent itself ("own").
     kind: str
     #: The inbox or outbox ids it carried (put back if the worker does not take it).
     ids: list[int]

@@ -184,12 +184,16 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
             with eng.store.transaction():
                 job.usage = {**job.usage, **usage}
                 eng.save(job)
-    elif kind in ("turn_start", "response"):
+    elif kind == "turn_start":
+        if event.get("own"):
+            begin_own_turn(eng, job, slot)
+    elif kind == "response":
         pass  # a response here answers a command that already timed out
     elif kind == "turn_end":
         if slot.phase is Phase.CLOSING:  # a turn cut short by closing the worker is settled when it exits
             return
-        if slot.turn is None or event.get("run") != slot.turn.run:
+        turn = slot.turn
+        if turn is None or not (event.get("run") == turn.run or (event.get("own") and turn.kind == "own")):
             with eng.store.transaction():
                 eng.timeline(job, "note", message=f"ignored the end of an older turn (run {event.get('run')})")
             return
@@ -207,6 +211,25 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
     else:
         with eng.store.transaction():
             eng.timeline(job, "note", message=f"unknown worker event {kind!r}")
+
+
+def begin_own_turn(eng: "Engine", job: Job, slot: Slot) -> None:
+    """The agent started a turn nobody prompted (Claude Code taking in what a background subagent
+    found): the job works for it as for any turn, so the time rules leave the worker alone, a stop
+    aborts it and a message waits for its end, which settles it like a prompt's."""
+    if slot.phase is not Phase.READY or slot.turn is not None:
+        return  # a prompt is in flight: the worker ends this turn as that prompt's
+    slot.turn = Turn(run=next(eng.runs), kind="own", ids=[], state_before=job.state, text_before=job.last_text)
+    slot.idle_since = None
+    cut = job.state == State.STOPPED
+    with eng.store.transaction():
+        if cut:
+            eng.timeline(job, "note", message="the agent began a turn of its own after a stop; it is aborted")
+        else:
+            eng.set_state(job, State.WORKING, note="a turn of the agent's own")
+        eng.save(job)
+    if cut:
+        abort(eng, job, slot)
 
 
 def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None:

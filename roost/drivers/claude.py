@@ -10,6 +10,10 @@ What it relies on, measured with Claude Code 2.1.328 against a fake Messages API
   ``aborted_streaming``). With ``--permission-prompt-tool stdio`` Claude Code asks ``can_use_tool``
   the same way and waits for the answer: roost makes that a question (the job ``waiting``), and the
   job's next message is the answer.
+- A turn nobody prompted: when a ``Task`` subagent in the background finishes after its parent's turn
+  ended, Claude Code starts a turn of its own to take in the result (a ``system/init`` with no user
+  message before it, then ``assistant`` frames and a ``result``). roost calls it a turn of the
+  agent's own (``turn_start`` with ``own``), and its ``result`` ends it like any other.
 - The session id can be chosen up front (``--session-id``), so it is on the record before the first
   turn; ``--resume ID`` in the same directory continues it.
 """
@@ -33,6 +37,8 @@ INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
 OWN_ID = "roost-"
 #: The MCP server name roost's tools go by; Claude Code calls them ``mcp__roost__<tool>``.
 MCP_NAME = "roost"
+#: The run of a turn Claude Code began by itself (no prompt of roost's carried a run token for it).
+OWN = object()
 #: Answers to a permission question that allow the tool; anything else denies it, with the words as the reason.
 YES = {"y", "yes", "allow", "ok", "approve", "go ahead"}
 
@@ -97,8 +103,9 @@ class ClaudeDriver(Driver):
 class ClaudeAdapter(Adapter):
     """Worker protocol in, stream-json out; Claude Code's frames in, worker-protocol events out.
 
-    It keeps the turn in flight (the run token of the prompt) and ends it once, at the ``result``
-    frame; a permission request ends it early as a question, and the next prompt answers it.
+    It keeps the turn in flight (the run token of the prompt, or OWN for a turn Claude Code began
+    itself) and ends it once, at the ``result`` frame; a permission request ends it early as a
+    question, and the next prompt answers it.
     """
 
     def __init__(self, session: str | None, usage: Mapping[str, Any]) -> None:
@@ -177,8 +184,12 @@ class ClaudeAdapter(Adapter):
 
     def _on_system(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
         subtype = frame.get("subtype")
-        if subtype == "init" and frame.get("session_id"):
-            self.session = str(frame["session_id"])
+        if subtype == "init":
+            if frame.get("session_id"):
+                self.session = str(frame["session_id"])
+            if self.run is None and self.permission is None:  # no prompt of ours: Claude Code's own turn
+                self.run = OWN
+                return [{"type": "turn_start", "own": True}]
         elif subtype == "task_started" and frame.get("tool_use_id"):
             return self.subagents.start(str(frame["tool_use_id"]), frame, background=bool(frame.get("is_backgrounded")))
         elif subtype == "task_notification" and frame.get("tool_use_id"):
@@ -213,8 +224,7 @@ class ClaudeAdapter(Adapter):
                     f"{' (' + str(request['blocked_path']) + ')' if request.get('blocked_path') else ''}. "
                     f"Answer yes to allow it; anything else denies it, with your words as the reason.")
         self.permission = (request_id, args)
-        run, self.run = self.run, None
-        return text_events(question) + [turn_end(run, "waiting", question=question)]
+        return text_events(question) + [self._end("waiting", question=question)]
 
     def _on_assistant(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
         message = frame.get("message") or {}
@@ -257,15 +267,21 @@ class ClaudeAdapter(Adapter):
         events = self._usage(frame)
         if self.run is None:
             return events
-        run, self.run = self.run, None
         answers = [response(req_id, "abort", True) for req_id in self.abort_answers]
         self.abort_answers.clear()
         if self.aborting or str(frame.get("terminal_reason", "")).startswith("aborted"):
-            return events + [turn_end(run, "aborted")] + answers
+            return events + [self._end("aborted")] + answers
         if frame.get("is_error") or frame.get("subtype") != "success":
             error = str(frame.get("result") or frame.get("subtype") or "the turn failed")
-            return events + [turn_end(run, "failed", error=error)]
-        return events + [turn_end(run, "ok")]
+            return events + [self._end("failed", error=error)]
+        return events + [self._end("ok")]
+
+    def _end(self, outcome: str, **fields: Any) -> dict[str, Any]:
+        """The turn_end of the turn in flight, which is then over."""
+        run, self.run = self.run, None
+        if run is OWN:
+            return turn_end(None, outcome, own=True, **fields)
+        return turn_end(run, outcome, **fields)
 
     def _usage(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
         usage = frame.get("usage") or {}
