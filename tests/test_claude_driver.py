@@ -181,3 +181,26 @@ def test_a_missing_claude_is_refused_at_spawn_with_how_to_install_it(daemon_fact
         daemon.spawn("hello", driver="claude")
     assert info.value.code == "driver"
     assert "npm install -g @anthropic-ai/claude-code" in info.value.message
+
+
+@pytest.mark.claude
+def test_a_background_subagent_ending_after_the_turn_gives_a_turn_of_claudes_own(claude_daemon, fake):
+    daemon = claude_daemon()
+    call = json.dumps({"description": "slow count", "prompt": "LATER 3 counted 7 files",
+                       "subagent_type": "general-purpose"})
+    job = daemon.spawn(f"CALL Task {call}", driver="claude")
+    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"].startswith("tool said: Async agent"),
+                    timeout=START, what="the parent's turn to end while its subagent still works")
+    own = "echo: subagent said: echo: LATER 3 counted 7 files"
+    row = daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == own, timeout=START,
+                          what="Claude Code's own turn taking in the subagent's result")
+    entries = daemon.timeline(job)
+    order = [(e["kind"], e["data"].get("state")) for e in entries if e["kind"] in ("state", "subagent")]
+    assert order == [("state", "starting"), ("state", "working"), ("subagent", "working"), ("state", "idle"),
+                     ("subagent", "working"), ("subagent", "done"), ("state", "working"), ("state", "idle")]
+    [noted] = [e["data"] for e in entries if e["kind"] == "state" and e["data"].get("note")]
+    assert noted == {"state": "working", "note": "a turn of the agent's own"}
+    assert daemon.texts(job)[-1] == own
+    assert [e["data"]["outcome"] for e in entries if e["kind"] == "turn_end"] == ["ok", "ok"]
+    assert not [e for e in entries if e["kind"] == "note"], "no turn end was ignored"
+    assert row["usage"]["output"] == 3 * 8, "the own turn's usage is counted: two model calls, then one"
