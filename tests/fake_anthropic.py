@@ -70,6 +70,10 @@ class MessagesHandler(ScriptedHandler):
             self.end_block(0)
             self.close_message("end_turn")
 
+    def stream_failure(self, body: dict[str, Any], message: str) -> None:
+        self.open_message(body)
+        self.event({"type": "error", "error": {"type": "api_error", "message": message}}, "error")
+
     def stream_tool_call(self, body: dict[str, Any], name: str, args: str) -> None:
         self.open_message(body)
         self.block(0, {"type": "tool_use", "id": f"toolu_fake_{len(self.fake.requests)}", "name": name, "input": {}})

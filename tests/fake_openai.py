@@ -63,6 +63,11 @@ class ResponsesHandler(ScriptedHandler):
             self.item_done({**item, "content": [{"type": "output_text", "text": text}]})
             self.close_response(rid)
 
+    def stream_failure(self, body: dict[str, Any], message: str) -> None:
+        rid = self.open_response()
+        self.event({"type": "response.failed", "response": {"id": rid, "status": "failed", "error": {
+            "code": "server_error", "message": message}}}, "response.failed")
+
     def stream_tool_call(self, body: dict[str, Any], name: str, args: str) -> None:
         rid = self.open_response()
         namespace, _, tool = name.rpartition("__")  # an MCP tool is ``mcp__<server>__<tool>``: a namespace's

@@ -12,6 +12,8 @@ delivered):
 - ``FLAKY <tag>``: HTTP 503 the first time a tag is seen, a normal answer after that.
 - ``BAD400``: HTTP 400, an error no retry can fix.
 - ``DOWN``: HTTP 500 every time (an outage no retry gets past).
+- ``FAILED <message>``: a stream that starts, then fails with that message the wire format's way
+  (Responses: ``response.failed``; Messages: an ``error`` event); every time.
 - ``LATER <seconds> ...``: the echo, sent only after that many seconds (at most SLOW_LIMIT): a
   subagent that answers after its parent's turn ended.
 - anything else: ``echo: <its first line>``.
@@ -75,6 +77,8 @@ class ScriptedHandler(BaseHTTPRequestHandler):
             self.error(400, "fake bad request")
         elif word == "DOWN":
             self.error(500, "fake server down")
+        elif word == "FAILED":
+            self.stream_failure(body, rest)
         elif word == "LATER":
             time.sleep(min(float(rest.split(" ", 1)[0] or 0), SLOW_LIMIT))
             self.stream_text(body, "echo: " + prompt.strip().splitlines()[0])
@@ -124,6 +128,10 @@ class ScriptedHandler(BaseHTTPRequestHandler):
 
     def stream_tool_call(self, body: dict[str, Any], name: str, args: str) -> None:
         raise NotImplementedError
+
+    def stream_failure(self, body: dict[str, Any], message: str) -> None:
+        """A stream that fails after it began; a format with no way to say so answers HTTP 500."""
+        self.error(500, message)
 
 
 class FakeLLM:

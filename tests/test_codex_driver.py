@@ -42,9 +42,11 @@ def fake() -> Iterator[FakeOpenAI]:
 def codex_daemon(codex_bin: Path, fake: FakeOpenAI,
                  daemon_factory: Callable[[str], DaemonHarness]) -> DaemonHarness:
     """A daemon whose ``codex`` driver runs the installed Codex against the fake model, in roost's own
-    CODEX_HOME (the provider comes in as ``-c`` overrides, so nothing is written there by the test)."""
+    CODEX_HOME (the provider comes in as ``-c`` overrides, so nothing is written there by the test).
+    Codex retries a failed model call once, at once (by default 4 quiet retries of the request, then
+    5 of the stream, with backoff: 24 s and 30 requests for a server that always answers 500)."""
     provider = (f'{{ name = "fake", base_url = {json.dumps(fake.url)}, wire_api = "responses", '
-                f'env_key = "FAKE_OPENAI_KEY" }}')
+                f'env_key = "FAKE_OPENAI_KEY", request_max_retries = 0, stream_max_retries = 1 }}')
     args = ["-c", f"model_providers.fake={provider}", "-c", 'model_provider="fake"']
     return daemon_factory(f'[drivers.codex]\nkind = "codex"\ncommand = {json.dumps(str(codex_bin))}\n'
                           f'model = "fake-model"\nargs = {json.dumps(args)}\nenv = {{ FAKE_OPENAI_KEY = "x" }}\n')
@@ -148,3 +150,35 @@ def test_an_approval_request_is_a_question_and_the_next_message_answers_it(codex
     row = codex_daemon.wait_state(job, "idle", timeout=START)
     assert (work / "made.txt").read_text() == "hi\n"
     assert row["last_text"].startswith("tool said:")
+
+
+@pytest.mark.codex
+def test_a_transient_error_is_retried_by_codex_and_the_turn_ends_ok(codex_daemon, fake):
+    job = codex_daemon.spawn("FLAKY codex-once", driver="codex")
+    row = codex_daemon.wait_state(job, "idle", "failed", timeout=START)
+    assert row["state"] == "idle" and row["last_text"] == "echo: FLAKY codex-once", row["reason"]
+    assert len(fake.bodies_with("FLAKY codex-once")) == 2, "one 503, then Codex's one retry"
+    [retry] = [e["message"] for e in timeline(codex_daemon, job, "note") if "retrying" in e["message"]]
+    assert retry.startswith("Codex: Reconnecting... 1/1 (retrying: unexpected status 503")
+    assert "fake overloaded, try again" in retry
+
+
+@pytest.mark.codex
+@pytest.mark.parametrize("prompt, requests, reason", [
+    ("DOWN", 2, "Codex's turn failed after 1 retry: We’re currently experiencing high demand, which may cause "
+                "temporary errors. (internalServerError)"),
+    ("FAILED the fake model broke", 2, "Codex's turn failed after 1 retry: stream disconnected before completion: "
+                                       "the fake model broke"),
+    ("BAD400", 1, "Codex's turn failed: fake bad request"),
+])
+def test_a_persistent_error_fails_the_turn_saying_why_and_the_job_takes_the_next_message(
+        codex_daemon, fake, prompt, requests, reason):
+    job = codex_daemon.spawn(prompt, driver="codex")
+    row = codex_daemon.wait_state(job, "failed", "idle", timeout=START)
+    assert row["state"] == "failed" and row["reason"] == reason
+    assert len(fake.bodies_with(prompt)) == requests
+    [end] = timeline(codex_daemon, job, "turn_end")
+    assert end == {"outcome": "failed", "error": reason}
+    assert row["worker_up"], "the model failed, not Codex: its worker stays"
+    assert codex_daemon.call("send", job=job, text="and now?")["outcome"] == "delivered"
+    codex_daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: and now?", timeout=START)

@@ -11,6 +11,9 @@ What it relies on, measured with Codex 0.169.0 against a fake Responses API (doc
 - Approvals are requests from Codex that wait for an answer: a tool of roost's own MCP server is
   allowed at once; anything else (a command, a file change) is a question, and the job's next
   message answers it. Closing stdin ends the process.
+- A failing model call is retried by Codex itself (``request_max_retries`` quietly, then
+  ``stream_max_retries`` times with an ``error`` notification whose ``willRetry`` is true); the turn
+  then completes ``failed`` with the last error, whose ``codexErrorInfo`` says what kind it was.
 """
 
 from __future__ import annotations
@@ -98,6 +101,8 @@ class CodexAdapter(Adapter):
         self.approval: tuple[Any, str] | None = None
         #: Abort commands taken while the turn still runs: answered after its ``turn_end``.
         self.aborts: list[Any] = []
+        #: How many times Codex said it retries the model call in this turn.
+        self.retries = 0
         self.totals = {k: int(usage.get(k) or 0) for k in ("input", "output")}
         self._emit: Callable[[dict[str, Any]], None] = lambda event: None
         self._write: Callable[[bytes], None] = lambda data: None
@@ -159,7 +164,7 @@ class CodexAdapter(Adapter):
             (request_id, method), self.approval = self.approval, None  # the turn Codex waits in goes on
             yes = message.strip().lower().rstrip(".!") in YES
             return encode({"jsonrpc": "2.0", "id": request_id, "result": APPROVALS[method](yes)})
-        self.turn = None
+        self.turn, self.retries = None, 0
         return self._call("turn/start", {"threadId": self.thread, "input": [{"type": "text", "text": message}]},
                           self._turn_started)
 
@@ -242,8 +247,16 @@ class CodexAdapter(Adapter):
         return [{"type": "usage", "usage": out}]
 
     def _on_error(self, params: dict[str, Any]) -> list[dict[str, Any]]:
-        message = str((params.get("error") or {}).get("message") or "an error")
-        return [note(f"Codex: {message}{' (retrying)' if params.get('willRetry') else ''}")]
+        """A retry is a note; the last error is the failed turn's reason (turn/completed carries it)."""
+        error = params.get("error") or {}
+        if params.get("willRetry"):
+            self.retries += 1
+            details = error.get("additionalDetails")
+            return [note(f"Codex: {error.get('message') or 'retrying'} (retrying"
+                         f"{': ' + str(details) if details else ''})")]
+        if self.run is not None:
+            return []
+        return [note(f"Codex: {_error_text(error)}")]
 
     def _on_turn_completed(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         turn = params.get("turn") or {}
@@ -257,8 +270,23 @@ class CodexAdapter(Adapter):
         if status == "interrupted" or answers:
             return [turn_end(run, "aborted"), *answers]
         if status == "failed":
-            return [turn_end(run, "failed", error=str((turn.get("error") or {}).get("message") or "the turn failed"))]
+            retried = f" after {self.retries} retr{'y' if self.retries == 1 else 'ies'}" if self.retries else ""
+            return [turn_end(run, "failed", error=f"Codex's turn failed{retried}: {_error_text(turn.get('error') or {})}")]
         return [turn_end(run, "ok")]
+
+
+def _error_text(error: dict[str, Any]) -> str:
+    """Codex's words for an error, and what kind it was (``codexErrorInfo``: ``internalServerError``,
+    ``contextWindowExceeded``…). A provider's JSON error body is given as its message."""
+    message = str(error.get("message") or "the turn failed")
+    try:
+        body = json.loads(message)
+        message = str(body["error"]["message"]) if isinstance(body, dict) and isinstance(body.get("error"), dict) else message
+    except (ValueError, KeyError):
+        pass
+    info = error.get("codexErrorInfo")
+    kind = info if isinstance(info, str) else next(iter(info), None) if isinstance(info, dict) else None
+    return f"{message} ({kind})" if kind and kind != "other" else message
 
 
 def _error(answer: dict[str, Any]) -> str:
