@@ -42,10 +42,11 @@ def fake() -> Iterator[FakeAnthropic]:
 @pytest.fixture
 def claude_daemon(claude_bin: Path, fake: FakeAnthropic,
                   daemon_factory: Callable[[str], DaemonHarness]) -> Callable[..., DaemonHarness]:
-    """A daemon whose ``claude`` driver runs the installed Claude Code against the fake model."""
+    """A daemon whose ``claude`` driver runs the installed Claude Code against the fake model. Claude Code
+    retries a failed model call once (by default 10 times, from 0.6 s apart doubling)."""
 
     def make(extra: str = "") -> DaemonHarness:
-        env = {"ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "fake-key"}
+        env = {"ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "fake-key", "CLAUDE_CODE_MAX_RETRIES": "1"}
         return daemon_factory(f'[drivers.claude]\nkind = "claude"\ncommand = {json.dumps(str(claude_bin))}\n'
                               f'model = "fake-model"\nenv = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())} }}\n'
                               f"{extra}")
@@ -204,3 +205,36 @@ def test_a_background_subagent_ending_after_the_turn_gives_a_turn_of_claudes_own
     assert [e["data"]["outcome"] for e in entries if e["kind"] == "turn_end"] == ["ok", "ok"]
     assert not [e for e in entries if e["kind"] == "note"], "no turn end was ignored"
     assert row["usage"]["output"] == 3 * 8, "the own turn's usage is counted: two model calls, then one"
+
+
+def main_bodies(fake: FakeAnthropic, prompt: str) -> list[dict[str, Any]]:
+    return [b for b in fake.bodies_with(prompt) if b.get("tools")]
+
+
+@pytest.mark.claude
+def test_a_transient_error_is_retried_by_claude_and_the_turn_ends_ok(claude_daemon, fake):
+    daemon = claude_daemon()
+    job = daemon.spawn("FLAKY claude-once", driver="claude")
+    row = daemon.wait_state(job, "idle", "failed", timeout=START)
+    assert row["state"] == "idle" and row["last_text"] == "echo: FLAKY claude-once", row["reason"]
+    assert len(main_bodies(fake, "FLAKY claude-once")) == 2, "one 503, then Claude Code's one retry"
+    [retry] = [e["message"] for e in timeline(daemon, job, "note")]
+    assert retry.startswith("Claude Code: the model call failed (503 server_error); retry 1 of 1 in ")
+
+
+@pytest.mark.claude
+@pytest.mark.parametrize("prompt, reason", [
+    ("DOWN", "Claude Code's turn failed after 1 retry: API Error: 500 fake server down. "),
+    ("BAD400", "Claude Code's turn failed: API Error: 400 fake bad request"),
+])
+def test_a_persistent_error_fails_the_turn_saying_why_and_the_job_takes_the_next_message(
+        claude_daemon, fake, prompt, reason):
+    daemon = claude_daemon()
+    job = daemon.spawn(prompt, driver="claude")
+    row = daemon.wait_state(job, "failed", "idle", timeout=START)
+    assert row["state"] == "failed" and row["reason"].startswith(reason), row["reason"]
+    [end] = timeline(daemon, job, "turn_end")
+    assert end == {"outcome": "failed", "error": row["reason"]}
+    assert row["worker_up"], "the model failed, not Claude Code: its worker stays"
+    assert daemon.call("send", job=job, text="and now?")["outcome"] == "delivered"
+    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: and now?", timeout=START)

@@ -14,6 +14,9 @@ What it relies on, measured with Claude Code 2.1.328 against a fake Messages API
   ended, Claude Code starts a turn of its own to take in the result (a ``system/init`` with no user
   message before it, then ``assistant`` frames and a ``result``). roost calls it a turn of the
   agent's own (``turn_start`` with ``own``), and its ``result`` ends it like any other.
+- A failing model call is retried by Claude Code itself (``CLAUDE_CODE_MAX_RETRIES`` times, 10 by
+  default, with backoff), each announced by a ``system/api_retry`` frame; then the ``result`` has
+  ``is_error`` and Claude Code's words (``API Error: 500 …``).
 - The session id can be chosen up front (``--session-id``), so it is on the record before the first
   turn; ``--resume ID`` in the same directory continues it.
 """
@@ -30,7 +33,7 @@ from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing
 from roost.drivers.subagents import SubagentTracker
 from roost.models import Job
 from roost.protocol import encode
-from roost.worker_protocol import response, text_events, turn_end
+from roost.worker_protocol import note, response, text_events, turn_end
 
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
 #: Ids of the control requests the adapter sends on its own.
@@ -118,6 +121,8 @@ class ClaudeAdapter(Adapter):
         self.asked: dict[str, Any] = {}
         #: Interrupts Claude Code took while the turn still runs: answered after its ``turn_end``.
         self.abort_answers: list[Any] = []
+        #: How many times Claude Code said it retries a model call in this turn.
+        self.retries = 0
         self.tools: dict[str, tuple[str, Any]] = {}
         self.subagents = SubagentTracker()
         self.totals = {k: int(usage.get(k) or 0) for k in ("input", "output")}
@@ -157,7 +162,7 @@ class ClaudeAdapter(Adapter):
         return b""
 
     def _prompt(self, req_id: Any, run: Any, message: str) -> bytes:
-        self.run, self.aborting = run, False
+        self.run, self.aborting, self.retries = run, False, 0
         self._emit(response(req_id, "prompt", True))
         self._emit({"type": "turn_start", "run": run})
         if self.permission is None:
@@ -188,8 +193,14 @@ class ClaudeAdapter(Adapter):
             if frame.get("session_id"):
                 self.session = str(frame["session_id"])
             if self.run is None and self.permission is None:  # no prompt of ours: Claude Code's own turn
-                self.run = OWN
+                self.run, self.aborting, self.retries = OWN, False, 0
                 return [{"type": "turn_start", "own": True}]
+        elif subtype == "api_retry":
+            self.retries += 1
+            status = f"{frame.get('error_status')} " if frame.get("error_status") else ""
+            return [note(f"Claude Code: the model call failed ({status}{frame.get('error') or 'error'}); "
+                         f"retry {frame.get('attempt')} of {frame.get('max_retries')} "
+                         f"in {int(frame.get('retry_delay_ms') or 0) / 1000:.1f} s")]
         elif subtype == "task_started" and frame.get("tool_use_id"):
             return self.subagents.start(str(frame["tool_use_id"]), frame, background=bool(frame.get("is_backgrounded")))
         elif subtype == "task_notification" and frame.get("tool_use_id"):
@@ -272,8 +283,9 @@ class ClaudeAdapter(Adapter):
         if self.aborting or str(frame.get("terminal_reason", "")).startswith("aborted"):
             return events + [self._end("aborted")] + answers
         if frame.get("is_error") or frame.get("subtype") != "success":
-            error = str(frame.get("result") or frame.get("subtype") or "the turn failed")
-            return events + [self._end("failed", error=error)]
+            retried = f" after {self.retries} retr{'y' if self.retries == 1 else 'ies'}" if self.retries else ""
+            error = str(frame.get("result") or frame.get("subtype") or "no reason given")
+            return events + [self._end("failed", error=f"Claude Code's turn failed{retried}: {error}")]
         return events + [self._end("ok")]
 
     def _end(self, outcome: str, **fields: Any) -> dict[str, Any]:
