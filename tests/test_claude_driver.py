@@ -39,17 +39,21 @@ def fake() -> Iterator[FakeAnthropic]:
     server.stop()
 
 
+def claude_profile(claude: Path, fake: FakeAnthropic) -> str:
+    """The ``[drivers.claude]`` that runs the installed Claude Code against the fake model. Claude Code
+    retries a failed model call once (by default 10 times, from 0.6 s apart doubling)."""
+    env = {"ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "fake-key", "CLAUDE_CODE_MAX_RETRIES": "1"}
+    return (f'[drivers.claude]\nkind = "claude"\ncommand = {json.dumps(str(claude))}\nmodel = "fake-model"\n'
+            f'env = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())} }}\n')
+
+
 @pytest.fixture
 def claude_daemon(claude_bin: Path, fake: FakeAnthropic,
                   daemon_factory: Callable[[str], DaemonHarness]) -> Callable[..., DaemonHarness]:
-    """A daemon whose ``claude`` driver runs the installed Claude Code against the fake model. Claude Code
-    retries a failed model call once (by default 10 times, from 0.6 s apart doubling)."""
+    """A daemon with :func:`claude_profile` (and ``extra`` config after it)."""
 
     def make(extra: str = "") -> DaemonHarness:
-        env = {"ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "fake-key", "CLAUDE_CODE_MAX_RETRIES": "1"}
-        return daemon_factory(f'[drivers.claude]\nkind = "claude"\ncommand = {json.dumps(str(claude_bin))}\n'
-                              f'model = "fake-model"\nenv = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())} }}\n'
-                              f"{extra}")
+        return daemon_factory(claude_profile(claude_bin, fake) + extra)
 
     return make
 

@@ -38,18 +38,23 @@ def fake() -> Iterator[FakeOpenAI]:
     server.stop()
 
 
-@pytest.fixture
-def codex_daemon(codex_bin: Path, fake: FakeOpenAI,
-                 daemon_factory: Callable[[str], DaemonHarness]) -> DaemonHarness:
-    """A daemon whose ``codex`` driver runs the installed Codex against the fake model, in roost's own
+def codex_profile(codex: Path, fake: FakeOpenAI) -> str:
+    """The ``[drivers.codex]`` that runs the installed Codex against the fake model, in roost's own
     CODEX_HOME (the provider comes in as ``-c`` overrides, so nothing is written there by the test).
     Codex retries a failed model call once, at once (by default 4 quiet retries of the request, then
     5 of the stream, with backoff: 24 s and 30 requests for a server that always answers 500)."""
     provider = (f'{{ name = "fake", base_url = {json.dumps(fake.url)}, wire_api = "responses", '
                 f'env_key = "FAKE_OPENAI_KEY", request_max_retries = 0, stream_max_retries = 1 }}')
     args = ["-c", f"model_providers.fake={provider}", "-c", 'model_provider="fake"']
-    return daemon_factory(f'[drivers.codex]\nkind = "codex"\ncommand = {json.dumps(str(codex_bin))}\n'
-                          f'model = "fake-model"\nargs = {json.dumps(args)}\nenv = {{ FAKE_OPENAI_KEY = "x" }}\n')
+    return (f'[drivers.codex]\nkind = "codex"\ncommand = {json.dumps(str(codex))}\nmodel = "fake-model"\n'
+            f'args = {json.dumps(args)}\nenv = {{ FAKE_OPENAI_KEY = "x" }}\n')
+
+
+@pytest.fixture
+def codex_daemon(codex_bin: Path, fake: FakeOpenAI,
+                 daemon_factory: Callable[[str], DaemonHarness]) -> DaemonHarness:
+    """A daemon with :func:`codex_profile`."""
+    return daemon_factory(codex_profile(codex_bin, fake))
 
 
 def timeline(daemon: DaemonHarness, job: str, kind: str) -> list[dict[str, Any]]:

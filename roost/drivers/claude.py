@@ -302,5 +302,8 @@ class ClaudeAdapter(Adapter):
         self.totals["output"] += int(usage.get("output_tokens") or 0)
         windows = [m.get("contextWindow") for m in (frame.get("modelUsage") or {}).values() if isinstance(m, dict)]
         window = next((w for w in windows if isinstance(w, int) and w > 0), None)
-        out = {**self.totals, **self.context, **({"context_window": window} if window else {})}
+        out: dict[str, Any] = {**self.totals, **self.context, **({"context_window": window} if window else {})}
+        cost = frame.get("total_cost_usd")  # the session's, a resumed one's included (measured)
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0:
+            out["cost"] = float(cost)
         return [{"type": "usage", "usage": out}]

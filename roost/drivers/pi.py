@@ -336,10 +336,17 @@ class PiAdapter(Adapter):
             self.timer = None
 
     def _usage(self, stats: dict[str, Any]) -> list[dict[str, Any]]:
+        """The session's usage, in the keys every driver gives: input with the cached part in it (as
+        Claude Code's and Codex's count it), and the cost when pi prices the model (0 when it does not)."""
         tokens = stats.get("tokens") or {}
         context = stats.get("contextUsage") or {}
-        usage = {"input": tokens.get("input"), "output": tokens.get("output"),
-                 "context_tokens": context.get("tokens"),
-                 "context_window": context.get("contextWindow") or self.context_window}
+        inputs = [tokens.get(k) for k in ("input", "cacheRead", "cacheWrite")]
+        usage: dict[str, Any] = {
+            "input": sum(n for n in inputs if isinstance(n, int)) if isinstance(inputs[0], int) else None,
+            "output": tokens.get("output"), "context_tokens": context.get("tokens"),
+            "context_window": context.get("contextWindow") or self.context_window}
         usage = {k: v for k, v in usage.items() if isinstance(v, int)}
+        cost = stats.get("cost")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0:
+            usage["cost"] = float(cost)
         return [{"type": "usage", "usage": usage}] if usage else []
