@@ -10,12 +10,13 @@ Commands go to the worker's stdin, each with an ``id`` echoed in its response::
 Responses: ``{"type": "response", "id", "command", "success", "data"?, "error"?}``.
 Events (no id) come out on stdout as the turn goes::
 
-    {"type": "turn_start", "run": 3}
+    {"type": "turn_start", "run": 3}                         (or "own": true: a turn the agent began itself)
     {"type": "text", "text": "..."}                           (at most ENTRY_MAX bytes of text)
     {"type": "tool", "name": "spawn", "args": {...}, "result": "...", "error": bool}
     {"type": "usage", "usage": {"input": 10, "output": 5, "context_tokens": 15, "context_window": 32000}}
     {"type": "note", "message": "..."}                        (for the job's timeline: what was left out)
     {"type": "turn_end", "run": 3, "outcome": "ok"|"failed"|"aborted"|"waiting", "error"?, "question"?}
+                                                              (run null and "own": true for the agent's own turn)
 
 Lines are encoded as on the control socket (``roost.protocol.encode``: compact UTF-8 JSON), and no
 line is over ``MAX_FRAME`` either way: the worker side cuts big output into several ``text`` events,
