@@ -93,17 +93,22 @@ class FakeAnthropic(FakeLLM):
 
     def turn_of(self, body: dict[str, Any]) -> tuple[str, list[str]]:
         """The last user message with a prompt in it, and the tool results that came after it; when the
-        last user message is the notice of a background subagent's end, ``subagent said: <its result>``."""
+        last user message is only the notice of a background subagent's end, ``subagent said: <its
+        result>`` (``SLOW subagent said: …`` when the result has SLOW in it: an answer to stop)."""
         messages = [m for m in body.get("messages", []) if m.get("role") == "user"]
-        notice = NOTIFIED.search("".join(b.get("text", "") for b in _blocks(messages[-1]))) if messages else None
+        last = messages[-1] if messages else {}
+        notice = None if prompt_blocks(last) else NOTIFIED.search("".join(b.get("text", "") for b in _blocks(last)))
         if notice:
-            return f"subagent said: {notice.group(1).strip()}", []
-        for i in range(len(messages) - 1, -1, -1):
-            texts = prompt_blocks(messages[i])
-            if texts:
-                results = [_result_text(b) for m in messages[i:] for b in _blocks(m) if b.get("type") == "tool_result"]
-                return texts[-1], results
-        return "", []
+            said = f"subagent said: {notice.group(1).strip()}"
+            return ("SLOW " + said if "SLOW" in said else said), []
+        # Claude Code sends a message after an interrupted turn in one user message with what came before
+        # it (a tool result): only the tool results after the prompt are this turn's.
+        blocks = [b for m in messages for b in _blocks(m)]
+        prompts = [i for i, b in enumerate(blocks) if prompt_blocks({"content": [b]})]
+        if not prompts:
+            return "", []
+        start = prompts[-1]
+        return blocks[start]["text"], [_result_text(b) for b in blocks[start:] if b.get("type") == "tool_result"]
 
     def main_requests(self) -> list[dict[str, Any]]:
         """The requests of the agent's own conversation (Claude Code also asks the model small things

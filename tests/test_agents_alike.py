@@ -50,8 +50,9 @@ def test_the_rows_of_pi_claude_and_codex_look_alike(pi_bin, claude_bin, codex_bi
                                                      tmp_path: Path) -> None:
     fakes = FakeLLM().start(), FakeAnthropic().start(), FakeOpenAI().start()
     try:
-        daemon = daemon_factory("\n".join([pi_profile(pi_bin, fakes[0], tmp_path), claude_profile(claude_bin, fakes[1]),
-                                           codex_profile(codex_bin, fakes[2])]))
+        profiles = [pi_profile(pi_bin, fakes[0], tmp_path),
+                    claude_profile(claude_bin, fakes[1], tmp_path / "claude-home"), codex_profile(codex_bin, fakes[2])]
+        daemon = daemon_factory("\n".join(profiles))
         jobs = {kind: daemon.spawn(f"hello {kind}", driver=kind) for kind in KINDS}
         rows: dict[str, dict[str, Any]] = {
             kind: daemon.wait_row(job, lambda r: r["state"] in ("idle", "failed") and USAGE <= set(r["usage"]),

@@ -39,21 +39,25 @@ def fake() -> Iterator[FakeAnthropic]:
     server.stop()
 
 
-def claude_profile(claude: Path, fake: FakeAnthropic) -> str:
+def claude_profile(claude: Path, fake: FakeAnthropic, home: Path) -> str:
     """The ``[drivers.claude]`` that runs the installed Claude Code against the fake model. Claude Code
-    retries a failed model call once (by default 10 times, from 0.6 s apart doubling)."""
-    env = {"ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "fake-key", "CLAUDE_CODE_MAX_RETRIES": "1"}
+    retries a failed model call once (by default 10 times, from 0.6 s apart doubling). Its HOME is
+    ``home``: its Bash tool sources ``~/.bashrc`` in a login shell, and one killed with the test's
+    daemon can leave a lock of the machine's shell setup behind (pyenv's rehash) that hangs the next."""
+    home.mkdir(exist_ok=True)
+    env = {"ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "fake-key", "CLAUDE_CODE_MAX_RETRIES": "1",
+           "HOME": str(home)}
     return (f'[drivers.claude]\nkind = "claude"\ncommand = {json.dumps(str(claude))}\nmodel = "fake-model"\n'
             f'env = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())} }}\n')
 
 
 @pytest.fixture
-def claude_daemon(claude_bin: Path, fake: FakeAnthropic,
-                  daemon_factory: Callable[[str], DaemonHarness]) -> Callable[..., DaemonHarness]:
+def claude_daemon(claude_bin: Path, fake: FakeAnthropic, daemon_factory: Callable[[str], DaemonHarness],
+                  tmp_path: Path) -> Callable[..., DaemonHarness]:
     """A daemon with :func:`claude_profile` (and ``extra`` config after it)."""
 
     def make(extra: str = "") -> DaemonHarness:
-        return daemon_factory(claude_profile(claude_bin, fake) + extra)
+        return daemon_factory(claude_profile(claude_bin, fake, tmp_path / "claude-home") + extra)
 
     return make
 
@@ -242,3 +246,20 @@ def test_a_persistent_error_fails_the_turn_saying_why_and_the_job_takes_the_next
     assert row["worker_up"], "the model failed, not Claude Code: its worker stays"
     assert daemon.call("send", job=job, text="and now?")["outcome"] == "delivered"
     daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: and now?", timeout=START)
+
+
+@pytest.mark.claude
+def test_stop_interrupts_a_turn_of_claudes_own_and_the_job_takes_a_message_after(claude_daemon, fake):
+    daemon = claude_daemon()
+    call = json.dumps({"description": "slow count", "prompt": "LATER 1 then SLOW", "subagent_type": "general-purpose"})
+    job = daemon.spawn(f"CALL Task {call}", driver="claude")
+    daemon.wait_for(lambda: [e["data"]["state"] for e in daemon.timeline(job) if e["kind"] == "state"][-2:]
+                    == ["idle", "working"] and fake.bodies_with("SLOW subagent said"), timeout=START,
+                    what="Claude Code's own turn streaming its slow answer")
+    assert daemon.call("stop", job=job)["stopped"] == 1
+    row = daemon.wait_state(job, "stopped")
+    daemon.wait_for(lambda: [e["outcome"] for e in timeline(daemon, job, "turn_end")] == ["ok", "aborted"],
+                    what="the own turn to end aborted")
+    assert row["worker_up"] and pid_alive(row["pid"])
+    daemon.call("send", job=job, text="after the stop")
+    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: after the stop", timeout=START)

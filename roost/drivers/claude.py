@@ -52,6 +52,11 @@ def mcp_config(job: Job, ctx: LaunchContext) -> dict[str, Any]:
                                       "args": ["-m", "roost.programs.mcp_server"], "env": ctx.roost_env(job)}}}
 
 
+def after_retries(count: int) -> str:
+    """How a failed turn's reason says the agent retried its model call first (shared with Codex)."""
+    return f" after {count} retr{'y' if count == 1 else 'ies'}" if count else ""
+
+
 def text_of(content: Any) -> str:
     """The text blocks of a Messages API content (a string or a list of blocks), joined."""
     if isinstance(content, str):
@@ -283,9 +288,9 @@ class ClaudeAdapter(Adapter):
         if self.aborting or str(frame.get("terminal_reason", "")).startswith("aborted"):
             return events + [self._end("aborted")] + answers
         if frame.get("is_error") or frame.get("subtype") != "success":
-            retried = f" after {self.retries} retr{'y' if self.retries == 1 else 'ies'}" if self.retries else ""
-            error = str(frame.get("result") or frame.get("subtype") or "no reason given")
-            return events + [self._end("failed", error=f"Claude Code's turn failed{retried}: {error}")]
+            error = f"Claude Code's turn failed{after_retries(self.retries)}: " + str(
+                frame.get("result") or frame.get("subtype") or "no reason given")
+            return events + [self._end("failed", error=error)]
         return events + [self._end("ok")]
 
     def _end(self, outcome: str, **fields: Any) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env)
-from roost.drivers.claude import MCP_NAME, YES, mcp_config
+from roost.drivers.claude import MCP_NAME, YES, after_retries, mcp_config
 from roost.models import Job
 from roost.protocol import encode
 from roost.worker_protocol import note, response, text_events, turn_end
@@ -270,8 +270,8 @@ class CodexAdapter(Adapter):
         if status == "interrupted" or answers:
             return [turn_end(run, "aborted"), *answers]
         if status == "failed":
-            retried = f" after {self.retries} retr{'y' if self.retries == 1 else 'ies'}" if self.retries else ""
-            return [turn_end(run, "failed", error=f"Codex's turn failed{retried}: {_error_text(turn.get('error') or {})}")]
+            error = _error_text(turn.get("error") or {})
+            return [turn_end(run, "failed", error=f"Codex's turn failed{after_retries(self.retries)}: {error}")]
         return [turn_end(run, "ok")]
 
 
@@ -281,9 +281,10 @@ def _error_text(error: dict[str, Any]) -> str:
     message = str(error.get("message") or "the turn failed")
     try:
         body = json.loads(message)
-        message = str(body["error"]["message"]) if isinstance(body, dict) and isinstance(body.get("error"), dict) else message
-    except (ValueError, KeyError):
-        pass
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("message"):
+        message = str(body["error"]["message"])
     info = error.get("codexErrorInfo")
     kind = info if isinstance(info, str) else next(iter(info), None) if isinstance(info, dict) else None
     return f"{message} ({kind})" if kind and kind != "other" else message
