@@ -337,7 +337,8 @@ class PiAdapter(Adapter):
 
     def _usage(self, stats: dict[str, Any]) -> list[dict[str, Any]]:
         """The session's usage, in the keys every driver gives: input with the cached part in it (as
-        Claude Code's and Codex's count it), and the cost when pi prices the model (0 when it does not)."""
+        Claude Code's and Codex's count it), and the cost when pi prices the model (pi says 0 for a
+        model with no price in its models: then the row has no cost)."""
         tokens = stats.get("tokens") or {}
         context = stats.get("contextUsage") or {}
         inputs = [tokens.get(k) for k in ("input", "cacheRead", "cacheWrite")]
