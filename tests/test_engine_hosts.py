@@ -136,3 +136,18 @@ async def test_thousands_waiting_on_one_host_start_one_by_one_in_order(rig: Rig)
         await rig.sup.close(jobs[i], None)
         await rig.settle()
     assert rig.state(jobs[3]) == "working" and rig.sup.status()["queued"] == 1496
+
+
+async def test_a_message_waiting_for_its_host_survives_a_restart_and_is_delivered(
+        rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = await on(rig, "box")
+    await idle(rig, first)
+    await rig.sup.close(first, None)
+    other = await on(rig, "box")
+    await idle(rig, other)  # its idle worker holds the box's only place
+    assert (await rig.sup.send(first, "after the restart", None))["outcome"] == "queued"
+    await rig.sup.shutdown()
+    again = Rig(tmp_path, CFG)  # the same state directory: a new daemon
+    await again.settle()
+    assert again.state(first) == "working" and again.state(other) == "idle"
+    assert [p for _, p in again.worker(first).prompts] == ["after the restart"]
