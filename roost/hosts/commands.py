@@ -88,7 +88,7 @@ def check(host: HostSettings, drivers: Iterable[DriverProfile] = ()) -> tuple[bo
     else:
         lines.append("roost's worker side: not there yet (shipped over the connection at the first spawn)")
     for i, (command, _, profiles) in enumerate(pis):
-        problem, line = _pi_line(command, profiles, found.get(f"pi{i}", ""), found.get(f"node{i}"))
+        problem, line = _pi_line(command, profiles, found, i)
         lines.append(line)
         ok = ok and not (problem and any(p.host == host.name for p in profiles))  # a profile meant for there
     return ok, lines
@@ -106,27 +106,30 @@ def _pi_programs(drivers: Iterable[DriverProfile]) -> list[tuple[str, str, list[
 
 
 def _pi_probe(i: int, command: str, path: str) -> str:
-    """Shell that prints ``piI=`` the program's path there, and ``nodeI=`` node's version when it is a
-    Node.js script (as the worker finds them: the profile's PATH, else the login's)."""
+    """Shell that prints, for one pi program as the worker finds it there (the profile's PATH, else the
+    login's): ``piI=`` its path, ``versionI=`` the last line ``--version`` said, ``okI=yes`` when that
+    worked, ``nodeI=`` node's version."""
     env = f"PATH={shlex.quote(path)}; " if path else ""
-    return (f"( {env}p=$(command -v {remote_dir_expr(command)}) && echo pi{i}=$p && if head -n 1 \"$p\" 2>/dev/null | "
-            f"grep -q node; then echo node{i}=$(node --version 2>/dev/null); fi ); ")
+    return (f"( {env}p=$(command -v {remote_dir_expr(command)}) && echo pi{i}=$p && "
+            f"v=$(\"$p\" --version 2>&1 </dev/null) && echo ok{i}=yes; echo version{i}=$(echo \"$v\" | tail -n 1); "
+            f"echo node{i}=$(node --version 2>/dev/null) ); ")
 
 
-def _pi_line(command: str, profiles: list[DriverProfile], program: str, node: str | None) -> tuple[bool, str]:
-    """(whether something is missing, the line that says what) for one pi program."""
+def _pi_line(command: str, profiles: list[DriverProfile], found: dict[str, str], i: int) -> tuple[bool, str]:
+    """(whether something is missing, the line that says what) for the ``i``-th pi program."""
     names = ", ".join(p.name for p in profiles)
     who = f"pi (`{command}`" + (f", driver{'s' if len(profiles) > 1 else ''} {names})" if names else ")")
+    program, said, node = found.get(f"pi{i}", ""), found.get(f"version{i}", ""), found.get(f"node{i}", "")
+    need = f"Node.js {PI_NODE}+"
     if not program:
         return True, (f"missing: {who} is not found there (only pi jobs need it): install it there with "
-                      f"`{INSTALL_HINT}` (Node.js {PI_NODE}+), or set the profile's `command` to its path there")
-    if node is None:
-        return False, f"{who}: {program}"
-    version = _version(node.lstrip("v"))
-    if version < _version(PI_NODE):
-        shown = f"Node.js {node} is too old" if version else "there is no `node` on its PATH"
-        return True, f"missing: {who} is at {program}, but {shown}: install Node.js {PI_NODE}+ there"
-    return False, f"{who}: {program} (Node.js {node})"
+                      f"`{INSTALL_HINT}` ({need}), or set the profile's `command` to its path there")
+    on_node = f", on Node.js {node}" if node else ""
+    if not found.get(f"ok{i}"):
+        return True, f"broken: {who} is at {program} but does not run ({need}{on_node}): {said or 'it said nothing'}"
+    if node and _version(node.lstrip("v")) < _version(PI_NODE):
+        return True, f"too old: {who} at {program} runs on Node.js {node}; pi needs {need}"
+    return False, f"{who}: {program} (version {said}{on_node})"
 
 
 def _version(text: str) -> tuple[int, ...]:
