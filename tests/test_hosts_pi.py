@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ from roost.drivers.pi import EXTENSION
 
 from conftest import DaemonHarness
 from fakellm import FakeLLM, models_json
-from test_hosts import _config, sshd  # noqa: F401 (sshd: the module's server fixture)
+from test_hosts import _config, master_pid, sshd  # noqa: F401 (sshd: the module's server fixture)
 from test_hosts import pytestmark as NEEDS_SSHD
 from test_pi_driver import START, assistant_stops, fake, pi_bin, timeline, user_texts  # noqa: F401 (fixtures)
 
@@ -166,6 +167,22 @@ def test_stop_mid_turn_aborts_the_far_pi_and_close_ends_it_there(far_pi, fake, t
     assert row["worker_up"] and remote_pi(job) is not None, "a stop aborts the turn, it keeps the worker"
     daemon.call("close", job=job)
     daemon.wait_for(lambda: remote_pi(job) is None, timeout=15, what="the far pi to end on close")
+
+
+def test_a_dropped_link_fails_the_far_pi_ends_it_there_and_a_message_resumes_it(far_pi, fake, tmp_path):
+    daemon, _ = far_pi()
+    job = daemon.spawn("remember the word plover", driver="pi", cwd=str(tmp_path / "work"))
+    daemon.wait_state(job, "idle", "failed", timeout=START)
+    daemon.call("send", job=job, text="SLOW")
+    daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(job)["state"] == "working", timeout=START,
+                    what="the far pi streaming the slow answer")
+    os.kill(master_pid(daemon), signal.SIGKILL)
+    assert "host h unreachable" in daemon.wait_state(job, "failed", timeout=20)["reason"]
+    daemon.wait_for(lambda: remote_pi(job) is None, timeout=15, what="the far pi to go with its link")
+    daemon.call("send", job=job, text="what was the word?")  # a new master, the same session there
+    [resumed] = daemon.wait_for(lambda: fake.bodies_with("what was the word?"), timeout=START,
+                                what="the resumed far pi's request")
+    assert user_texts(resumed)[0] == "remember the word plover" and user_texts(resumed)[-1] == "what was the word?"
 
 
 def test_hosts_check_says_which_pi_is_there_and_a_missing_one_fails_the_job_in_the_hosts_words(far_pi, tmp_path):
