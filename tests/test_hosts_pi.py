@@ -157,9 +157,9 @@ def test_the_reaper_closes_the_far_pi_and_a_message_resumes_its_session_there(fa
 
 def test_stop_mid_turn_aborts_the_far_pi_and_close_ends_it_there(far_pi, fake, tmp_path):
     daemon, _ = far_pi()
-    job = daemon.spawn("SLOW", driver="pi", cwd=str(tmp_path / "work"))
-    daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(job)["state"] == "working", timeout=START,
-                    what="the far pi streaming the slow answer")
+    job = daemon.spawn("SLOW for the stop", driver="pi", cwd=str(tmp_path / "work"))
+    daemon.wait_for(lambda: fake.bodies_with("SLOW for the stop") and daemon.show(job)["state"] == "working",
+                    timeout=START, what="the far pi streaming the slow answer")
     assert daemon.call("stop", job=job)["stopped"] == 1
     row = daemon.wait_state(job, "stopped", timeout=15)
     daemon.wait_for(lambda: assistant_stops(Path(row["session"]))[-1:] == ["aborted"],
@@ -173,16 +173,16 @@ def test_a_dropped_link_fails_the_far_pi_ends_it_there_and_a_message_resumes_it(
     daemon, _ = far_pi()
     job = daemon.spawn("remember the word plover", driver="pi", cwd=str(tmp_path / "work"))
     daemon.wait_state(job, "idle", "failed", timeout=START)
-    daemon.call("send", job=job, text="SLOW")
-    daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(job)["state"] == "working", timeout=START,
-                    what="the far pi streaming the slow answer")
+    daemon.call("send", job=job, text="SLOW for the drop")
+    daemon.wait_for(lambda: fake.bodies_with("SLOW for the drop") and daemon.show(job)["state"] == "working",
+                    timeout=START, what="the far pi streaming the slow answer")
     os.kill(master_pid(daemon), signal.SIGKILL)
     assert "host h unreachable" in daemon.wait_state(job, "failed", timeout=20)["reason"]
     daemon.wait_for(lambda: remote_pi(job) is None, timeout=15, what="the far pi to go with its link")
-    daemon.call("send", job=job, text="what was the word?")  # a new master, the same session there
-    [resumed] = daemon.wait_for(lambda: fake.bodies_with("what was the word?"), timeout=START,
+    daemon.call("send", job=job, text="which bird was it?")  # a new master, the same session there
+    [resumed] = daemon.wait_for(lambda: fake.bodies_with("which bird was it?"), timeout=START,
                                 what="the resumed far pi's request")
-    assert user_texts(resumed)[0] == "remember the word plover" and user_texts(resumed)[-1] == "what was the word?"
+    assert user_texts(resumed)[0] == "remember the word plover" and user_texts(resumed)[-1] == "which bird was it?"
 
 
 def test_hosts_check_says_which_pi_is_there_and_a_missing_one_fails_the_job_in_the_hosts_words(far_pi, tmp_path):
@@ -194,7 +194,7 @@ def test_hosts_check_says_which_pi_is_there_and_a_missing_one_fails_the_job_in_t
     print(checked.stdout)
     assert checked.returncode == 1, checked.stdout + checked.stderr  # a pi profile meant for h lacks its program
     found = [line for line in lines if "driver pi)" in line]
-    assert found and f"{tmp_path}/far-bin/pi" in found[0] and "(version 0." in found[0] and "Node.js v" in found[0], lines
+    assert found and f"{tmp_path}/far-bin/pi (version 0." in found[0] and "on Node.js v" in found[0], lines
     missing = [line for line in lines if "roost-no-such-pi" in line]
     assert missing and missing[0].startswith("missing:") and "npm install -g" in missing[0], lines
 
