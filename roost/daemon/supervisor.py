@@ -93,7 +93,7 @@ class Supervisor:
         done = recover(self.store, self.index, self.clock, self.paths.state_dir)
         self._lost = done.lost
         self.engine.inbox.update(self.store.pending_counts())
-        self.engine.run_queue.extend(done.queued)
+        self.engine.queue.spawns.extend(done.queued)
 
     def start(self) -> None:
         """Once the event loop runs: tell parents about children the restart failed, deliver (or
@@ -182,7 +182,7 @@ class Supervisor:
             raise ProtocolError(ErrorCode.STORE, describe_failure(exc, self.store.path)) from None
         eng.changed(self.index.add(job))
         eng.inbox[job.id] += 1
-        eng.run_queue.append(job.id)
+        eng.queue.add(job.id)
         eng.pump()
         return self.index.row(job.id)
 
@@ -332,7 +332,7 @@ class Supervisor:
 
     def status(self) -> dict[str, Any]:
         return {"jobs": len(self.index.jobs), "workers": len(self.engine.slots),
-                "queued": self.engine.queued_count(), "store_notice": self.store.notice()}
+                "queued": self.engine.queue.queued_count(), "store_notice": self.store.notice()}
 
 
 def _check_prompt(text: str) -> None:

@@ -70,9 +70,6 @@ class Link:
     #: Why the host is down (the last failure), "" while it is up or was never tried.
     reason: str = ""
     shipped: set[str] = field(default_factory=set)
-    #: Workers on the host now, under ``max_running_jobs``; ``slots`` wakes those waiting for room.
-    running: int = 0
-    slots: asyncio.Condition = field(default_factory=asyncio.Condition)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 

@@ -1,7 +1,7 @@
 """Where a job's worker runs, and turning a driver's local launch into one on another host.
 
 The daemon calls two functions: ``place`` when a job is spawned (its host and its cwd there), and
-``prepare`` just before its worker starts (the master up, a free slot on the host, the setup and
+``prepare`` just before its worker starts (the master up, the setup and
 the worker side written there, the launch rewritten to run over the master). Drivers know nothing
 of hosts: what they launch locally is moved — this process's Python becomes the host's, paths under
 roost's state dir (session files, pi's agent dir) go into roost's directory there, files of roost's
@@ -85,40 +85,10 @@ async def prepare(eng: "Engine", job_id: str, worker: Any) -> str | None:
         return f"host {job.host} is gone from the config: {exc.message}"
     try:
         await link.ensure()
-        await _take_slot(link, worker)
-        try:
-            worker.launch = await _remote_launch(link, job, worker.launch)
-        except HostDown:
-            _free_slot(link)
-            raise
+        worker.launch = await _remote_launch(link, job, worker.launch)
     except HostDown as exc:
         return str(exc)
     return None
-
-
-async def _take_slot(link: Link, worker: Any) -> None:
-    """Wait for room under the host's ``max_running_jobs`` (live workers there); the worker's exit frees it."""
-    cap = link.host.max_running_jobs
-    async with link.slots:
-        await link.slots.wait_for(lambda: not cap or link.running < cap)
-        link.running += 1
-    on_exit = worker.on_exit
-
-    async def exited(returncode: int, tail: list[str]) -> None:
-        _free_slot(link)
-        await on_exit(returncode, tail)
-
-    worker.on_exit = exited
-
-
-def _free_slot(link: Link) -> None:
-    link.running -= 1
-
-    async def wake() -> None:
-        async with link.slots:
-            link.slots.notify_all()
-
-    link.keep(wake())
 
 
 async def _remote_launch(link: Link, job: Job, local: Launch) -> Launch:
