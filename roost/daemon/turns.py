@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from roost.daemon import reports
 from roost.daemon.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
 from roost.daemon.slot import Phase, Slot, Turn
-from roost.models import Job, State
+from roost.models import QUESTION_MAX, Job, State
 from roost.protocol import without_lone_surrogates
 
 if TYPE_CHECKING:
@@ -195,8 +195,11 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
             return
         end_turn(eng, job, slot, event)
     elif kind == "subagent":  # a provider-native subagent (Claude Code's Task): only the parent's timeline has it
+        data = {k: event.get(k) for k in ("id", "title", "state", "text")}
         with eng.store.transaction():
-            eng.timeline(job, "subagent", **{k: event.get(k) for k in ("id", "title", "state", "text")})
+            if eng.index.count_subagent(job, data, lambda: eng.store.subagent_words(job.id)):
+                eng.save(job)  # its row's counts changed (a new one, or one that finished)
+            eng.timeline(job, "subagent", **data)
     elif kind == "note":  # the worker side says what it left out (output over its bounds)
         with eng.store.transaction():
             eng.timeline(job, "note", message=str(event.get("message", "")))
@@ -243,6 +246,7 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
             eng.timeline(job, "turn_end", outcome="ok", report=status if report else None)
         elif outcome == "waiting":
             text = str(event.get("question") or text)
+            job.question = text[:QUESTION_MAX]  # what its rows carry while it waits
             eng.set_state(job, State.WAITING, question=text)
             eng.timeline(job, "turn_end", outcome="waiting")
         elif outcome == "aborted":  # nobody asked (a stop sets STOPPED first): a failed turn
