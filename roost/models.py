@@ -45,7 +45,7 @@ SUBAGENTS_RUN_STATES = STOPPABLE_STATES
 LIFETIMES = ("task", "workflow", "session")
 #: How much of a job's last text a row carries (the peek line); ``show`` gives all of it.
 PEEK_MAX = 200
-#: How much of a waiting job's question its record keeps (its ``state`` entry has all of it).
+#: How much of a waiting job's question its record keeps, cut in the middle (its ``state`` entry has all of it).
 QUESTION_MAX = 4000
 #: Record fields a row leaves out: what no view shows and only ``show`` needs.
 _FULL_ONLY = ("driver_opts", "session")
@@ -137,15 +137,20 @@ def peek_text(text: str) -> str:
     return ""
 
 
+def cut_middle(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: a longer one keeps its start and its end, cut in
+    the middle with "…". What a question keeps: its start says what it asks about (the tool, the
+    file), its end is the question itself."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+
+
 def question_line(text: str) -> str:
-    """What a row carries of a question: all of it on one line, whitespace collapsed, at most
-    PEEK_MAX characters. A longer one keeps its start (what it asks about: the tool, the file)
-    and its end (the question itself), cut in the middle with "…"."""
-    line = " ".join(text.split())
-    if len(line) <= PEEK_MAX:
-        return line
-    head = (PEEK_MAX - 1) // 2
-    return line[:head] + "…" + line[-(PEEK_MAX - 1 - head):]
+    """What a slim row carries of a question: all of it on one line, whitespace collapsed, cut
+    in the middle to at most PEEK_MAX characters."""
+    return cut_middle(" ".join(text.split()), PEEK_MAX)
 
 
 @dataclass

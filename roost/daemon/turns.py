@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from roost.daemon import reports
 from roost.daemon.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
 from roost.daemon.slot import Phase, Slot, Turn
-from roost.models import QUESTION_MAX, Job, State
+from roost.models import QUESTION_MAX, Job, State, cut_middle
 from roost.protocol import without_lone_surrogates
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
             eng.timeline(job, "turn_end", outcome="ok", report=status if report else None)
         elif outcome == "waiting":
             text = str(event.get("question") or text)
-            job.question = text[:QUESTION_MAX]  # what its rows carry while it waits
+            job.question = cut_middle(text, QUESTION_MAX)  # what its rows carry while it waits
             eng.set_state(job, State.WAITING, question=text)
             eng.timeline(job, "turn_end", outcome="waiting")
         elif outcome == "aborted":  # nobody asked (a stop sets STOPPED first): a failed turn
