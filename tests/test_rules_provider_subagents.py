@@ -103,6 +103,9 @@ def test_the_home_view_counts_them_with_the_roost_jobs_below():
     alone = counted_by_the_daemon([sub(1, "t1", "working")], State.WORKING)
     assert agent_view_rows([alone])[0].summary == "1 subagent (1 running)"
     assert agent_view_rows([counted_by_the_daemon([], State.WORKING)])[0].summary == ""
+    record = parent(State.DONE).job  # a record as the daemon holds it (not through the wire) counts the same
+    record.provider_subagents, record.provider_running = 3, 2
+    assert subagent_counts(Row(record)) == (3, 0)
 
 
 def test_counts_read_again_from_the_timeline_after_a_start_are_exact():

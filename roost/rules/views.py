@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roost.models import ACTIVE_STATES, NEEDS_INPUT_STATES, STOPPABLE_STATES, TURN_STATES, Row, State
+from roost.models import (ACTIVE_STATES, NEEDS_INPUT_STATES, STOPPABLE_STATES, SUBAGENTS_RUN_STATES, TURN_STATES, Row,
+                          State)
 
 __all__ = [
     "AGENT_VIEW_MODES",
@@ -138,9 +139,11 @@ def subagent_counts(row: Row) -> tuple[int, int]:
     """How many subagents a job has, and how many of them run: the roost jobs below it and the
     agent's own (provider-native) subagents, as its row says. The one count of the home view's
     ``N subagents (k running)`` and the job screen's, so they agree with each other and with the
-    panel's read-only rows (one whose parent's turn ended is not running)."""
+    panel's read-only rows: one still "working" when its parent's turn ended is not running
+    (the daemon's rows already say 0 then; a record read here says the same)."""
     job = row.job
-    return row.descendants + job.provider_subagents, row.running_descendants + job.provider_running
+    own_running = job.provider_running if row.state in SUBAGENTS_RUN_STATES else 0
+    return row.descendants + job.provider_subagents, row.running_descendants + own_running
 
 
 def _summary(row: Row) -> str:
