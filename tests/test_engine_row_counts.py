@@ -11,6 +11,7 @@ import pytest
 from roost.config import Config
 from roost.daemon.store import Store
 from roost.models import PEEK_MAX, QUESTION_MAX, Row
+from roost.protocol import ENTRY_MAX
 from roost.rules.provider_subagents import provider_rows
 from roost.rules.views import subagent_counts
 from tests.engine_fakes import Rig
@@ -62,6 +63,19 @@ async def test_a_parents_row_counts_its_subagents_as_they_start_and_end(rig: Rig
     assert rig.state(job) == "idle"
     assert subagent_counts(row(rig, job)) == (3, 0) == panel_counts(rig, job)
     assert rig.sup.index.row(job, full=True)["provider_running"] == 0
+
+
+async def test_a_subagents_long_id_title_and_state_are_cut_alike_so_it_counts_once(rig: Rig) -> None:
+    job = await rig.spawn("lead")
+    worker = rig.worker(job)
+    long_id, title = "toolu_" + "9" * 100_000, "t" * 100_000
+    worker.on_event({"type": "subagent", "id": long_id, "title": title, "state": "working" * 10_000, "text": "go"})
+    worker.on_event({"type": "subagent", "id": long_id, "title": title, "state": "done", "text": "x" * 200_000})
+    await rig.settle()
+    entries = [e["data"] for e in rig.store.timeline_page(job)["entries"] if e["kind"] == "subagent"]
+    assert [(len(e["id"]), len(e["title"]), len(e["state"])) for e in entries] == [(200, 200, 200), (200, 200, 4)]
+    assert len(entries[1]["text"]) == ENTRY_MAX and entries[1]["cut"] == 200_000 - ENTRY_MAX
+    assert subagent_counts(row(rig, job)) == (1, 0) == panel_counts(rig, job)
 
 
 async def test_thousands_of_subagents_count_right_and_a_start_reads_no_timeline(

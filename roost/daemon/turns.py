@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 PROMPT_TIMEOUT = 10.0
 ABORT_TIMEOUT = 5.0
+#: How much of a provider subagent's id, title or state word its entries keep (its text: ENTRY_MAX).
+SUBAGENT_WORD_MAX = 200
 #: The state a turn leaves the job in, by what it reported ("idle", or no report, is IDLE).
 REPORT_STATES = {"done": State.DONE, "blocked": State.BLOCKED}
 
@@ -195,7 +197,8 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
             return
         end_turn(eng, job, slot, event)
     elif kind == "subagent":  # a provider-native subagent (Claude Code's Task): only the parent's timeline has it
-        data = {k: event.get(k) for k in ("id", "title", "state", "text")}
+        data = {k: _word(event.get(k)) for k in ("id", "title", "state")}
+        data["text"] = event.get("text")  # cut to ENTRY_MAX by eng.timeline
         with eng.store.transaction():
             if eng.index.count_subagent(job, data, lambda: eng.store.subagent_words(job.id)):
                 eng.save(job)  # its row's counts changed (a new one, or one that finished)
@@ -210,6 +213,12 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
     else:
         with eng.store.transaction():
             eng.timeline(job, "note", message=f"unknown worker event {kind!r}")
+
+
+def _word(value: Any) -> Any:
+    """A subagent's id, title or state as recorded: a string cut to SUBAGENT_WORD_MAX (the same
+    cut for every entry of one, so a long id still names one subagent); anything else as sent."""
+    return value[:SUBAGENT_WORD_MAX] if isinstance(value, str) else value
 
 
 def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None:
