@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.style import Style
+
 from roost.config import Config
 from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider
 from roost.tui.agent_view import AgentViewScreen
 from roost.tui.app import RoostApp
 from roost.tui.job_screen import JobScreen
+from roost.tui.looks import Palette
 from roost.tui.provider_view import ProviderView
+from roost.tui.transcript import entry_text
 
 from test_tui_snapshots import LOGS, NOW, ROOT, ROWS, FixedRows
 from tui_helpers import SIZE, notice, panel_labels, press_alone, shown_keys, until
@@ -120,3 +124,17 @@ async def test_provider_subagents_are_read_only_rows_of_the_panel_counted_and_ag
         await pilot.press("escape", "escape")
         await until(pilot, lambda: isinstance(app.screen, AgentViewScreen), "home")
         assert home_activity(app).startswith("9 subagents (4 running)")
+
+
+def test_the_parents_transcript_reads_each_subagent_entry_as_one_short_line() -> None:
+    red, grey = Style(color="red"), Style(color="grey50")
+    palette = Palette(text=Style(), muted=grey, primary=Style(), warning=Style(), error=red, success=Style())
+    started = entry_text(sub(1, "toolu_9", "working", "read\nevery file " + "x" * 500, "survey", ago=1), palette)
+    done = entry_text(sub(2, "toolu_9", "done", "42 files", "survey", ago=0), palette)
+    failed = entry_text(sub(3, "toolu_8", "failed", "\x1b[2Jbroke", "t" * 300, ago=0), palette)
+    assert started is not None and done is not None and failed is not None
+    assert started.plain.startswith("⑂ survey …: read every file x") and len(started.plain) < 200
+    assert "\n" not in started.plain and started.style == grey
+    assert done.plain == "⑂ survey ✓ done: 42 files"
+    assert failed.style == red and "✗ failed" in failed.plain and "\x1b" not in failed.plain
+    assert len(failed.plain) < 200
