@@ -490,11 +490,12 @@ def hosts_check(ctx: Ctx, name: str) -> None:
     from roost.config import ConfigError
     from roost.hosts.commands import check
 
+    config = _load(ctx)
     try:
-        host = _load(ctx).host(name)
+        host = config.host(name)
     except ConfigError as exc:
         _fail(exc.message)
-    ok, lines = check(host)
+    ok, lines = check(host, config.drivers.values())
     for line in lines:
         _say(line)
     if not ok:

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 from roost.client import LAGGED, Client, ClientError
-from roost.models import record_json
+from roost.models import Row, record_json
+from roost.rules.views import activity_text
 from roost.text import safe_text
 
 STATE_MARKS = {"queued": "◌", "starting": "…", "working": "●", "waiting": "?", "idle": "○", "done": "✓",
@@ -29,6 +30,9 @@ SUBTREE_ROWS = 100
 LIST_PAGE = 1000
 #: Entries a `logs` page may ask for (the protocol's bound).
 LOGS_PAGE = 2000
+#: How much of what a job last said (or asks, or why it failed) a line of `ls` shows.
+PEEK_WIDTH = 50
+
 
 def write_json_array(records: Iterable[dict[str, Any]], out: TextIO) -> int:
     """Write one JSON array, one record a line, as the records come; returns how many.
@@ -99,8 +103,8 @@ def tree_lines(rows: list[dict[str, Any]]) -> list[str]:
         r, depth = stack.pop()
         mark = STATE_MARKS.get(r["state"], " ")
         worker = " (closed)" if r.get("reaped") and not r.get("worker_up") else ""
-        text = (r.get("last_text") or "").strip().splitlines()
-        peek = f"  — {safe_text(text[-1])[:50]}" if text else ""
+        said = activity_text(Row.from_wire(r), PEEK_WIDTH)[0]  # why it failed, what it asks, or its last line
+        peek = f"  — {safe_text(said)}" if said else ""
         title = safe_text(r["title"]).replace("\n", " ")[:40]  # cut what is shown, on one line
         lines.append(f"{'  ' * depth}{mark} {r['id']:<6} {r['state']:<8} {title}{worker}{peek}")
         stack.extend((child, depth + 1) for child in reversed(by_parent.get(r["id"], [])))

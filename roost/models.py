@@ -37,10 +37,16 @@ STOPPABLE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State
 REASONED_STATES = frozenset({State.FAILED, State.STOPPED})
 #: States that mean "this job needs a person".
 NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
+#: States in which a job's own (provider-native) subagents may still run: its turn is in flight or
+#: it waits on a person. Outside them one whose last word was "working" lost what ran it, so it
+#: counts as not running (its panel row shows ``stopped``).
+SUBAGENTS_RUN_STATES = STOPPABLE_STATES
 
 LIFETIMES = ("task", "workflow", "session")
 #: How much of a job's last text a row carries (the peek line); ``show`` gives all of it.
 PEEK_MAX = 200
+#: How much of a waiting job's question its record keeps, cut in the middle (its ``state`` entry has all of it).
+QUESTION_MAX = 4000
 #: Record fields a row leaves out: what no view shows and only ``show`` needs.
 _FULL_ONLY = ("driver_opts", "session")
 
@@ -83,6 +89,15 @@ class Job:
     base: str | None = None
     #: The ``[hosts.NAME]`` its worker runs on; "" is this machine (docs/hosts.md).
     host: str = ""
+    #: What its last ``waiting`` turn asked (at most QUESTION_MAX characters). Kept through a turn
+    #: that only took in reports (the job waits again on the same question); rows carry it only
+    #: while the job is ``waiting``.
+    question: str = ""
+    #: Its provider-native subagents (Claude Code's ``Task``): how many its timeline names, and
+    #: how many of those its last word about says ``working`` (the daemon counts them as it
+    #: records their ``subagent`` entries; roost/daemon/index.py).
+    provider_subagents: int = 0
+    provider_running: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data (state as its string). Copies the dict fields
@@ -122,6 +137,22 @@ def peek_text(text: str) -> str:
     return ""
 
 
+def cut_middle(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: a longer one keeps its start and its end, cut in
+    the middle with "…". What a question keeps: its start says what it asks about (the tool, the
+    file), its end is the question itself."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+
+
+def question_line(text: str) -> str:
+    """What a slim row carries of a question: all of it on one line, whitespace collapsed, cut
+    in the middle to at most PEEK_MAX characters."""
+    return cut_middle(" ".join(text.split()), PEEK_MAX)
+
+
 @dataclass
 class Row:
     """A job as clients see it: the record plus what the daemon derives for views.
@@ -152,13 +183,19 @@ class Row:
     def to_wire(self, full: bool = False) -> dict[str, Any]:
         """The row as the daemon sends it: the record's fields plus the derived ones. A slim row
         (the default: lists and pushes) leaves out what no view shows and cuts the last text to
-        the peek line, so a row's size does not grow with what the agent said."""
+        the peek line, so a row's size does not grow with what the agent said. The question is
+        there only while the job waits, and its provider subagents run only while it may run
+        them (SUBAGENTS_RUN_STATES)."""
         data = self.job.to_dict()
         if not full:
             for name in _FULL_ONLY:
                 del data[name]
             data["last_text"] = peek_text(data["last_text"])
             data["reason"] = peek_text(data["reason"])
+        waiting = self.job.state is State.WAITING
+        data["question"] = (self.job.question if full else question_line(self.job.question)) if waiting else ""
+        if self.job.state not in SUBAGENTS_RUN_STATES:
+            data["provider_running"] = 0
         data.update(
             parent_open=self.parent_open,
             attached=self.attached,

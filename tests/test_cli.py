@@ -72,6 +72,16 @@ def test_ls_indents_children_under_their_parent(run):
     assert lines[parent_line + 1].startswith("  "), lines
 
 
+def test_ls_shows_what_a_waiting_job_asks_and_why_a_failed_one_failed(run):
+    asker = run("spawn", "say I looked around\nask deploy to staging or prod?").stdout.strip()
+    wait_json_state(run, asker, "waiting")
+    failer = run("spawn", "say step one is done\nfail the build broke").stdout.strip()
+    wait_json_state(run, failer, "failed")
+    lines = {line.split()[1]: line for line in run("ls").stdout.splitlines() if line.split()[1:2]}
+    assert lines[asker].endswith("— deploy to staging or prod?"), lines[asker]
+    assert "the build broke" in lines[failer], lines[failer]
+
+
 def test_errors_go_to_stderr_with_a_non_zero_exit(run):
     proc = run("send", "zzzz", "hello", check=False)
     assert proc.returncode == 2 and "no job with id 'zzzz'" in proc.stderr and proc.stdout == ""

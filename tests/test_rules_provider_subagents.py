@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from roost.daemon.index import JobIndex
 from roost.models import Job, Row, State
-from roost.rules.provider_subagents import is_provider, provider_counts, provider_rows, subagent_entries
-from roost.rules.views import panel_rows, subagent_hint_visible
+from roost.rules.provider_subagents import is_provider, provider_rows, subagent_entries
+from roost.rules.views import agent_view_rows, panel_rows, subagent_counts, subagent_hint_visible
 
 NOW = 1_800_000_000.0
 PARENT = "p1ar"
@@ -55,11 +58,77 @@ def test_other_kinds_other_jobs_duplicates_and_malformed_entries_are_left_out():
     assert [row.id for row in provider_rows(entries, parent())] == ["t1"]
 
 
-def test_counts():
-    entries = [sub(1, "t1", "working"), sub(2, "t2", "working"), sub(3, "t2", "done", "ok"), sub(4, "t3", "working")]
-    rows = provider_rows(entries, parent())
-    assert provider_counts([parent(), *rows]) == (3, 2)
-    assert provider_counts(provider_rows(entries, parent(State.IDLE))) == (3, 0)
+#: Every way an entry can go: a start, progress, an end, a revival, an unknown word, no id, an id
+#: that is not text, another job's.
+MIXED = [sub(1, "t1", "working"), sub(2, "t2", "working"), sub(3, "t2", "working", "progress"),
+         sub(4, "t2", "done", "ok"), sub(5, "t3", "working"), sub(6, "t4", "failed", "at once"),
+         sub(7, "t5", "done"), sub(8, "t5", "working", "again"), sub(9, "t6", "thinking"),
+         {"seq": 10, "job": PARENT, "ts": NOW, "kind": "subagent", "data": {"title": "no id", "state": "working"}},
+         {"seq": 11, "job": PARENT, "ts": NOW, "kind": "subagent", "data": {"id": 7, "state": "working"}},
+         sub(12, "t7", "working", job="else")]
+
+
+def counted_by_the_daemon(entries: list[dict[str, Any]], state: State, descendants: int = 0,
+                          running: int = 0) -> Row:
+    """The parent's row as the daemon sends it after recording ``entries`` in order (its index
+    counts each as it records it), then moving to ``state``."""
+    index = JobIndex()
+    job = parent().job
+    index.add(job)
+    for entry in entries:
+        if entry["job"] == PARENT:
+            index.count_subagent(job, entry["data"], lambda: [])
+    job.state = state
+    row = Row.from_wire(index.row(PARENT))
+    row.descendants, row.running_descendants = descendants, running
+    return row
+
+
+@pytest.mark.parametrize("state", list(State))
+def test_the_panel_and_the_parents_row_give_the_same_counts_in_every_state(state: State):
+    row = counted_by_the_daemon(MIXED, state)
+    shown = provider_rows(MIXED, row)
+    assert subagent_counts(row) == (len(shown), sum(r.state is State.WORKING for r in shown))
+    assert len(shown) == 6  # t1..t6; no id, a number id and the other job's are no subagents
+    expected_running = 4 if state in (State.QUEUED, State.STARTING, State.WORKING, State.WAITING, State.BLOCKED) else 0
+    assert subagent_counts(row)[1] == expected_running  # t1, t3, t5 (again) and t6 (an unknown word works)
+
+
+def test_the_home_view_counts_them_with_the_roost_jobs_below():
+    row = counted_by_the_daemon(MIXED, State.WORKING, descendants=2, running=1)
+    (line,) = agent_view_rows([row])
+    assert line.summary == "8 subagents (5 running)"
+    idle = counted_by_the_daemon(MIXED, State.IDLE, descendants=2, running=1)
+    assert agent_view_rows([idle])[0].summary == "8 subagents (1 running)"
+    alone = counted_by_the_daemon([sub(1, "t1", "working")], State.WORKING)
+    assert agent_view_rows([alone])[0].summary == "1 subagent (1 running)"
+    assert agent_view_rows([counted_by_the_daemon([], State.WORKING)])[0].summary == ""
+    record = parent(State.DONE).job  # a record as the daemon holds it (not through the wire) counts the same
+    record.provider_subagents, record.provider_running = 3, 2
+    assert subagent_counts(Row(record)) == (3, 0)
+
+
+def test_counts_read_again_from_the_timeline_after_a_start_are_exact():
+    """A daemon started again (or a new worker) holds none of the job's subagents: the first
+    entry reads the recorded ones, so one seen before is not counted twice, whatever the record said."""
+    index = JobIndex()
+    job = parent().job
+    job.provider_subagents, job.provider_running = 99, 99  # a record out of step (older than the counts)
+    index.add(job)
+    recorded = [e["data"] for e in MIXED if e["job"] == PARENT]
+    assert index.count_subagent(job, {"id": "t1", "state": "done"}, lambda: recorded)
+    assert (job.provider_subagents, job.provider_running) == (6, 3)
+    assert not index.count_subagent(job, {"id": "t3", "state": "working", "text": "more"}, lambda: [])
+    assert not index.count_subagent(job, {"title": "no id"}, lambda: [])
+
+
+def test_thousands_of_subagents_count_right():
+    entries = [sub(n, f"t{n // 3}", ("working", "working", "done" if n % 2 else "failed")[n % 3])
+               for n in range(9000)]
+    entries += [sub(9000 + n, f"live{n}", "working") for n in range(7)]
+    row = counted_by_the_daemon(entries, State.WORKING)
+    shown = provider_rows(entries, row)
+    assert subagent_counts(row) == (3007, 7) == (len(shown), sum(r.state is State.WORKING for r in shown))
 
 
 def lines(rows: list[Row], now: float, mode: str = "normal") -> list[tuple[str, str]]:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from roost.models import ACTIVE_STATES, Job, Row, State
+from roost.models import ACTIVE_STATES, PEEK_MAX, Job, Row, State, question_line
 from roost.rules.views import (
     AGENT_VIEW_MODES,
     PANEL_MODES,
@@ -16,6 +16,7 @@ from roost.rules.views import (
     activity_text,
     age_seconds,
     agent_view_rows,
+    asked,
     filter_rows,
     format_age,
     header_counts,
@@ -570,6 +571,40 @@ def test_activity_says_why_a_job_failed_or_stopped():
     working = _r("c", State.WORKING)
     working.job.last_text = "busy\nstill busy"
     assert activity_text(working, 60) == ("still busy", False)
+
+
+def asking(state: State, question: str, last_text: str = "what it said last") -> Row:
+    """A row as the app gets it: the record through the wire (the question is on it only while waiting)."""
+    job = Job(id="q1", title="t", driver="claude", cwd="/", state=state, question=question, last_text=last_text)
+    return Row.from_wire(Row(job).to_wire())
+
+
+def test_a_waiting_row_shows_its_question_not_its_last_text():
+    question = "Claude Code asks to use Bash: rm -rf build\nallow it?"
+    row = asking(State.WAITING, question)
+    assert activity_text(row, 80) == ("Claude Code asks to use Bash: rm -rf build allow it?", False)
+    assert activity_text(row, 12) == ("Claude Code…", False)
+    assert asked(row) == "Claude Code asks to use Bash: rm -rf build allow it?"
+    # out of waiting the question is gone from the row: its last line again
+    for state in (State.WORKING, State.IDLE, State.DONE):
+        assert activity_text(asking(state, question), 80) == ("what it said last", False)
+        assert asked(asking(state, question)) == ""
+    # blocked asks with its report (its last text); waiting without a question, its last text
+    assert asked(asking(State.BLOCKED, "", "need the staging password")) == "need the staging password"
+    assert asked(asking(State.WAITING, "")) == "what it said last"
+    assert activity_text(asking(State.WAITING, ""), 80) == ("what it said last", False)
+
+
+@pytest.mark.parametrize("length", [PEEK_MAX - 1, PEEK_MAX, PEEK_MAX + 1, 100_000])
+def test_a_rows_question_is_one_line_of_at_most_the_peek_width_keeping_its_start_and_end(length):
+    question = "use Bash: " + "x" * (length - len("use Bash: ") - len(" ok?")) + " ok?"
+    line = question_line(question)
+    assert len(line) == min(length, PEEK_MAX)
+    assert line.startswith("use Bash: ") and line.endswith(" ok?")
+    assert ("…" in line) == (length > PEEK_MAX)
+    assert question_line("a\n\n  b\tc ") == "a b c"
+    full = Row(Job(id="q1", title="t", driver="claude", cwd="/", state=State.WAITING, question=question))
+    assert full.to_wire(full=True)["question"] == question and full.to_wire()["question"] == line
 
 
 def test_readable_text_turns_report_blocks_into_words():

@@ -1,19 +1,25 @@
 """Provider-native subagents (Claude Code's ``Task``) in the app: read-only rows of the open job's panel.
 
 Runs the app on the snapshot tests' ``FixedRows`` source (fixed rows, a fixed timeline, events
-only when fed), with the job's ``subagent`` entries in its timeline and one more fed live, on a
-clock moved by hand: a real daemon would need a Claude Code worker to write such entries.
+only when fed), with the job's ``subagent`` entries in its timeline and one more fed live (with the
+row the daemon pushes with it, its counts), on a clock moved by hand: a real daemon would need a
+Claude Code worker to write such entries (tests/test_claude_driver.py has that).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.style import Style
+
 from roost.config import Config
 from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider
+from roost.tui.agent_view import AgentViewScreen
 from roost.tui.app import RoostApp
 from roost.tui.job_screen import JobScreen
+from roost.tui.looks import Palette
 from roost.tui.provider_view import ProviderView
+from roost.tui.transcript import entry_text
 
 from test_tui_snapshots import LOGS, NOW, ROOT, ROWS, FixedRows
 from tui_helpers import SIZE, notice, panel_labels, press_alone, shown_keys, until
@@ -46,12 +52,25 @@ def bar_text(screen: JobScreen) -> str:
     return str(screen.jobbar.render())
 
 
+def with_counts(subagents: int, running: int) -> dict[str, Any]:
+    """The root's row as the daemon pushes it once it counted the job's own subagents of ENTRIES."""
+    root = next(r for r in ROWS if r["id"] == ROOT)
+    return {**root, "provider_subagents": subagents, "provider_running": running}
+
+
+def home_activity(app: RoostApp) -> str:
+    return app.screen.table.get_cell(ROOT, "activity").plain
+
+
 async def test_provider_subagents_are_read_only_rows_of_the_panel_counted_and_aging_out():
     clock = Clock()
-    source = FixedRows(ROWS, {ROOT: [*LOGS[ROOT], *ENTRIES]})
+    rows = [with_counts(3, 1) if r["id"] == ROOT else r for r in ROWS]
+    source = FixedRows(rows, {ROOT: [*LOGS[ROOT], *ENTRIES]})
     app = RoostApp(source, Config(), clock=clock, select=ROOT)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
+        # home counts them as the job screen does: the row's 6 roost subagents and the agent's own 3
+        assert home_activity(app).startswith("9 subagents (5 running)")
         await pilot.press("enter")
         screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen, "the job screen")
         await until(pilot, lambda: screen.loaded, "the transcript")
@@ -85,10 +104,12 @@ async def test_provider_subagents_are_read_only_rows_of_the_panel_counted_and_ag
         assert any("said: halfway there" in line for line in view.lines())
         source.fed.put_nowait({"event": "timeline", "sub": 2,
                                "entry": sub(106, "toolu_01", "done", "42 files", "count the files", ago=0)})
+        source.fed.put_nowait({"event": "row", "sub": 1, "row": with_counts(3, 0)})  # what the daemon pushes with it
         await until(pilot, lambda: any("✓ done: 42 files" in line for line in view.lines()), "the live end")
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is screen, "back to the job")
         await until(pilot, lambda: "9 subagents (4 running)" in bar_text(screen), "the count without the one done")
+        assert sum(line.row.state.value == "working" for line in panel.lines if is_provider(line.row)) == 0
         # 30 s on: the finished rows leave /subagents too (the roost rows' lifetimes run the same)
         await pilot.press("escape")
         clock.now += 31
@@ -100,3 +121,20 @@ async def test_provider_subagents_are_read_only_rows_of_the_panel_counted_and_ag
         screen.action_enter_panel("all")
         await pilot.pause()
         assert len([line for line in panel.lines if is_provider(line.row)]) == 3
+        await pilot.press("escape", "escape")
+        await until(pilot, lambda: isinstance(app.screen, AgentViewScreen), "home")
+        assert home_activity(app).startswith("9 subagents (4 running)")
+
+
+def test_the_parents_transcript_reads_each_subagent_entry_as_one_short_line() -> None:
+    red, grey = Style(color="red"), Style(color="grey50")
+    palette = Palette(text=Style(), muted=grey, primary=Style(), warning=Style(), error=red, success=Style())
+    started = entry_text(sub(1, "toolu_9", "working", "read\nevery file " + "x" * 500, "survey", ago=1), palette)
+    done = entry_text(sub(2, "toolu_9", "done", "42 files", "survey", ago=0), palette)
+    failed = entry_text(sub(3, "toolu_8", "failed", "\x1b[2Jbroke", "t" * 300, ago=0), palette)
+    assert started is not None and done is not None and failed is not None
+    assert started.plain.startswith("⑂ survey …: read every file x") and len(started.plain) < 200
+    assert "\n" not in started.plain and started.style == grey
+    assert done.plain == "⑂ survey ✓ done: 42 files"
+    assert failed.style == red and "✗ failed" in failed.plain and "\x1b" not in failed.plain
+    assert len(failed.plain) < 200

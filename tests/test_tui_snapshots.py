@@ -224,3 +224,23 @@ def test_the_diff_view(snap_compare):
             "files_more": 0, "text": DIFF_TEXT, "next": None}
     app = RoostApp(FixedRows(rows, {}, {DIFF_JOB: page}), Config(), clock=lambda: NOW, select=DIFF_JOB)
     assert snap_compare(app, run_before=settle("d"), terminal_size=(100, 24))
+
+
+ASKER = "c8ask"
+QUESTION = "Claude Code asks to use Bash: rm -rf build/ && make release"
+
+
+def test_a_waiting_claude_job_peeked_shows_its_question_and_counts_its_own_subagents(snap_compare):
+    """Its row says what it asks (a permission request), not its last words, and counts the
+    agent's own subagents (one still runs: a waiting job may still run them); space shows the
+    question under its newest entries."""
+    rows = [row(ASKER, "release the parser", State.WAITING, age=300, since=40, text="I will rebuild from scratch",
+                question=QUESTION, provider_subagents=2, provider_running=1, driver_opts={"kind": "claude"}),
+            row("h4hi", "say hello", State.IDLE, age=7200, since=7100, text="hello from the built-in agent")]
+    logs = {ASKER: [
+        {"seq": 1, "job": ASKER, "ts": NOW - 300, "kind": "prompt", "data": {"text": "release the parser", "run": 1}},
+        {"seq": 3, "job": ASKER, "ts": NOW - 60, "kind": "text", "data": {"text": "I will rebuild from scratch"}},
+        {"seq": 4, "job": ASKER, "ts": NOW - 40, "kind": "state", "data": {"state": "waiting", "question": QUESTION}},
+    ]}
+    app = RoostApp(FixedRows(rows, logs), Config(), clock=lambda: NOW, select=ASKER)
+    assert snap_compare(app, run_before=settle("space"), terminal_size=(120, 24))

@@ -96,6 +96,28 @@ async def test_space_peeks_at_the_selected_job_and_hides_again(daemon):
         assert not peek.display
 
 
+async def test_a_waiting_jobs_row_and_peek_show_what_it_asks_made_safe(daemon):
+    """The question, not the peek line of its last text: a long one keeps its end (what it asks),
+    and an escape sequence in it is shown, never obeyed."""
+    question = "the release notes cover " + ", ".join(f"v1.{n}" for n in range(60)) + ": \x1b[2Jwhich branch?"
+    job = daemon.spawn(f"ask {question}", title="asker")
+    assert daemon.wait_state(job, "waiting")["question"] == question  # as said, whole: the app makes it safe
+    (slim,) = [r for r in daemon.rows() if r["id"] == job]
+    assert len(slim["question"]) == 200 and slim["question"].endswith("\x1b[2Jwhich branch?")
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        await select_row(pilot, app, job)
+        activity = app.screen.table.get_cell(job, "activity").plain
+        assert activity.startswith("the release notes cover v1.0, v1.1")
+        await pilot.press("space")
+        peek = app.screen.peek
+        await until(pilot, lambda: "it asks you:" in str(peek.render()), "the question in the peek")
+        shown = str(peek.render())
+        asks = shown[shown.index("it asks you:"):]
+        assert asks.startswith("it asks you: the release notes cover v1.0") and "…" in asks
+        assert asks.replace("\n", "").endswith("^[[2Jwhich branch?") and "\x1b" not in shown
+
+
 async def test_r_renames_through_the_daemon(daemon):
     job = daemon.spawn("say hi", title="old name")
     daemon.wait_state(job, "idle")

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Protocol
 
 from roost.config import Config
 from roost.daemon.index import JobIndex
-from roost.daemon.messages import Due, Message, Resync, Start, WorkerMessage
+from roost.daemon.messages import Due, Message, Resync, WorkerMessage
+from roost.daemon.run_queue import RunQueue
 from roost.daemon.slot import Phase, Slot, Turn
 from roost.daemon.store import Store, describe_failure
 from roost.daemon.workers import WorkerFactory
-from roost.models import REASONED_STATES, TURN_STATES, Job, State
+from roost.models import REASONED_STATES, Job, State
 from roost.protocol import ENTRY_MAX, ErrorCode, ProtocolError
 from roost.rules.lifecycle import WorkerFacts, next_due
 
@@ -67,9 +68,7 @@ class Engine:
         self.slots: dict[str, Slot] = {}
         #: Messages waiting in each job's inbox (kept here so no timer or rule runs SQL).
         self.inbox: collections.Counter[str] = collections.Counter()
-        self.run_queue: collections.deque[str] = collections.deque()
-        #: Jobs the run queue released whose Start is still in their mailbox.
-        self.releasing: set[str] = set()
+        self.queue = RunQueue(self)
         self.closing_down = False
         self.runs = itertools.count(1)
         self.fan_out = asyncio.Semaphore(FAN_OUT)
@@ -349,33 +348,6 @@ class Engine:
     def next_deadline(self, job_id: str) -> float | None:
         return self._due.get(job_id)
 
-    # -- the run queue (max_running_jobs) -----------------------------------------------------------------
-    def running(self) -> int:
-        """Jobs holding a slot under ``max_running_jobs``: a worker starting or in a turn, and no
-        running children (a parent waiting for its subagents has handed its work down; counting
-        it could deadlock a small cap)."""
-        count = sum(1 for job_id in self.releasing if job_id not in self.slots)
-        for job_id, slot in self.slots.items():
-            job = self.index.get(job_id)
-            if job is None or job.state not in TURN_STATES:
-                continue
-            if (slot.phase is Phase.STARTING or slot.turn is not None) and not self.index.counts(job_id)[1]:
-                count += 1
-        return count
-
     def pump(self) -> None:
-        """Start queued spawns while there is room under the cap (after a slot frees, a spawn, or a
-        config reload that raised it)."""
-        cap = self.config.max_running_jobs
-        while self.run_queue and not self.closing_down:
-            if cap and self.running() >= cap:
-                return
-            job_id = self.run_queue.popleft()
-            job = self.index.get(job_id)
-            if job is None or job.archived_at is not None or job.state != State.QUEUED:
-                continue
-            self.releasing.add(job_id)
-            self.post(job_id, Start())
-
-    def queued_count(self) -> int:
-        return sum(1 for j in self.run_queue if (job := self.index.get(j)) is not None and job.state == State.QUEUED)
+        """Let go what may start now (roost/daemon/run_queue.py): after a slot frees, a spawn, a reload."""
+        self.queue.pump()

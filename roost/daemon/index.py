@@ -4,16 +4,23 @@ Descendant and running-descendant counts are kept, not recomputed: when a job ch
 contribution to its ancestors is updated by walking up once (``update``). Listing pages through
 jobs in creation order with a cursor, and stops at a byte budget, so no reply outgrows a frame.
 Only the engine mutates records; it tells the index after each change.
+
+A job's provider-native subagents (Claude Code's ``Task``) are counted on its record as the
+engine records their ``subagent`` entries (``count_subagent``), so a start reads no timeline. To
+count one once and follow its state, the index keeps, while the job's worker is up, the last word
+of each subagent its timeline names: read from the store at the first entry after a start or a
+new worker, and let go when the worker goes, so memory grows with live workers' subagents only.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from roost.models import ACTIVE_STATES, PEEK_MAX, Job, Row
 from roost.protocol import PAGE_BYTES, ErrorCode, ProtocolError
+from roost.rules.provider_subagents import subagent_says
 
 #: How much a row costs on the wire beyond its texts (keys, numbers, punctuation), a safe estimate.
 _ROW_OVERHEAD = 512
@@ -43,6 +50,8 @@ class JobIndex:
         #: What each job adds to each of its ancestors' counts, as last counted.
         self._contrib: dict[str, tuple[int, int]] = {}
         self._attached: dict[str, set[int]] = {}
+        #: Whether each provider subagent works, by job and subagent id (jobs with a worker up).
+        self._provider: dict[str, dict[str, bool]] = {}
 
     # -- loading and changing -------------------------------------------------------------------
     def load(self, jobs: Iterable[Job]) -> None:
@@ -77,6 +86,8 @@ class JobIndex:
     def update(self, job: Job) -> set[str]:
         """Re-count what ``job`` adds to its ancestors after its state or archived flag changed;
         returns the ids whose rows changed."""
+        if job.pid is None:
+            self._provider.pop(job.id, None)  # its subagents went with its worker
         new = self._contribution(job)
         old = self._contrib.get(job.id, (0, 0))
         self._contrib[job.id] = new
@@ -126,6 +137,30 @@ class JobIndex:
             self._contrib[parent] = (old[0] + d_desc, old[1] + d_run)
             parent = job.parent
         return touched
+
+    def count_subagent(self, job: Job, data: Mapping[str, Any],
+                       recorded: Callable[[], Iterable[Mapping[str, Any]]]) -> bool:
+        """Count a ``subagent`` entry about to be recorded on ``job`` into its record's
+        ``provider_subagents`` / ``provider_running``; ``recorded`` gives the data of the ones
+        already on its timeline, oldest first (read only when this index holds none of them).
+        True when a count changed (the record needs saving)."""
+        said = subagent_says(data)
+        if said is None:
+            return False
+        ident, working = said
+        before = (job.provider_subagents, job.provider_running)
+        mine = self._provider.get(job.id)
+        if mine is None:  # counted again from its timeline: also right for a record older than the counts
+            mine = self._provider[job.id] = {}
+            for old in recorded():
+                if (seen := subagent_says(old)) is not None:
+                    mine[seen[0]] = seen[1]
+            job.provider_subagents, job.provider_running = len(mine), sum(mine.values())
+        was = mine.get(ident)
+        mine[ident] = working
+        job.provider_subagents += was is None
+        job.provider_running += working - bool(was)
+        return (job.provider_subagents, job.provider_running) != before
 
     # -- reading the tree -----------------------------------------------------------------------
     def get(self, job_id: str) -> Job | None:
@@ -301,8 +336,9 @@ def _row_size(job: Job, full: bool) -> int:
     """About how many bytes a row takes on the wire (texts in UTF-8, the rest estimated)."""
     size = _ROW_OVERHEAD + len(job.title.encode()) + len(job.cwd.encode()) + 64 * len(job.labels)
     if full:
-        size += (len(job.last_text.encode()) + len(job.reason.encode()) + len(repr(job.driver_opts))
-                 + len(repr(job.usage)))
+        size += (len(job.last_text.encode()) + len(job.reason.encode()) + len(job.question.encode())
+                 + len(repr(job.driver_opts)) + len(repr(job.usage)))
     else:
-        size += 2 * (min(len(job.last_text), PEEK_MAX) + min(len(job.reason), PEEK_MAX)) + len(repr(job.usage))
+        size += 2 * (min(len(job.last_text), PEEK_MAX) + min(len(job.reason), PEEK_MAX)
+                     + min(len(job.question), PEEK_MAX)) + len(repr(job.usage))
     return size

@@ -272,6 +272,14 @@ class Store:
                                (job_id, kind)).fetchone()
         return json.loads(row["data"]) if row else None
 
+    def subagent_words(self, job_id: str) -> list[dict[str, Any]]:
+        """The ``id`` and ``state`` of each of the job's ``subagent`` entries, oldest first, read
+        through the (job, seq) index without their texts: what the index counts them from."""
+        cur = self._db.execute("SELECT CASE json_type(data, '$.id') WHEN 'text' THEN json_extract(data, '$.id') END, "
+                               "json_extract(data, '$.state') FROM timeline WHERE job=? AND kind='subagent' "
+                               "ORDER BY seq", (job_id,))
+        return [{"id": ident, "state": state} for ident, state in cur]
+
     def timeline_page(self, job_id: str, limit: int = 200, before: int | None = None,
                       after: int | None = None, budget: int = PAGE_BYTES) -> dict[str, Any]:
         """One page of a job's timeline, oldest first, read through the (job, seq) index.

@@ -45,6 +45,8 @@ SHUTDOWN_WAIT = 10.0
 TITLE_MAX = 200
 #: Room a prompt frame needs besides the message (its type, id and run token).
 PROMPT_MARGIN = 4096
+#: States whose jobs resume at start when messages wait for them (a failed job waits for a person).
+RESUME_AT_START = frozenset({State.IDLE, State.DONE, State.WAITING, State.BLOCKED})
 
 
 def _title_from(prompt: str) -> str:
@@ -93,11 +95,12 @@ class Supervisor:
         done = recover(self.store, self.index, self.clock, self.paths.state_dir)
         self._lost = done.lost
         self.engine.inbox.update(self.store.pending_counts())
-        self.engine.run_queue.extend(done.queued)
+        self.engine.queue.spawns.extend(done.queued)
 
     def start(self) -> None:
         """Once the event loop runs: tell parents about children the restart failed, deliver (or
-        wake for) reports left in the outbox, start queued spawns."""
+        wake for) reports left in the outbox, resume jobs whose messages were still waiting (for room
+        on their host, or for a closing worker), start queued spawns."""
         for job in self._lost:  # the hooks hear of them too: recovery ran before the loop
             self.hooks.job_changed(self.index.row(job.id, full=True), State.WORKING.value, job.state.value)
             reports.route(self.engine, job, State.FAILED, self.engine.last_error(job))
@@ -105,6 +108,10 @@ class Supervisor:
         for parent_id in self.store.parents_with_reports():
             if parent_id in self.index.jobs:
                 self.engine.post(parent_id, m.Reports())
+        for job_id, waiting in self.engine.inbox.items():
+            job = self.index.get(job_id)
+            if waiting and job is not None and job.state in RESUME_AT_START and job.archived_at is None:
+                self.engine.post(job_id, m.Resume())
         self.engine.pump()
 
     def config_changed(self) -> None:
@@ -182,7 +189,7 @@ class Supervisor:
             raise ProtocolError(ErrorCode.STORE, describe_failure(exc, self.store.path)) from None
         eng.changed(self.index.add(job))
         eng.inbox[job.id] += 1
-        eng.run_queue.append(job.id)
+        eng.queue.add(job.id)
         eng.pump()
         return self.index.row(job.id)
 
@@ -332,7 +339,7 @@ class Supervisor:
 
     def status(self) -> dict[str, Any]:
         return {"jobs": len(self.index.jobs), "workers": len(self.engine.slots),
-                "queued": self.engine.queued_count(), "store_notice": self.store.notice()}
+                "queued": self.engine.queue.queued_count(), "store_notice": self.store.notice()}
 
 
 def _check_prompt(text: str) -> None:

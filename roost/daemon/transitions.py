@@ -13,6 +13,7 @@ from roost.daemon import reports
 from roost.daemon import turns as t
 from roost.daemon import worktrees
 from roost.daemon import worker_life as w
+from roost.daemon.run_queue import Placed
 from roost.daemon.slot import Phase
 from roost.models import STOPPABLE_STATES, Job, State
 from roost.protocol import ErrorCode, ProtocolError
@@ -26,13 +27,12 @@ RESUMABLE_ON_OPEN = frozenset({State.IDLE, State.DONE, State.WAITING, State.BLOC
 
 
 def on_start(eng: "Engine", job: Job, msg: m.Start) -> None:
-    eng.releasing.discard(job.id)
-    if job.state != State.QUEUED or job.archived_at is not None:
+    """The run queue let a queued spawn go: it keeps its place under the cap until its worker is
+    ready or gone (or its host turns out to be full: then it waits there, and the place is free)."""
+    if (job.state != State.QUEUED or job.archived_at is not None
+            or w.begin_start(eng, job) is not Placed.STARTED):
+        eng.queue.releasing.discard(job.id)
         eng.pump()
-        return
-    eng.releasing.add(job.id)  # it holds a place under the cap until its worker is ready or gone
-    if not w.begin_start(eng, job):
-        eng.releasing.discard(job.id)
 
 
 def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
@@ -63,9 +63,11 @@ def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
             turn.reply = msg.reply
         else:
             msg.answer({"outcome": "queued", "job": job.id})
-    elif w.begin_start(eng, job):
+    elif (placed := w.begin_start(eng, job)) is Placed.STARTED:
         if msg.reply is not None:
             eng.slots[job.id].resume_replies.append(msg.reply)
+    elif placed is Placed.WAITING:
+        msg.answer({"outcome": "queued", "job": job.id})
     else:
         raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} could not be resumed: {eng.last_error(job)}; "
                                                "the message is kept for its next resume")
@@ -209,9 +211,9 @@ def on_unarchive(eng: "Engine", job: Job, msg: m.Unarchive) -> None:
 
 
 def on_resume(eng: "Engine", job: Job, msg: m.Resume) -> None:
-    if (job.id not in eng.slots and job.archived_at is None and job.state != State.STOPPED
-            and job.state != State.QUEUED):
-        w.begin_start(eng, job)
+    if (job.id in eng.slots or job.archived_at is not None or job.state in (State.STOPPED, State.QUEUED)
+            or w.begin_start(eng, job) is not Placed.STARTED):
+        eng.queue.releasing.discard(job.id)  # let go by its host's queue, it no longer needs the place
     msg.answer(None)
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from roost.daemon import reports
 from roost.daemon.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
 from roost.daemon.slot import Phase, Slot, Turn
-from roost.models import Job, State
+from roost.models import QUESTION_MAX, Job, State, cut_middle
 from roost.protocol import without_lone_surrogates
 
 if TYPE_CHECKING:
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 PROMPT_TIMEOUT = 10.0
 ABORT_TIMEOUT = 5.0
+#: How much of a provider subagent's id, title or state word its entries keep (its text: ENTRY_MAX).
+SUBAGENT_WORD_MAX = 200
 #: The state a turn leaves the job in, by what it reported ("idle", or no report, is IDLE).
 REPORT_STATES = {"done": State.DONE, "blocked": State.BLOCKED}
 
@@ -199,8 +201,12 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
             return
         end_turn(eng, job, slot, event)
     elif kind == "subagent":  # a provider-native subagent (Claude Code's Task): only the parent's timeline has it
+        data = {k: _word(event.get(k)) for k in ("id", "title", "state")}
+        data["text"] = event.get("text")  # cut to ENTRY_MAX by eng.timeline
         with eng.store.transaction():
-            eng.timeline(job, "subagent", **{k: event.get(k) for k in ("id", "title", "state", "text")})
+            if eng.index.count_subagent(job, data, lambda: eng.store.subagent_words(job.id)):
+                eng.save(job)  # its row's counts changed (a new one, or one that finished)
+            eng.timeline(job, "subagent", **data)
     elif kind == "note":  # the worker side says what it left out (output over its bounds)
         with eng.store.transaction():
             eng.timeline(job, "note", message=str(event.get("message", "")))
@@ -230,6 +236,12 @@ def begin_own_turn(eng: "Engine", job: Job, slot: Slot) -> None:
         eng.save(job)
     if cut:
         abort(eng, job, slot)
+
+
+def _word(value: Any) -> Any:
+    """A subagent's id, title or state as recorded: a string cut to SUBAGENT_WORD_MAX (the same
+    cut for every entry of one, so a long id still names one subagent); anything else as sent."""
+    return value[:SUBAGENT_WORD_MAX] if isinstance(value, str) else value
 
 
 def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None:
@@ -266,6 +278,7 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
             eng.timeline(job, "turn_end", outcome="ok", report=status if report else None)
         elif outcome == "waiting":
             text = str(event.get("question") or text)
+            job.question = cut_middle(text, QUESTION_MAX)  # what its rows carry while it waits
             eng.set_state(job, State.WAITING, question=text)
             eng.timeline(job, "turn_end", outcome="waiting")
         elif outcome == "aborted":  # nobody asked (a stop sets STOPPED first): a failed turn

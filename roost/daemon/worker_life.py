@@ -12,6 +12,7 @@ from roost.config import ConfigError
 from roost.daemon import reports, worktrees
 from roost.daemon.gitrun import GitError
 from roost.daemon.messages import Event, Exited, NotReady, Ready, Spawned, StartFailed
+from roost.daemon.run_queue import Placed
 from roost.daemon.slot import Phase, Slot
 from roost.daemon.turns import deliver_next
 from roost.daemon.worker import describe_exit
@@ -24,11 +25,15 @@ if TYPE_CHECKING:
     from roost.daemon.engine import Engine
 
 
-def begin_start(eng: "Engine", job: Job) -> bool:
-    """Start the job's worker (from its session file when it has one). False, with the job failed
-    and the reason on its timeline, when it cannot even be made."""
+def begin_start(eng: "Engine", job: Job) -> Placed:
+    """Start the job's worker (from its session file when it has one). WAITING when its host has
+    no room (it waits in the host's queue, with no slot); FAILED, with the job failed and the
+    reason on its timeline, when it cannot even be made."""
     if job.id in eng.slots:
-        return True
+        return Placed.STARTED
+    if not eng.queue.host_room(job):
+        eng.queue.wait_for_host(job)
+        return Placed.WAITING
     token = secrets.token_hex(16)
     holder: list[Any] = []
 
@@ -42,12 +47,12 @@ def begin_start(eng: "Engine", job: Job) -> bool:
         made = eng.make_worker(job, token, on_event, on_exit)
     except (ConfigError, DriverError) as exc:
         fail_start(eng, job, getattr(exc, "message", None) or str(exc))
-        return False
+        return Placed.FAILED
     holder.append(made.worker)
     eng.slots[job.id] = Slot(worker=made.worker, token=token, ready_timeout=made.ready_timeout,
                              launch_session=made.session)
     eng.spawn_task(_start(eng, job.id, made.worker, made.ready_timeout))
-    return True
+    return Placed.STARTED
 
 
 async def _start(eng: "Engine", job_id: str, worker: Any, ready_timeout: float) -> None:
@@ -80,7 +85,7 @@ def fail_start(eng: "Engine", job: Job, reason: str) -> None:
         eng.set_state(job, State.FAILED, reason=f"could not start its worker: {reason}")
         eng.timeline(job, "error", message=f"could not start its worker: {reason}")
         eng.save(job)
-    eng.releasing.discard(job.id)
+    eng.queue.releasing.discard(job.id)
     reports.route(eng, job, State.FAILED, f"could not start: {reason}")
     eng.pump()
 
@@ -126,7 +131,7 @@ def on_ready(eng: "Engine", job: Job, msg: Ready) -> None:
         return
     slot.phase = Phase.READY
     slot.idle_since = eng.monotonic()
-    eng.releasing.discard(job.id)
+    eng.queue.releasing.discard(job.id)
     session = msg.data.get("session")
     if session and session != job.session:
         with eng.store.transaction():
@@ -168,7 +173,7 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     if slot is None:
         return
     del eng.slots[job.id]
-    eng.releasing.discard(job.id)
+    eng.queue.releasing.discard(job.id)
     on_purpose = slot.phase is Phase.CLOSING
     what = describe_exit(msg.returncode)
     with eng.store.transaction():
@@ -195,9 +200,12 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
         reports.route(eng, job, State.FAILED, eng.last_error(job))
     refuse = "its worker ended before it was ready" if slot.resume_replies else ""
     if slot.reopen and not eng.closing_down and job.archived_at is None and job.state != State.STOPPED:
-        replies = slot.resume_replies
-        if begin_start(eng, job):
-            eng.slots[job.id].resume_replies.extend(replies)
+        placed = begin_start(eng, job)
+        if placed is Placed.STARTED:
+            eng.slots[job.id].resume_replies.extend(slot.resume_replies)
+        elif placed is Placed.WAITING:
+            for fut in slot.resume_replies:
+                eng.settle(fut, {"outcome": "queued", "job": job.id})
         else:
             refuse_resumes(eng, slot, job, eng.last_error(job))
     elif refuse:

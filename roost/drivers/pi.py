@@ -31,6 +31,8 @@ from roost.worker_protocol import Oversize, note, response, text_events, turn_en
 
 EXTENSION = Path(__file__).parent / "pi_extension" / "roost-tools.ts"
 INSTALL_HINT = "npm install -g @mariozechner/pi-coding-agent"
+#: The oldest Node.js pi runs on (its package.json's engines).
+PI_NODE = "20.6"
 #: How long after an ``agent_end`` with an error pi has to say it retries (it says so within ms).
 SETTLE_SECONDS = 1.0
 #: Ids of the commands the adapter sends pi on its own; their answers never reach the daemon.
@@ -41,7 +43,7 @@ DIALOGS = ("select", "confirm", "input", "editor")
 
 def find_program(command: str, env: Mapping[str, str]) -> str:
     """The pi program's full path; DriverError saying how to install pi when there is none."""
-    return find_agent_program("pi", command, env, INSTALL_HINT, "20.6")
+    return find_agent_program("pi", command, env, INSTALL_HINT, PI_NODE)
 
 
 class PiDriver(Driver):
@@ -55,17 +57,26 @@ class PiDriver(Driver):
         find_program(str(options.get("command", "pi")), options.get("env") or {})
 
     def launch(self, job: Job, ctx: LaunchContext) -> Launch:
+        """pi's command line and environment. On a host (``ctx.remote``) the program, the cwd and a
+        configured ``agent_dir`` are the host's, so nothing is looked for or made here: the paths under
+        roost's state dir and the extension are moved there by roost/hosts/placement.py."""
         options = ctx.options
         self._options = options
         extra_env: Mapping[str, str] = options.get("env") or {}
-        program = find_program(str(options.get("command", "pi")), extra_env)
-        existing_cwd(job, "pi")
+        command = str(options.get("command", "pi"))
+        program = command if ctx.remote else find_program(command, extra_env)
+        if not ctx.remote:
+            existing_cwd(job, "pi")
         configured = str(options.get("agent_dir") or "")
-        agent_dir = Path(configured).expanduser() if configured else ctx.state_dir / "pi-agent"
+        if configured:  # on a host, that host's path (``~`` its home: roost/hosts/remote.py expands it there)
+            agent_dir = configured if ctx.remote else str(Path(configured).expanduser())
+        else:
+            agent_dir = str(ctx.state_dir / "pi-agent")
         tmp_dir = ctx.state_dir / "pi-tmp"
         sessions = ctx.sessions_dir / "pi"
-        for directory in (agent_dir, tmp_dir, sessions):
-            directory.mkdir(parents=True, exist_ok=True)
+        if not ctx.remote:  # on a host pi makes them (its agent dir, its sessions dir, its TMPDIR cache)
+            for directory in (Path(agent_dir), tmp_dir, sessions):
+                directory.mkdir(parents=True, exist_ok=True)
         argv = [program, "--mode", "rpc", "--session-dir", str(sessions), "-e", str(EXTENSION)]
         if not options.get("load_project_extensions"):
             argv.append("--no-extensions")  # roost's own extension (-e) still loads
@@ -77,7 +88,8 @@ class PiDriver(Driver):
         if job.session:
             argv += ["--session", job.session]
         # The user's environment stays (provider API keys, and HOME for the agent's own shell: git,
-        # ssh, the roost CLI). pi's state is roost's: its agent dir, its transpile cache under TMPDIR.
+        # ssh, the roost CLI; on a host only what is added here travels, docs/hosts.md). pi's state
+        # is roost's: its agent dir, its transpile cache under TMPDIR.
         env = inherited_env({"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "TMPDIR": str(tmp_dir),
                              **extra_env, **ctx.roost_env(job)})
         return Launch(argv=argv, env=env, cwd=job.cwd, session=job.session, record=ctx.record(job))

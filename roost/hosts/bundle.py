@@ -1,6 +1,7 @@
 """The worker side as one zipapp, built from this roost's own source on the fly and shipped to a
 host once per version: it is named by its hash there, so an upgraded daemon ships a new one and a
-host shared by two daemons of one version keeps one copy.
+host shared by two daemons of one version keeps one copy. Files of roost's package that a driver's
+launch names (pi's extension) are shipped the same way, each named by its own hash.
 
 Only the modules the worker side imports go in (``WORKER_SIDE``; the tests check nothing else is
 needed): no textual, click, platformdirs or daemon code, so a host needs nothing but Python.
@@ -25,6 +26,8 @@ WORKER_SIDE = (
     "programs/turn_output.py", "programs/worker_process.py",
     "hosts/__init__.py", "hosts/remote.py",
 )
+#: roost's own package on this machine: a launch's argument inside it names a file to ship.
+PACKAGE = Path(roost.__file__).parent
 MAIN = b"from roost.hosts.remote import main\nmain()\n"
 #: A fixed timestamp: the same source gives the same bytes, so the same hash.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -32,18 +35,23 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 @dataclass(frozen=True)
 class Bundle:
+    """A file shipped to hosts, named there by its hash: the worker side, or a file of roost's own
+    package that a driver's launch names (pi's extension)."""
+
     data: bytes
     digest: str
+    stem: str = "worker"
+    suffix: str = ".pyz"
 
     @property
     def name(self) -> str:
-        return f"worker-{self.digest[:16]}.pyz"
+        return f"{self.stem}-{self.digest[:16]}{self.suffix}"
 
 
 @functools.cache
 def bundle() -> Bundle:
     """This roost's worker side as a zipapp (built once per daemon)."""
-    root = Path(roost.__file__).parent
+    root = PACKAGE
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data in [("__main__.py", MAIN), *((f"roost/{rel}", (root / rel).read_bytes()) for rel in WORKER_SIDE)]:
@@ -53,3 +61,18 @@ def bundle() -> Bundle:
             zf.writestr(info, data)
     data = buffer.getvalue()
     return Bundle(data=data, digest=hashlib.sha256(data).hexdigest())
+
+
+def package_file(arg: str) -> Bundle | None:
+    """``arg`` as a file to ship when it names a file inside roost's own package (only this machine
+    has it), else None."""
+    path = Path(arg)
+    if not path.is_absolute() or not path.is_relative_to(PACKAGE) or not path.is_file():
+        return None
+    return _shipped(path)
+
+
+@functools.cache
+def _shipped(path: Path) -> Bundle:
+    data = path.read_bytes()
+    return Bundle(data=data, digest=hashlib.sha256(data).hexdigest(), stem=path.stem, suffix=path.suffix)

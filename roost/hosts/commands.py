@@ -9,7 +9,8 @@ import shlex
 import subprocess
 from typing import Any, Iterable
 
-from roost.config import Config, HostSettings
+from roost.config import Config, DriverProfile, HostSettings
+from roost.drivers.pi import INSTALL_HINT, PI_NODE
 from roost.hosts.bundle import bundle
 from roost.hosts.link import Link, last_line, remote_dir_expr
 from roost.paths import resolve
@@ -49,25 +50,27 @@ def host_lines(config: Config, rows: Iterable[dict[str, Any]]) -> list[str]:
     return lines or ["no hosts: add a [hosts.NAME] table to the config (docs/hosts.md)"]
 
 
-def check(host: HostSettings) -> tuple[bool, list[str]]:
+def check(host: HostSettings, drivers: Iterable[DriverProfile] = ()) -> tuple[bool, list[str]]:
     """Whether ``host`` can run roost's workers, and a line per thing checked (what is missing and how
-    to fix it). Over the daemon's master when it is up, else a connection of its own (batch mode)."""
+    to fix it), the pi programs of ``drivers``' pi profiles included. Over the daemon's master when it
+    is up, else a connection of its own (batch mode)."""
     link = _link(host)
     runner = shlex.join(host.command) if host.command else shlex.quote(host.python)
     shipped = "" if host.command else f"{remote_dir_expr(host.dir)}/{bundle().name}"
+    pis = _pi_programs(drivers)
     script = (f"v=$({runner} -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])' 2>/dev/null); echo python=$v; "
               + (f"[ -f {shipped} ] && echo bundle=yes; " if shipped else
                  f"{runner} -c 'import roost.hosts.remote' 2>/dev/null && echo bundle=yes; ")
-              + "command -v pi >/dev/null 2>&1 && echo pi=yes; echo end")
+              + "".join(_pi_probe(i, command, path) for i, (command, path, _) in enumerate(pis)) + "echo end")
     try:
         done = subprocess.run(link.session(script), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return False, [f"host {host.name} did not answer within 30s"]
-    if "end" not in done.stdout.split():
+    if "end" not in done.stdout.splitlines():
         return False, [link.explain(done.stderr) if done.stderr.strip() else f"host {host.name}: {last_line(done.stdout)}"]
-    found = dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
+    found = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     lines, ok = [f"reachable: {host.ssh}"], True
-    version = tuple(int(p) for p in found.get("python", "").split(".") if p.isdigit())
+    version = _version(found.get("python", ""))
     if len(version) < 2:
         ok = False
         lines.append(f"missing: python ({runner} not found there; install Python {'.'.join(map(str, MIN_PYTHON))}+ or "
@@ -84,6 +87,51 @@ def check(host: HostSettings) -> tuple[bool, list[str]]:
         lines.append(f"missing: roost's worker side (`{runner} -c 'import roost.hosts.remote'` fails there)")
     else:
         lines.append("roost's worker side: not there yet (shipped over the connection at the first spawn)")
-    lines.append("pi: found" if found.get("pi") else "pi: missing (only the pi driver needs it there: npm install -g "
-                                                    "@mariozechner/pi-coding-agent)")
+    for i, (command, _, profiles) in enumerate(pis):
+        problem, line = _pi_line(command, profiles, found, i)
+        lines.append(line)
+        ok = ok and not (problem and any(p.host == host.name for p in profiles))  # a profile meant for there
     return ok, lines
+
+
+def _pi_programs(drivers: Iterable[DriverProfile]) -> list[tuple[str, str, list[DriverProfile]]]:
+    """Each pi program the pi profiles would run on a host: (its command, the PATH their ``env`` gives
+    it or "", the profiles). With no profiles given, the default ``pi``."""
+    found: dict[tuple[str, str], list[DriverProfile]] = {}
+    for profile in drivers:
+        if profile.kind == "pi":
+            key = (str(profile.options.get("command", "pi")), str((profile.options.get("env") or {}).get("PATH", "")))
+            found.setdefault(key, []).append(profile)
+    return [(command, path, profiles) for (command, path), profiles in found.items()] or [("pi", "", [])]
+
+
+def _pi_probe(i: int, command: str, path: str) -> str:
+    """Shell that prints, for one pi program as the worker finds it there (the profile's PATH, else the
+    login's): ``piI=`` its path, ``versionI=`` the last line ``--version`` said, ``okI=yes`` when that
+    worked, ``nodeI=`` node's version."""
+    env = f"PATH={shlex.quote(path)}; " if path else ""
+    return (f"( {env}p=$(command -v {remote_dir_expr(command)}) && echo pi{i}=$p && "
+            f"v=$(\"$p\" --version 2>&1 </dev/null) && echo ok{i}=yes; echo version{i}=$(echo \"$v\" | tail -n 1); "
+            f"echo node{i}=$(node --version 2>/dev/null) ); ")
+
+
+def _pi_line(command: str, profiles: list[DriverProfile], found: dict[str, str], i: int) -> tuple[bool, str]:
+    """(whether something is missing, the line that says what) for the ``i``-th pi program."""
+    names = ", ".join(p.name for p in profiles)
+    who = f"pi (`{command}`" + (f", driver{'s' if len(profiles) > 1 else ''} {names})" if names else ")")
+    program, said, node = found.get(f"pi{i}", ""), found.get(f"version{i}", ""), found.get(f"node{i}", "")
+    need = f"Node.js {PI_NODE}+"
+    if not program:
+        return True, (f"missing: {who} is not found there (only pi jobs need it): install it there with "
+                      f"`{INSTALL_HINT}` ({need}), or set the profile's `command` to its path there")
+    on_node = f", on Node.js {node}" if node else ""
+    if not found.get(f"ok{i}"):
+        return True, f"broken: {who} is at {program} but does not run ({need}{on_node}): {said or 'it said nothing'}"
+    if node and _version(node.lstrip("v")) < _version(PI_NODE):
+        return True, f"too old: {who} at {program} runs on Node.js {node}; pi needs {need}"
+    return False, f"{who}: {program} (version {said}{on_node})"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``3.11`` or ``20.20.2`` as numbers (empty when it is no version)."""
+    return tuple(int(p) for p in text.split(".") if p.isdigit())

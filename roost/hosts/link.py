@@ -23,7 +23,7 @@ import shlex
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Coroutine
+from typing import Any, Coroutine, Sequence
 
 from roost.config import HostSettings
 from roost.hosts.bundle import Bundle
@@ -70,9 +70,6 @@ class Link:
     #: Why the host is down (the last failure), "" while it is up or was never tried.
     reason: str = ""
     shipped: set[str] = field(default_factory=set)
-    #: Workers on the host now, under ``max_running_jobs``; ``slots`` wakes those waiting for room.
-    running: int = 0
-    slots: asyncio.Condition = field(default_factory=asyncio.Condition)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -193,21 +190,25 @@ class Link:
         assert proc.returncode is not None
         return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
-    async def write_setup(self, job_id: str, setup: bytes, bundle: Bundle | None) -> str:
-        """Write a worker's setup file there (and the bundle, once per master); its path there."""
+    async def write_setup(self, job_id: str, setup: bytes, files: Sequence[Bundle] = ()) -> str:
+        """Write a worker's setup file there, and the files it needs that are not there yet (each once
+        per master, named by its hash); the setup's path there."""
         path = f"{self.remote_dir}/run/{job_id}.json"
-        check = f" && if [ -f {shlex.quote(self.remote_dir + '/' + bundle.name)} ]; then echo have; fi" if bundle else ""
-        rc, out, err = await self.run(f"umask 077; cat > {shlex.quote(path)}{check}", setup)
+        unsure = [f for f in files if f.name not in self.shipped]
+        check = "".join(f"[ -f {shlex.quote(f.name)} ] && echo have={shlex.quote(f.name)}; " for f in unsure)
+        rc, out, err = await self.run(f"umask 077; cat > {shlex.quote(path)} && cd {shlex.quote(self.remote_dir)} "
+                                      f"|| exit 1; {check}exit 0", setup)
         if rc != 0:
             raise HostDown(self.explain(err) if rc == 255 else f"host {self.host.name}: cannot write a worker's "
                                                                   f"setup in {self.remote_dir}: {last_line(err)}")
-        if bundle is not None and "have" not in out and bundle.name not in self.shipped:
-            target = shlex.quote(f"{self.remote_dir}/{bundle.name}")
-            rc, _, err = await self.run(f"umask 077; cat > {target}.$$ && mv {target}.$$ {target}", bundle.data)
-            if rc != 0:
-                raise HostDown(f"host {self.host.name}: cannot ship roost's worker side there: {last_line(err)}")
-        if bundle is not None:
-            self.shipped.add(bundle.name)
+        there = {line[5:] for line in out.split() if line.startswith("have=")}
+        for f in unsure:
+            if f.name not in there:
+                target = shlex.quote(f"{self.remote_dir}/{f.name}")
+                rc, _, err = await self.run(f"umask 077; cat > {target}.$$ && mv {target}.$$ {target}", f.data)
+                if rc != 0:
+                    raise HostDown(f"host {self.host.name}: cannot ship {f.name} there: {last_line(err)}")
+            self.shipped.add(f.name)
         return path
 
 

@@ -1,10 +1,11 @@
 """Where a job's worker runs, and turning a driver's local launch into one on another host.
 
 The daemon calls two functions: ``place`` when a job is spawned (its host and its cwd there), and
-``prepare`` just before its worker starts (the master up, a free slot on the host, the setup and
+``prepare`` just before its worker starts (the master up, the setup and
 the worker side written there, the launch rewritten to run over the master). Drivers know nothing
-of hosts: what they launch locally is moved — this process's Python becomes the host's, the
-session file goes into roost's directory there, and only the variables the driver added travel.
+of hosts: what they launch locally is moved — this process's Python becomes the host's, paths under
+roost's state dir (session files, pi's agent dir) go into roost's directory there, files of roost's
+package (pi's extension) are shipped there, and only the variables the driver added travel.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import json
 import os
 import shlex
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from roost.config import Config, ConfigError, DriverProfile, HostSettings
 from roost.drivers.base import Launch
-from roost.hosts.bundle import bundle
+from roost.hosts.bundle import bundle, package_file
 from roost.hosts.link import HostDown, Link
 from roost.hosts.remote import PYTHON
 from roost.models import Job
@@ -84,57 +85,39 @@ async def prepare(eng: "Engine", job_id: str, worker: Any) -> str | None:
         return f"host {job.host} is gone from the config: {exc.message}"
     try:
         await link.ensure()
-        await _take_slot(link, worker)
-        try:
-            worker.launch = await _remote_launch(link, job, worker.launch)
-        except HostDown:
-            _free_slot(link)
-            raise
+        worker.launch = await _remote_launch(link, job, worker.launch)
     except HostDown as exc:
         return str(exc)
     return None
 
 
-async def _take_slot(link: Link, worker: Any) -> None:
-    """Wait for room under the host's ``max_running_jobs`` (live workers there); the worker's exit frees it."""
-    cap = link.host.max_running_jobs
-    async with link.slots:
-        await link.slots.wait_for(lambda: not cap or link.running < cap)
-        link.running += 1
-    on_exit = worker.on_exit
-
-    async def exited(returncode: int, tail: list[str]) -> None:
-        _free_slot(link)
-        await on_exit(returncode, tail)
-
-    worker.on_exit = exited
-
-
-def _free_slot(link: Link) -> None:
-    link.running -= 1
-
-    async def wake() -> None:
-        async with link.slots:
-            link.slots.notify_all()
-
-    link.keep(wake())
-
-
 async def _remote_launch(link: Link, job: Job, local: Launch) -> Launch:
-    """``local`` moved to the host: its setup written there, the argv a session over the master."""
-    sessions = str(_paths().sessions_dir)
-
-    def moved(arg: str) -> str:
-        return f"{link.remote_dir}/sessions{arg[len(sessions):]}" if arg.startswith(sessions) else arg
-
-    env = {k: v for k, v in local.env.items() if os.environ.get(k) != v and k != MARK_VAR}
+    """``local`` moved to the host: its setup written there (with the files it needs shipped), the argv
+    a session over the master."""
+    files = [f for f in map(package_file, local.argv) if f is not None]
+    moved = _mover(link.remote_dir)
+    env = {k: moved(v) for k, v in local.env.items() if os.environ.get(k) != v and k != MARK_VAR}
     env["ROOST_SOCKET"] = link.remote_socket
     shipped = None if link.host.command else bundle()
     runner = list(link.host.command) or [link.host.python, f"{link.remote_dir}/{shipped.name}"]  # type: ignore[union-attr]
     setup = {"argv": [PYTHON if arg == sys.executable else moved(arg) for arg in local.argv], "env": env,
              "cwd": job.cwd, "pythonpath": runner[-1] if shipped else ""}
-    path = await link.write_setup(job.id, json.dumps(setup).encode(), shipped)
+    path = await link.write_setup(job.id, json.dumps(setup).encode(), [*files, *([shipped] if shipped else [])])
     return Launch(argv=link.worker_argv("exec " + shlex.join([*runner, path])), env=dict(os.environ),
                   cwd=str(_paths().runtime_dir), session=moved(local.session) if local.session else None,
                   record=local.record)
 
+
+def _mover(remote_dir: str) -> Callable[[str], str]:
+    """What a local launch's argument or variable is on the host: a path under roost's state dir is
+    the same path under roost's directory there (sessions, pi's agent dir), a file of roost's package
+    is its shipped copy there; anything else is the host's already (a program, a cwd, a prompt)."""
+    state = str(_paths().state_dir)
+
+    def moved(value: str) -> str:
+        if value == state or value.startswith(state + "/"):
+            return remote_dir + value[len(state):]
+        shipped = package_file(value)
+        return f"{remote_dir}/{shipped.name}" if shipped else value
+
+    return moved

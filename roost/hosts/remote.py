@@ -31,6 +31,8 @@ EOF_GRACE = 2.0
 KILL_GRACE = 2.0
 #: Stands for this host's Python in a setup's argv (the daemon does not know its path).
 PYTHON = "{python}"
+#: The exit code when the worker could not be started at all (as a shell's for a missing command).
+NOT_STARTED = 127
 #: ssh itself exits 255 on a connection error, so a worker's own 255 is passed on as this.
 LINK_CODE = 255
 
@@ -44,9 +46,12 @@ def load_setup(path: Path) -> dict[str, Any]:
 
 
 def start(setup: dict[str, Any], mark: str) -> subprocess.Popen[bytes]:
-    """The worker, in a session of its own, carrying the tree's mark; the bundle on its PYTHONPATH."""
+    """The worker, in a session of its own, carrying the tree's mark; the bundle on its PYTHONPATH.
+    A leading ``~`` of the program and of a variable's value is this host's home (the config names
+    the host's paths: pi's ``command`` and ``agent_dir``)."""
     argv = [sys.executable if arg == PYTHON else str(arg) for arg in setup["argv"]]
-    env = {**os.environ, **setup["env"], MARK_VAR: mark}
+    argv[0] = os.path.expanduser(argv[0])
+    env = {**os.environ, **{k: os.path.expanduser(v) for k, v in setup["env"].items()}, MARK_VAR: mark}
     if setup.get("pythonpath"):
         env["PYTHONPATH"] = setup["pythonpath"]
     return subprocess.Popen(argv, cwd=os.path.expanduser(setup["cwd"]), env=env, stdin=subprocess.PIPE,
@@ -94,7 +99,12 @@ def end_tree(child: subprocess.Popen[bytes], tree: WorkerTree | None) -> None:
 
 def serve(setup: dict[str, Any]) -> int:
     floor, mark = (boot_ticks(), WorkerTree.new_mark()) if os.path.isdir("/proc/self") else (0, "")
-    child = start(setup, mark)
+    try:
+        child = start(setup, mark)
+    except OSError as exc:  # the job's reason: the host lacks the agent's program (or its cwd)
+        print(f"cannot start {setup['argv'][0]} on this host: {exc.strerror}: {exc.filename} (`roost hosts check` "
+              f"says what a host lacks)", file=sys.stderr)
+        return NOT_STARTED
     tree = WorkerTree.of("remote", child.pid, floor, mark) if mark else None
     eof = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGHUP):

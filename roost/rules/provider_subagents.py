@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roost.models import STOPPABLE_STATES, Job, Row, State
+from roost.models import SUBAGENTS_RUN_STATES, Job, Row, State
 
-__all__ = ["PROVIDER_DRIVER", "READ_ONLY_HINT", "ProviderRow", "is_provider", "provider_counts",
-           "provider_rows", "subagent_entries"]
+__all__ = ["PROVIDER_DRIVER", "READ_ONLY_HINT", "ProviderRow", "is_provider", "provider_rows", "subagent_entries",
+           "subagent_says"]
 
 #: The ``driver`` of a provider subagent's row: it has no driver of its own in roost.
 PROVIDER_DRIVER = "provider"
@@ -40,6 +40,15 @@ def is_provider(row: Row) -> bool:
     return isinstance(row, ProviderRow)
 
 
+def subagent_says(data: Any) -> tuple[str, bool] | None:
+    """Which subagent a ``subagent`` entry's data is about, and whether it says that one works
+    (any word but ``done`` or ``failed``); None when it names none. The one reading of an entry
+    both the panel's rows and the daemon's counts (roost/daemon/index.py) make."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("id"), str) or not data["id"]:
+        return None
+    return data["id"], _STATES.get(str(data.get("state")), State.WORKING) is State.WORKING
+
+
 def subagent_entries(entries: Iterable[Mapping[str, Any]], job_id: str) -> dict[str, list[dict[str, Any]]]:
     """The ``subagent`` entries of ``job_id`` by subagent id, each list in ``seq`` order, an entry
     seen twice (same ``seq``) kept once; malformed ones (no id) are left out."""
@@ -47,10 +56,9 @@ def subagent_entries(entries: Iterable[Mapping[str, Any]], job_id: str) -> dict[
     for entry in entries:
         if entry.get("kind") != "subagent" or entry.get("job") != job_id:
             continue
-        data = entry.get("data")
-        if not isinstance(data, Mapping) or not isinstance(data.get("id"), str) or not data["id"]:
-            continue
-        by_id.setdefault(data["id"], {})[entry.get("seq", 0)] = dict(entry)
+        said = subagent_says(entry.get("data"))
+        if said is not None:
+            by_id.setdefault(said[0], {})[entry.get("seq", 0)] = dict(entry)
     return {ident: [seen[seq] for seq in sorted(seen)] for ident, seen in by_id.items()}
 
 
@@ -61,9 +69,10 @@ def provider_rows(entries: Iterable[Mapping[str, Any]], parent: Row) -> list[Pro
     title and its text (the row's peek line); the row's ``state_since`` is that entry's time and
     ``created_at`` the first one's. A subagent still ``working`` while the parent is out of its
     turn (stopped, failed, done, idle: nothing runs it any more) shows ``stopped``, since the
-    parent's ``state_since``, so it ages out like any stopped row.
+    parent's ``state_since``, so it ages out like any stopped row. How many there are, and how
+    many work, is what the parent's row says (``provider_subagents``, ``provider_running``).
     """
-    running = parent.state in STOPPABLE_STATES
+    running = parent.state in SUBAGENTS_RUN_STATES
     out: list[ProviderRow] = []
     for ident, mine in subagent_entries(entries, parent.id).items():
         last = mine[-1]
@@ -82,9 +91,3 @@ def provider_rows(entries: Iterable[Mapping[str, Any]], parent: Row) -> list[Pro
         out.append(ProviderRow(job, entries=tuple(mine)))
     return sorted(out, key=lambda row: (row.job.created_at, row.id))
 
-
-def provider_counts(rows: Iterable[Row]) -> tuple[int, int]:
-    """How many of ``rows`` are provider subagents, and how many of those are running: what they
-    add to the parent's ``N subagents (k running)``."""
-    mine = [row for row in rows if is_provider(row)]
-    return len(mine), sum(row.state in STOPPABLE_STATES for row in mine)

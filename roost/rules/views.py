@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roost.models import ACTIVE_STATES, NEEDS_INPUT_STATES, STOPPABLE_STATES, TURN_STATES, Row, State
+from roost.models import (ACTIVE_STATES, NEEDS_INPUT_STATES, STOPPABLE_STATES, SUBAGENTS_RUN_STATES, TURN_STATES, Row,
+                          State)
 
 __all__ = [
     "AGENT_VIEW_MODES",
@@ -27,6 +28,7 @@ __all__ = [
     "age_seconds",
     "activity_text",
     "agent_view_rows",
+    "asked",
     "filter_rows",
     "format_age",
     "header_counts",
@@ -34,6 +36,7 @@ __all__ = [
     "panel_rows",
     "peek_line",
     "readable_text",
+    "subagent_counts",
     "subagent_hint_visible",
     "tree_running_ids",
     "usage_text",
@@ -132,13 +135,24 @@ def _worker_up(row: Row) -> bool:
 # --------------------------------------------------------------------------- agent view
 
 
+def subagent_counts(row: Row) -> tuple[int, int]:
+    """How many subagents a job has, and how many of them run: the roost jobs below it and the
+    agent's own (provider-native) subagents, as its row says. The one count of the home view's
+    ``N subagents (k running)`` and the job screen's, so they agree with each other and with the
+    panel's read-only rows: one still "working" when its parent's turn ended is not running
+    (the daemon's rows already say 0 then; a record read here says the same)."""
+    job = row.job
+    own_running = job.provider_running if row.state in SUBAGENTS_RUN_STATES else 0
+    return row.descendants + job.provider_subagents, row.running_descendants + own_running
+
+
 def _summary(row: Row) -> str:
     """``N subagents (k running)``: a parent's row tells about the children it no longer lists."""
-    n = row.descendants
+    n, running = subagent_counts(row)
     if n <= 0:
         return ""
     noun = "subagent" if n == 1 else "subagents"
-    return f"{n} {noun} ({row.running_descendants} running)"
+    return f"{n} {noun} ({running} running)"
 
 
 def _agent_view_prefix(depth: int) -> str:
@@ -444,13 +458,29 @@ def filter_rows(rows: Iterable[Row], query: str) -> list[Row]:
     return [row for row in rows if keeps(row)]
 
 
+def _cut(text: str, width: int) -> str:
+    """``text`` on one line, whitespace collapsed, cut to ``width`` with a trailing "…"."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: max(width - 1, 0)] + "…"
+
+
 def activity_text(row: Row, width: int) -> tuple[str, bool]:
     """What a row's activity column says, and whether it is a failure: a failed or stopped
-    job says why (its reason) before anything else; others their last line."""
+    job says why (its reason) before anything else, a waiting one what it asks (a permission
+    request is such a question); others their last line."""
     if row.state in (State.FAILED, State.STOPPED) and row.job.reason:
-        reason = " ".join(row.job.reason.split())
-        return (reason if len(reason) <= width else reason[: max(width - 1, 0)] + "…"), row.state is State.FAILED
+        return _cut(row.job.reason, width), row.state is State.FAILED
+    if row.state is State.WAITING and row.job.question:
+        return _cut(row.job.question, width), False
     return peek_line(row, width), False
+
+
+def asked(row: Row) -> str:
+    """What a job that needs a person asks: a waiting job's question, a blocked one's last text
+    (its report); "" for any other job."""
+    if row.state not in NEEDS_INPUT_STATES:
+        return ""
+    return (row.state is State.WAITING and row.job.question) or row.job.last_text
 
 
 # --------------------------------------------------------------------------- wire text

@@ -27,7 +27,7 @@ BURST_WINDOW = 0.02
 
 
 #: Row fields that carry what jobs (or their agents) wrote, shown on screen.
-_WRITTEN_FIELDS = ("title", "last_text", "reason")
+_WRITTEN_FIELDS = ("title", "last_text", "reason", "question")
 
 
 def safe_row(data: dict[str, Any]) -> Row:

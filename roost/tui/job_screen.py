@@ -18,9 +18,9 @@ from textual.widgets import Static
 from roost.client import ClientError
 from roost.config import Config
 from roost.models import STOPPABLE_STATES, State
-from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider, provider_counts
-from roost.rules.views import (SUBAGENT_HINT, age_seconds, format_age, subagent_hint_visible, tree_running_ids,
-                               usage_text)
+from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider
+from roost.rules.views import (SUBAGENT_HINT, age_seconds, format_age, subagent_counts, subagent_hint_visible,
+                               tree_running_ids, usage_text)
 from roost.tui.composer import Composer
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
 from roost.tui.diff_view import open_diff
@@ -219,10 +219,9 @@ class JobScreen(RoostScreen):
         bar.append(f"  {row.id}  ", style=self.palette.muted)
         bar.append_text(state_text(row, self.palette))
         details = [format_age(age_seconds(row, self.clock()))]
-        own, own_running = provider_counts(self.panel.provider)  # the agent's own subagents count too
-        if row.descendants + own:
-            running = row.running_descendants + own_running
-            details.append(f"{plural(row.descendants + own, 'subagent')} ({running} running)")
+        subagents, running = subagent_counts(row)  # the agent's own subagents count too, as at home
+        if subagents:
+            details.append(f"{plural(subagents, 'subagent')} ({running} running)")
         if usage_text(row):
             details.append(usage_text(row))
         bar.append("  ·  " + " · ".join(details), style=self.palette.muted)

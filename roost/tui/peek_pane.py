@@ -9,7 +9,8 @@ from rich.markup import escape
 from rich.text import Text
 from textual.widgets import Static
 
-from roost.models import NEEDS_INPUT_STATES, Row
+from roost.models import Row
+from roost.rules.views import asked
 from roost.tui.looks import BOLD, Palette
 from roost.tui.transcript import entry_text
 
@@ -29,8 +30,9 @@ class PeekPane(Static):
             if text is not None:
                 out.append_text(text)
                 out.append("\n")
-        if row.state in NEEDS_INPUT_STATES:
-            out.append(f"it asks you: {row.job.last_text}", style=palette.warning + BOLD)
+        question = asked(row)
+        if question:
+            out.append(f"it asks you: {question}", style=palette.warning + BOLD)
         lines = out.split("\n")
         room = max(self.size.height - 1, 3) if self.size.height else 8
         shown = Text("\n", end="").join(lines[-room:])

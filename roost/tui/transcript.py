@@ -89,6 +89,12 @@ def _entry_body(kind: str, data: dict[str, Any], palette: Palette) -> Text | Non
                     style=palette.muted)
     if kind == "closed":
         return Text(f"· worker closed: {data.get('reason', '')}", style=palette.muted)
+    if kind == "subagent":  # the agent's own subagent (Claude Code's Task): a line each, its view has the rest
+        state = str(data.get("state") or "working")
+        mark = {"done": "✓ done", "failed": "✗ failed"}.get(state, "…")
+        tone = palette.error if state == "failed" else palette.muted
+        return Text(f"⑂ {_short(data.get('title') or 'subagent', 60)} {mark}: {_short(data.get('text') or '', 100)}",
+                    style=tone)
     if kind == "spawned":
         return Text(f"· started by {data.get('by', 'person')} on {data.get('driver')}", style=palette.muted)
     details = " ".join(f"{k}={_short(v, 40)}" for k, v in data.items())

@@ -15,7 +15,7 @@ import { createConnection } from "node:net";
 const PROTOCOL_VERSION = 2; // roost/protocol.py's PROTOCOL_VERSION (tests/test_pi_driver.py checks they agree)
 const TIMEOUT_MS = 30_000;
 
-type Row = { id: string; title: string; state: string; driver: string; lifetime: string };
+type Row = { id: string; title: string; state: string; driver: string; lifetime: string; host: string };
 
 /** One request to the daemon: hello as this job, then `op`; resolves with its result. */
 function callRoost(op: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<any> {
@@ -96,12 +96,16 @@ export default function (pi: ExtensionAPI) {
         description: "task (default): closed once it reports done; workflow/session: kept until you close it",
       })),
       driver: Type.Optional(Type.String({ description: "Which configured agent runs it (default: roost's default driver)" })),
+      host: Type.Optional(Type.String({
+        description: "Which configured host runs it (\"local\": roost's own machine; default: the host you run on)",
+      })),
     }),
     async execute(_toolCallId, params, signal) {
       const row: Row = await callRoost("spawn", {
-        prompt: params.task, title: params.title, lifetime: params.lifetime, driver: params.driver,
+        prompt: params.task, title: params.title, lifetime: params.lifetime, driver: params.driver, host: params.host,
       }, signal);
-      return text(`spawned job ${row.id} ("${row.title}", driver ${row.driver}, lifetime ${row.lifetime}); ` +
+      const where = row.host ? `, on host ${row.host}` : "";
+      return text(`spawned job ${row.id} ("${row.title}", driver ${row.driver}, lifetime ${row.lifetime}${where}); ` +
         `its report will arrive as a message`);
     },
   });
