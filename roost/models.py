@@ -37,10 +37,6 @@ STOPPABLE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State
 REASONED_STATES = frozenset({State.FAILED, State.STOPPED})
 #: States that mean "this job needs a person".
 NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
-#: States in which a job's own (provider-native) subagents may still run: its turn is in flight or
-#: it waits on a person. Outside them one whose last word was "working" lost what ran it, so it
-#: counts as not running (its panel row shows ``stopped``).
-SUBAGENTS_RUN_STATES = STOPPABLE_STATES
 
 LIFETIMES = ("task", "workflow", "session")
 #: How much of a job's last text a row carries (the peek line); ``show`` gives all of it.
@@ -184,8 +180,8 @@ class Row:
         """The row as the daemon sends it: the record's fields plus the derived ones. A slim row
         (the default: lists and pushes) leaves out what no view shows and cuts the last text to
         the peek line, so a row's size does not grow with what the agent said. The question is
-        there only while the job waits, and its provider subagents run only while it may run
-        them (SUBAGENTS_RUN_STATES)."""
+        there only while the job waits, and its provider subagents run only while its worker is
+        up (they are that process's: Claude Code runs background ones while its job is idle)."""
         data = self.job.to_dict()
         if not full:
             for name in _FULL_ONLY:
@@ -194,7 +190,7 @@ class Row:
             data["reason"] = peek_text(data["reason"])
         waiting = self.job.state is State.WAITING
         data["question"] = (self.job.question if full else question_line(self.job.question)) if waiting else ""
-        if self.job.state not in SUBAGENTS_RUN_STATES:
+        if not self.job.worker_up:
             data["provider_running"] = 0
         data.update(
             parent_open=self.parent_open,

@@ -43,9 +43,11 @@ def test_task_subagents_are_counted_on_the_parents_row_as_in_its_panel(claude_da
     job = daemon.spawn(task("SLOW"), driver="claude")  # its subagent's model answer trickles
     daemon.wait_row(job, lambda r: r["provider_running"] == 1, timeout=START, what="a running subagent")
     assert counted_as_in_the_panel(daemon, job) == (1, 1)
-    daemon.call("stop", job=job)  # stopping the parent's turn is how it stops: it no longer runs
+    daemon.call("stop", job=job)  # stopping the parent's turn is how it stops: Claude Code says it ended
     daemon.wait_state(job, "stopped", timeout=START)
+    daemon.wait_row(job, lambda r: r["provider_running"] == 0, timeout=START, what="the subagent's end")
     assert counted_as_in_the_panel(daemon, job) == (1, 0)
+    assert [e["data"]["state"] for e in daemon.timeline(job) if e["kind"] == "subagent"][-1] == "failed"
     done = daemon.spawn(task("count them"), driver="claude")  # one that ends within its turn
     daemon.wait_state(done, "idle", timeout=START)
     assert counted_as_in_the_panel(daemon, done) == (1, 0)

@@ -57,12 +57,65 @@ async def test_a_parents_row_counts_its_subagents_as_they_start_and_end(rig: Rig
     await rig.settle()
     assert any(job in ids for ids in rig.recorder.rows)  # pushed: the row's counts changed
     assert subagent_counts(row(rig, job)) == (3, 1) == panel_counts(rig, job)
-    # the turn ends with t1 still "working": nothing runs it any more, here as in the panel
+    # the turn ends with t1 still "working": it runs on in the background, here as in the panel
     worker.end_turn()
     await rig.settle()
     assert rig.state(job) == "idle"
+    assert subagent_counts(row(rig, job)) == (3, 1) == panel_counts(rig, job)
+    await rig.sup.close(job, None)  # a person closes it: t1 went with the worker, and the timeline says so
+    await rig.settle()
     assert subagent_counts(row(rig, job)) == (3, 0) == panel_counts(rig, job)
     assert rig.sup.index.row(job, full=True)["provider_running"] == 0
+    last = rig.store.last_entry(job, "subagent")
+    assert last is not None and last["id"] == "t1" and last["state"] == "failed"
+    assert "ended with its parent's worker (closed by its owner)" in last["text"]
+
+
+async def test_a_running_background_subagent_keeps_an_idle_worker_until_it_ends(rig: Rig) -> None:
+    job = await rig.spawn("lead")
+    worker = rig.worker(job)
+    worker.on_event(subagent("bg", "working", "survey the repo"))
+    worker.end_turn()
+    await rig.settle()
+    await rig.advance(50)
+    worker.on_event(subagent("bg", "working", "half way"))  # a word from it: another idle timeout from now
+    await rig.settle()
+    await rig.advance(50)  # the idle timeout: the reaper would close it, but bg still works
+    assert job in rig.sup.engine.slots
+    await rig.advance(49)
+    assert job in rig.sup.engine.slots
+    worker.on_event(subagent("bg", "done", "all read"))  # it ended: the idle worker is reaped now
+    await rig.settle()
+    assert job not in rig.sup.engine.slots and rig.job(job).reaped
+
+
+async def test_a_background_subagent_silent_for_the_idle_timeout_is_taken_as_lost(rig: Rig) -> None:
+    job = await rig.spawn("lead")
+    worker = rig.worker(job)
+    worker.on_event(subagent("bg", "working", "survey the repo"))
+    worker.end_turn()
+    await rig.settle()
+    await rig.advance(99.9)
+    assert job in rig.sup.engine.slots
+    await rig.advance(0.1)
+    assert job not in rig.sup.engine.slots
+    assert subagent_counts(row(rig, job)) == (1, 0) == panel_counts(rig, job)
+    assert "idle for 100s" in (rig.store.last_entry(job, "subagent") or {}).get("text", "")
+
+
+async def test_a_done_child_is_not_auto_closed_while_its_background_subagent_runs(rig: Rig) -> None:
+    parent = await rig.spawn("lead")
+    child = await rig.spawn("sub", caller=parent)
+    worker = rig.worker(child)
+    worker.on_event(subagent("bg", "working", "survey"))
+    await rig.sup.report(child, "done", "handed back")
+    worker.end_turn()
+    await rig.settle()
+    await rig.advance(10)  # past the auto-close delay (4 s)
+    assert child in rig.sup.engine.slots and rig.state(child) == "done"
+    worker.on_event(subagent("bg", "done", "read"))
+    await rig.settle()
+    assert child not in rig.sup.engine.slots
 
 
 async def test_a_subagents_long_id_title_and_state_are_cut_alike_so_it_counts_once(rig: Rig) -> None:
@@ -91,7 +144,7 @@ async def test_thousands_of_subagents_count_right_and_a_start_reads_no_timeline(
             await rig.settle()
     await rig.settle()
     assert subagent_counts(row(rig, job)) == (2000, 3) == panel_counts(rig, job)
-    await rig.sup.shutdown()
+    await rig.sup.shutdown()  # the three still running end with the worker, on its timeline
     await rig.settle()
     rig.store.close()
 
@@ -100,14 +153,13 @@ async def test_thousands_of_subagents_count_right_and_a_start_reads_no_timeline(
     monkeypatch.setattr(Store, "subagent_words", lambda self, job_id: reads.append(job_id) or words(self, job_id))
     again = Rig(tmp_path, CFG)  # the daemon starts again on the same store
     assert reads == []  # its counts were on the record: no timeline was read to know them
-    assert (again.job(job).provider_subagents, again.job(job).provider_running) == (2000, 3)
-    assert subagent_counts(row(again, job)) == (2000, 0)  # its turn ended with the shutdown
+    assert (again.job(job).provider_subagents, again.job(job).provider_running) == (2000, 0)
     await again.sup.send(job, "more", None)
     await again.settle()
     assert again.state(job) == "working"
-    assert subagent_counts(row(again, job)) == (2000, 3) == panel_counts(again, job)  # the panel's rule, again
+    assert subagent_counts(row(again, job)) == (2000, 0) == panel_counts(again, job)  # a new worker runs none
     fresh = again.worker(job)
-    fresh.on_event(subagent("t0", "done", "over at last"))  # one seen before the start: not counted twice
+    fresh.on_event(subagent("t0", "working", "again"))  # one seen before the start: not counted twice
     fresh.on_event(subagent("new", "working"))
     fresh.on_event(subagent("t1", "done"))
     await again.settle()

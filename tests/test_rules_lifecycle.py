@@ -82,3 +82,19 @@ def test_what_happens_to_a_report(parent, facts, question, oldest, now, expected
 
 def test_a_reaped_parent_is_woken_only_when_configured():
     assert report_action(job(), WorkerFacts(), False, 0.0, replace(CFG, wake_reaped_parent=True), 1.0) == "wake"
+
+
+def test_the_agents_own_running_subagents_hold_the_reaper_until_idle_timeout_after_their_last_word():
+    running = replace(UP, subagents_running=2, subagent_word_at=60.0)
+    assert not reap_due(job(), running, [], CFG, now=159.9)
+    assert reap_due(job(), running, [], CFG, now=160.0)  # silent for the idle timeout: taken as lost
+    assert reap_due(job(), replace(running, subagents_running=0), [], CFG, now=100.0)
+    assert not reap_due(job(), running, [], replace(CFG, idle_timeout=0), now=10_000.0)
+
+
+def test_a_done_child_with_its_own_subagents_running_is_auto_closed_only_once_they_end():
+    done = replace(UP, done_at=0.0, last_report_at=0.0, subagents_running=1, subagent_word_at=50.0)
+    assert not auto_close_due(job(State.DONE), done, [], CFG, now=149.9)
+    assert auto_close_due(job(State.DONE), done, [], CFG, now=150.0)
+    assert auto_close_due(job(State.DONE), replace(done, subagents_running=0), [], CFG, now=4.0)
+    assert not auto_close_due(job(State.DONE), done, [], replace(CFG, idle_timeout=0), now=10_000.0)

@@ -15,9 +15,9 @@ NOW = 1_800_000_000.0
 PARENT = "p1ar"
 
 
-def parent(state: State = State.WORKING, since: float = 100.0) -> Row:
+def parent(state: State = State.WORKING, since: float = 100.0, up: bool = True) -> Row:
     return Row(Job(id=PARENT, title="the parent", driver="claude", cwd="/src", state=state,
-                   state_since=NOW - since, created_at=NOW - 200, pid=4000))
+                   state_since=NOW - since, created_at=NOW - 200, pid=4000 if up else None))
 
 
 def sub(seq: int, ident: str, state: str, text: str = "", title: str = "count the files", ago: float = 0.0,
@@ -40,14 +40,16 @@ def test_the_last_entry_per_id_wins_and_every_entry_is_kept_in_order():
     assert rows[1].state is State.WORKING
 
 
-def test_states_failed_and_a_working_one_whose_parent_turn_ended():
+def test_states_failed_and_a_working_one_whose_parents_worker_ended():
     entries = [sub(1, "t1", "working", "go"), sub(2, "t1", "failed", "it broke"), sub(3, "t2", "working", "go", ago=20)]
     working, failed = provider_rows(entries, parent())  # t2 started first
     assert failed.state is State.FAILED and failed.job.reason == "it broke"
     assert working.state is State.WORKING
-    stopped, _ = provider_rows(entries, parent(State.STOPPED, since=5))
+    background, _ = provider_rows(entries, parent(State.IDLE))  # Claude Code runs them on between turns
+    assert background.state is State.WORKING
+    stopped, _ = provider_rows(entries, parent(State.IDLE, since=5, up=False))
     assert stopped.state is State.STOPPED and stopped.job.state_since == NOW - 5
-    assert "parent's turn ended" in stopped.job.reason
+    assert "parent's worker ended" in stopped.job.reason
 
 
 def test_other_kinds_other_jobs_duplicates_and_malformed_entries_are_left_out():
@@ -69,9 +71,9 @@ MIXED = [sub(1, "t1", "working"), sub(2, "t2", "working"), sub(3, "t2", "working
 
 
 def counted_by_the_daemon(entries: list[dict[str, Any]], state: State, descendants: int = 0,
-                          running: int = 0) -> Row:
+                          running: int = 0, up: bool = True) -> Row:
     """The parent's row as the daemon sends it after recording ``entries`` in order (its index
-    counts each as it records it), then moving to ``state``."""
+    counts each as it records it), then moving to ``state``, its worker up or gone."""
     index = JobIndex()
     job = parent().job
     index.add(job)
@@ -79,19 +81,21 @@ def counted_by_the_daemon(entries: list[dict[str, Any]], state: State, descendan
         if entry["job"] == PARENT:
             index.count_subagent(job, entry["data"], lambda: [])
     job.state = state
+    job.pid = job.pid if up else None
     row = Row.from_wire(index.row(PARENT))
     row.descendants, row.running_descendants = descendants, running
     return row
 
 
+@pytest.mark.parametrize("up", [True, False])
 @pytest.mark.parametrize("state", list(State))
-def test_the_panel_and_the_parents_row_give_the_same_counts_in_every_state(state: State):
-    row = counted_by_the_daemon(MIXED, state)
+def test_the_panel_and_the_parents_row_give_the_same_counts_in_every_state(state: State, up: bool):
+    row = counted_by_the_daemon(MIXED, state, up=up)
     shown = provider_rows(MIXED, row)
     assert subagent_counts(row) == (len(shown), sum(r.state is State.WORKING for r in shown))
     assert len(shown) == 6  # t1..t6; no id, a number id and the other job's are no subagents
-    expected_running = 4 if state in (State.QUEUED, State.STARTING, State.WORKING, State.WAITING, State.BLOCKED) else 0
-    assert subagent_counts(row)[1] == expected_running  # t1, t3, t5 (again) and t6 (an unknown word works)
+    # t1, t3, t5 (again) and t6 (an unknown word works) run for as long as the worker runs them
+    assert subagent_counts(row)[1] == (4 if up else 0)
 
 
 def test_the_home_view_counts_them_with_the_roost_jobs_below():
@@ -99,11 +103,13 @@ def test_the_home_view_counts_them_with_the_roost_jobs_below():
     (line,) = agent_view_rows([row])
     assert line.summary == "8 subagents (5 running)"
     idle = counted_by_the_daemon(MIXED, State.IDLE, descendants=2, running=1)
-    assert agent_view_rows([idle])[0].summary == "8 subagents (1 running)"
+    assert agent_view_rows([idle])[0].summary == "8 subagents (5 running)"  # in the background
+    closed = counted_by_the_daemon(MIXED, State.IDLE, descendants=2, running=1, up=False)
+    assert agent_view_rows([closed])[0].summary == "8 subagents (1 running)"
     alone = counted_by_the_daemon([sub(1, "t1", "working")], State.WORKING)
     assert agent_view_rows([alone])[0].summary == "1 subagent (1 running)"
     assert agent_view_rows([counted_by_the_daemon([], State.WORKING)])[0].summary == ""
-    record = parent(State.DONE).job  # a record as the daemon holds it (not through the wire) counts the same
+    record = parent(State.DONE, up=False).job  # a record as the daemon holds it (not through the wire) counts the same
     record.provider_subagents, record.provider_running = 3, 2
     assert subagent_counts(Row(record)) == (3, 0)
 

@@ -320,7 +320,8 @@ class Engine:
             up=True, in_turn=slot.turn is not None, busy=slot.phase is not Phase.READY,
             attached=self.index.attached(job.id), queued=self.inbox[job.id], idle_since=slot.idle_since,
             last_report_at=slot.last_report_at, done_at=slot.done_at,
-            owner_up=parent is not None and parent.phase is not Phase.CLOSING, held_since=slot.held_since)
+            owner_up=parent is not None and parent.phase is not Phase.CLOSING, held_since=slot.held_since,
+            subagents_running=job.provider_running, subagent_word_at=slot.subagent_word_at)
 
     # -- timers ------------------------------------------------------------------------------------------
     def _arm(self, job: Job) -> None:

@@ -12,6 +12,7 @@ from roost.daemon.index import JobIndex
 from roost.daemon.store import Store
 from roost.models import REASONED_STATES, TURN_STATES, Job, State
 from roost.proctree import WorkerTree, boot_id, record_path
+from roost.rules.provider_subagents import ended_with_worker
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,10 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
         for job in index.jobs.values():
             changed = True
             if job.pid is not None:
+                if job.provider_running > 0:  # the agent's own subagents went with its worker
+                    for data in ended_with_worker(store.subagent_words(job.id), "the daemon restarted"):
+                        note(job, "subagent", **data)
+                    job.provider_running = 0
                 job.pid = None
                 job.reaped = True
                 if job.state in TURN_STATES:

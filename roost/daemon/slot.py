@@ -67,6 +67,8 @@ class Slot:
     last_report_at: float | None = None
     done_at: float | None = None
     held_since: float | None = None
+    #: When the last word from one of the agent's own subagents came (they keep an idle worker).
+    subagent_word_at: float | None = None
     #: Senders waiting for a resume to finish (resolved when the worker is ready or fails).
     resume_replies: list[asyncio.Future[Any]] = field(default_factory=list)
     #: Callers of ``close`` waiting for the worker to be gone.

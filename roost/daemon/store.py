@@ -273,12 +273,13 @@ class Store:
         return json.loads(row["data"]) if row else None
 
     def subagent_words(self, job_id: str) -> list[dict[str, Any]]:
-        """The ``id`` and ``state`` of each of the job's ``subagent`` entries, oldest first, read
-        through the (job, seq) index without their texts: what the index counts them from."""
+        """The ``id``, ``state`` and ``title`` of each of the job's ``subagent`` entries, oldest
+        first, read through the (job, seq) index without their texts: what the index counts them
+        from, and what ends the ones still working when their worker goes."""
         cur = self._db.execute("SELECT CASE json_type(data, '$.id') WHEN 'text' THEN json_extract(data, '$.id') END, "
-                               "json_extract(data, '$.state') FROM timeline WHERE job=? AND kind='subagent' "
-                               "ORDER BY seq", (job_id,))
-        return [{"id": ident, "state": state} for ident, state in cur]
+                               "json_extract(data, '$.state'), json_extract(data, '$.title') FROM timeline "
+                               "WHERE job=? AND kind='subagent' ORDER BY seq", (job_id,))
+        return [{"id": ident, "state": state, "title": title} for ident, state, title in cur]
 
     def timeline_page(self, job_id: str, limit: int = 200, before: int | None = None,
                       after: int | None = None, budget: int = PAGE_BYTES) -> dict[str, Any]:

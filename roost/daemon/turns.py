@@ -203,6 +203,7 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
     elif kind == "subagent":  # a provider-native subagent (Claude Code's Task): only the parent's timeline has it
         data = {k: _word(event.get(k)) for k in ("id", "title", "state")}
         data["text"] = event.get("text")  # cut to ENTRY_MAX by eng.timeline
+        slot.subagent_word_at = eng.monotonic()
         with eng.store.transaction():
             if eng.index.count_subagent(job, data, lambda: eng.store.subagent_words(job.id)):
                 eng.save(job)  # its row's counts changed (a new one, or one that finished)

@@ -20,6 +20,7 @@ from roost.drivers.base import DriverError
 from roost.hosts import placement as hosts
 from roost.models import TURN_STATES, Job, State
 from roost.protocol import ErrorCode, ProtocolError
+from roost.rules.provider_subagents import ended_with_worker
 
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
@@ -168,6 +169,15 @@ def close_worker(eng: "Engine", job: Job, slot: Slot, reason: str, bounded: bool
     eng.spawn_task(slot.worker.close(), bounded=bounded)
 
 
+def end_own_subagents(eng: "Engine", job: Job, why: str) -> None:
+    """The agent's own subagents still working ran in the worker that is gone: its timeline says
+    they ended, so neither its row nor a later worker's counts keep them running."""
+    if job.provider_running > 0:
+        for data in ended_with_worker(eng.store.subagent_words(job.id), why or "closed"):
+            eng.timeline(job, "subagent", **data)
+        job.provider_running = 0
+
+
 def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     slot = eng.current(job, msg)
     if slot is None:
@@ -177,6 +187,7 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     on_purpose = slot.phase is Phase.CLOSING
     what = describe_exit(msg.returncode)
     with eng.store.transaction():
+        end_own_subagents(eng, job, slot.close_reason if on_purpose else f"worker {what}")
         job.pid = None
         if on_purpose:
             job.reaped = True

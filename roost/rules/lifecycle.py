@@ -42,6 +42,10 @@ class WorkerFacts:
     owner_up: bool = False
     #: Since when children's reports wait for its turn to end.
     held_since: float | None = None
+    #: The agent's own subagents still working (Claude Code's background ``Task``s run on while
+    #: its job is idle), and when the last word from any of them came.
+    subagents_running: int = 0
+    subagent_word_at: float | None = None
 
 
 def close_blocker(job: Job, worker: WorkerFacts, children: Iterable[Job]) -> str | None:
@@ -73,7 +77,7 @@ def reap_at(job: Job, worker: WorkerFacts, children: Iterable[Job], config: Life
         return None
     if job.lifetime != "task" and worker.owner_up:  # kept for as long as its owner runs
         return None
-    return worker.idle_since + config.idle_timeout
+    return max(worker.idle_since + config.idle_timeout, _subagents_hold(worker, config) or 0.0)
 
 
 def auto_close_at(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig) -> float | None:
@@ -87,7 +91,20 @@ def auto_close_at(job: Job, worker: WorkerFacts, children: Iterable[Job], config
         return None
     delay = config.subagent_auto_close_delay
     last_report = max(worker.last_report_at or worker.done_at, worker.done_at)
-    return max(last_report + delay, worker.done_at + delay / 2)
+    at = max(last_report + delay, worker.done_at + delay / 2)
+    if worker.subagents_running:  # closing would kill them: once they end it closes at ``at``
+        hold = _subagents_hold(worker, config)
+        return None if hold is None else max(at, hold)
+    return at
+
+
+def _subagents_hold(worker: WorkerFacts, config: LifecycleConfig) -> float | None:
+    """Until when the agent's own running subagents keep its worker: ``idle_timeout`` after the
+    last word from any of them (one silent for that long is taken as lost), or for as long as they
+    run when the reaper is off (None then, as for no subagents: nothing to wait for)."""
+    if not worker.subagents_running or config.idle_timeout <= 0:
+        return None
+    return (worker.subagent_word_at or worker.idle_since or 0.0) + config.idle_timeout
 
 
 def reap_due(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig, now: float) -> bool:

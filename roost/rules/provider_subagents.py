@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roost.models import SUBAGENTS_RUN_STATES, Job, Row, State
+from roost.models import Job, Row, State
 
-__all__ = ["PROVIDER_DRIVER", "READ_ONLY_HINT", "ProviderRow", "is_provider", "provider_rows", "subagent_entries",
-           "subagent_says"]
+__all__ = ["PROVIDER_DRIVER", "READ_ONLY_HINT", "ProviderRow", "ended_with_worker", "is_provider", "provider_rows",
+           "subagent_entries", "subagent_says"]
 
 #: The ``driver`` of a provider subagent's row: it has no driver of its own in roost.
 PROVIDER_DRIVER = "provider"
@@ -49,6 +49,19 @@ def subagent_says(data: Any) -> tuple[str, bool] | None:
     return data["id"], _STATES.get(str(data.get("state")), State.WORKING) is State.WORKING
 
 
+def ended_with_worker(words: Iterable[Mapping[str, Any]], why: str) -> list[dict[str, Any]]:
+    """The ``subagent`` entries that end each subagent whose last word in ``words`` (the job's
+    entries, oldest first) says it works: they ran in the worker that is gone (``why``), so the
+    timeline says they failed, and a later worker's counts do not bring them back."""
+    last: dict[str, Mapping[str, Any]] = {}
+    for data in words:
+        if (said := subagent_says(data)) is not None:
+            last[said[0]] = data
+    return [{"id": ident, "title": data.get("title") or "subagent", "state": "failed",
+             "text": f"it ended with its parent's worker ({why})"}
+            for ident, data in last.items() if subagent_says(data) == (ident, True)]
+
+
 def subagent_entries(entries: Iterable[Mapping[str, Any]], job_id: str) -> dict[str, list[dict[str, Any]]]:
     """The ``subagent`` entries of ``job_id`` by subagent id, each list in ``seq`` order, an entry
     seen twice (same ``seq``) kept once; malformed ones (no id) are left out."""
@@ -67,12 +80,12 @@ def provider_rows(entries: Iterable[Mapping[str, Any]], parent: Row) -> list[Pro
 
     The last entry per subagent id wins: its ``state`` (``working``, ``done``, ``failed``), its
     title and its text (the row's peek line); the row's ``state_since`` is that entry's time and
-    ``created_at`` the first one's. A subagent still ``working`` while the parent is out of its
-    turn (stopped, failed, done, idle: nothing runs it any more) shows ``stopped``, since the
-    parent's ``state_since``, so it ages out like any stopped row. How many there are, and how
+    ``created_at`` the first one's. A subagent still ``working`` while the parent has no worker
+    (nothing runs it any more: the daemon ends such ones on its timeline, ``ended_with_worker``)
+    shows ``stopped``, since the parent's ``state_since``, so it ages out like any stopped row. How many there are, and how
     many work, is what the parent's row says (``provider_subagents``, ``provider_running``).
     """
-    running = parent.state in SUBAGENTS_RUN_STATES
+    running = parent.job.worker_up
     out: list[ProviderRow] = []
     for ident, mine in subagent_entries(entries, parent.id).items():
         last = mine[-1]
@@ -83,7 +96,7 @@ def provider_rows(entries: Iterable[Mapping[str, Any]], parent: Row) -> list[Pro
         reason = (text or "it failed") if state is State.FAILED else ""
         if state is State.WORKING and not running:
             state, since = State.STOPPED, max(since, parent.job.state_since)
-            reason = f"its parent's turn ended ({parent.state.value})"
+            reason = "its parent's worker ended"
         title = str(data.get("title") or "subagent")
         job = Job(id=ident, title=title, driver=PROVIDER_DRIVER, cwd=parent.job.cwd, state=state,
                   state_since=since, created_at=float(mine[0].get("ts", since)), updated_at=since,

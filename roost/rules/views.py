@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roost.models import (ACTIVE_STATES, NEEDS_INPUT_STATES, STOPPABLE_STATES, SUBAGENTS_RUN_STATES, TURN_STATES, Row,
+from roost.models import (ACTIVE_STATES, NEEDS_INPUT_STATES, STOPPABLE_STATES, TURN_STATES, Row,
                           State)
 
 __all__ = [
@@ -142,7 +142,7 @@ def subagent_counts(row: Row) -> tuple[int, int]:
     panel's read-only rows: one still "working" when its parent's turn ended is not running
     (the daemon's rows already say 0 then; a record read here says the same)."""
     job = row.job
-    own_running = job.provider_running if row.state in SUBAGENTS_RUN_STATES else 0
+    own_running = job.provider_running if job.worker_up else 0
     return row.descendants + job.provider_subagents, row.running_descendants + own_running
 
 
