@@ -139,8 +139,8 @@ def subagent_counts(row: Row) -> tuple[int, int]:
     """How many subagents a job has, and how many of them run: the roost jobs below it and the
     agent's own (provider-native) subagents, as its row says. The one count of the home view's
     ``N subagents (k running)`` and the job screen's, so they agree with each other and with the
-    panel's read-only rows: one still "working" when its parent's turn ended is not running
-    (the daemon's rows already say 0 then; a record read here says the same)."""
+    panel's read-only rows: the agent's own run while its worker is up, between turns too (the
+    daemon's rows already say 0 without a worker; a record read here says the same)."""
     job = row.job
     own_running = job.provider_running if job.worker_up else 0
     return row.descendants + job.provider_subagents, row.running_descendants + own_running
