@@ -53,8 +53,8 @@ def entry_text(entry: dict[str, Any], palette: Palette, stamped: bool = False) -
 def _entry_body(kind: str, data: dict[str, Any], palette: Palette) -> Text | None:
     if kind in _SKIPPED:
         return None
-    if kind == "text":
-        return Text(data.get("text", ""), style=palette.text)
+    if kind == "text":  # a command's output keeps its newlines: the one that ends it is the entry's end
+        return Text(data.get("text", "").removesuffix("\n"), style=palette.text)
     if kind == "message":  # shown only while it waits: the prompt that delivers it replaces it
         first, *rest = data.get("text", "").splitlines() or [""]
         return Text(f"⋯ queued for its next turn: {first}" + (" …" if rest else ""), style=palette.muted)
