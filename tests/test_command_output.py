@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -94,7 +95,7 @@ class Follower:
         return "".join(self.flat)
 
     def stop(self) -> None:
-        self.proc.terminate()
+        self.proc.kill()  # also when stopped (SIGSTOP)
         self.proc.wait(10)
         for reader in self._readers:
             reader.join(10)
@@ -166,6 +167,27 @@ def test_forty_megabytes_stream_to_logs_f_while_the_command_runs_and_land_whole(
     assert len(shown) == len(want) and sha(shown.encode()) == sha(want.encode()), \
         f"`logs -f` lost or repeated output (it said: {follower.stderr!r})"
     assert follower.texts == len(entries)
+
+
+def test_a_follower_that_stops_reading_is_dropped_and_follows_again_without_losing_a_byte(daemon, follow, tmp_path):
+    """`logs -f` paused (as a pager does) while 20 MB go by: the daemon drops it past its 4 MiB
+    queue; when it reads again it connects again and pages on from the last entry it printed."""
+    size = 20_000_000
+    go_on = tmp_path / "go-on"
+    job = daemon.spawn(f"flood {size} 0 100 {go_on}", driver="build")
+    follower = follow(job)
+    daemon.wait_for(lambda: follower.highest >= 99, timeout=60, what="`roost logs -f` to show line 100")
+    follower.proc.send_signal(signal.SIGSTOP)
+    go_on.write_text("")
+    daemon.wait_state(job, "idle", timeout=120)
+    daemon.wait_for(lambda: "lagged" in daemon.log_text(), timeout=30, what="the daemon to drop the follower")
+    follower.proc.send_signal(signal.SIGCONT)
+    want = flat(b"".join(flood_lines(size)))
+    daemon.wait_for(lambda: follower.size >= len(want), timeout=120, what="`roost logs -f` to catch up")
+    follower.stop()
+    assert "following again" in follower.stderr
+    assert sha(follower.text().encode()) == sha(want.encode()), "each entry once, in order"
+    assert follower.texts == len(texts(daemon, job))
 
 
 def test_a_trickle_goes_out_line_by_line(daemon, follow, tmp_path):
