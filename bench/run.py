@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import (Daemon, Home, Result, clock, count_json_array, median, pct, seed_records,  # noqa: E402
                      seed_timeline, table, timed)
 
+from command_output import bench_output  # noqa: E402
+
 from roost.client import AsyncClient  # noqa: E402
 
 PY_PASS = [sys.executable, "-c", "pass"]
@@ -620,7 +622,7 @@ def bench_turn(opts: argparse.Namespace) -> list[Result]:
 
 BENCHES: dict[str, Callable[[argparse.Namespace], list[Result]]] = {
     "scale": bench_scale, "idle": bench_idle, "latency": bench_latency, "stalled": bench_stalled,
-    "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn,
+    "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn, "output": bench_output,
 }
 
 
@@ -640,6 +642,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stall-entries", type=int, default=100_000)
     parser.add_argument("--spawns", type=int, default=20)
     parser.add_argument("--cli-runs", type=int, default=15)
+    parser.add_argument("--output-mb", type=int, default=100, help="output: MB the command prints")
+    parser.add_argument("--output-runs", type=int, default=3)
     opts = parser.parse_args(argv)
     if opts.list:
         for name, fn in BENCHES.items():
