@@ -212,7 +212,8 @@ class CommandWorker(WorkerProcess):
                                                                     list[asyncio.BaseTransport]]:
         """The command's stdout and stderr as streams, and their transports (closed when the turn ends)."""
         loop = asyncio.get_running_loop()
-        readers = asyncio.StreamReader(limit=MAX_FRAME), asyncio.StreamReader(limit=MAX_FRAME)
+        # stdout is read in chunks: its buffer pauses the pipe past 2 * CHUNK; stderr by lines
+        readers = asyncio.StreamReader(limit=CHUNK), asyncio.StreamReader(limit=MAX_FRAME)
         transports = []
         for reader, pipe in zip(readers, (proc.stdout, proc.stderr)):
             transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
