@@ -2,20 +2,24 @@
 as it can, through the command worker and the daemon into the job's timeline and a `roost logs -f`,
 beside the same command with its stdout to a file (what printing alone costs) and beside the command
 worker by hand, its events read and dropped (the worker's own share). Each run of the three is
-interleaved with the others, ``--output-runs`` times.
+interleaved with the others, ``--output-runs`` times. Then a trickle: how long a line takes from
+the command to `roost logs -f`, beside the same lines through a plain pipe.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from harness import Daemon, Home, Result, median
+from harness import Daemon, Home, Result, median, pct
+
+from roost.programs.turn_output import BURST
 
 #: The command: SIZE bytes of numbered 80-byte lines in 64 KiB writes, then an end marker.
 PRINTER = """
@@ -28,14 +32,25 @@ for _ in range(size // len(block) + 1):
 os.write(1, b"end of output\\n")
 """
 
+#: A trickle: a line every 0.1 s stamped with the time it was written, then the end marker.
+TICKER = """
+import sys, time
+for _ in range(int(sys.argv[1])):
+    print(f"tick {time.time():.6f}", flush=True)
+    time.sleep(0.1)
+print("end of output", flush=True)
+"""
+TICKS = 30
+
 
 def bench_output(opts: argparse.Namespace) -> list[Result]:
     """A command printing N MB at once: spawn -> idle and -> the end shown by `roost logs -f`,
     beside the command to a file and the command worker by hand."""
     size = opts.output_mb * 1_000_000
     command = [sys.executable, "-c", PRINTER, "{prompt}"]
-    home = Home(f'max_running_jobs = 0\n[drivers.out]\nkind = "command"\ncommand = {json.dumps(command)}\n',
-                tag="output")
+    ticker = [sys.executable, "-c", TICKER, "{prompt}"]
+    home = Home(f'max_running_jobs = 0\n[drivers.out]\nkind = "command"\ncommand = {json.dumps(command)}\n'
+                f'[drivers.tick]\nkind = "command"\ncommand = {json.dumps(ticker)}\n', tag="output")
     out: list[Result] = []
     try:
         with Daemon(home) as d:
@@ -51,6 +66,8 @@ def bench_output(opts: argparse.Namespace) -> list[Result]:
                 to_file.append(_to_file(home, size))
                 by_hand.append(_worker_by_hand(home, size))
             growth = (d.hwm_kb() - rss) / 1024
+            shown_after = _trickle(d)
+        piped = _trickle_piped()
         mb = size / 1e6
         out.append(Result("output", f"{opts.output_mb} MB from the command into the timeline (spawn -> idle)",
                           median(idle), "s", median(to_file), "the command, stdout to a file"))
@@ -63,6 +80,9 @@ def bench_output(opts: argparse.Namespace) -> list[Result]:
                           size / 65536, "size / ENTRY_MAX"))
         out.append(Result("output", "daemon peak RSS growth over the runs", growth, "MB", target="< 50 MB",
                           met=growth < 50))
+        out.append(Result("output", f"a line every 0.1 s: written -> shown by `roost logs -f`, p99 of {TICKS}",
+                          pct(shown_after, 99), "s", pct(piped, 99), "the same lines through a pipe",
+                          "<= BURST + 50 ms", pct(shown_after, 99) <= BURST + 0.05))
     finally:
         home.remove()
     return out
@@ -132,3 +152,34 @@ def _worker_by_hand(home: Home, size: int) -> float:
     proc.wait()
     Path(session).unlink(missing_ok=True)
     return elapsed
+
+
+def _trickle(d: Daemon) -> list[float]:
+    """Seconds from each tick written to `roost logs -f` printing it."""
+    with d.client() as client:
+        job = client.call("spawn", prompt=str(TICKS), cwd=str(d.home.work), driver="tick")["id"]
+    follower = subprocess.Popen(d.home.cli("logs", "--all", "-f", job), env=d.home.env, stdout=subprocess.PIPE)
+    try:
+        return _tick_delays(follower)
+    finally:
+        follower.kill()
+        follower.wait()
+
+
+def _trickle_piped() -> list[float]:
+    proc = subprocess.Popen([sys.executable, "-c", TICKER, str(TICKS)], stdout=subprocess.PIPE)
+    delays = _tick_delays(proc)
+    proc.wait()
+    return delays
+
+
+def _tick_delays(proc: subprocess.Popen[bytes]) -> list[float]:
+    assert proc.stdout is not None
+    delays = []
+    for line in proc.stdout:
+        if b"end of output" in line:
+            break
+        stamp = re.search(rb"tick (\d+\.\d+)", line)
+        if stamp:
+            delays.append(time.time() - float(stamp.group(1)))
+    return delays
