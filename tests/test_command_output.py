@@ -24,7 +24,8 @@ from roost.programs.turn_output import NEAR
 from roost.protocol import ENTRY_MAX
 
 from command_output_agent import flood_lines
-from conftest import DaemonHarness, pid_alive
+from conftest import LEAKY_ENV, DaemonHarness, pid_alive
+from faults.test_disk_full import small_disk  # noqa: F401  (a fixture: a 3 MB tmpfs)
 
 AGENT = Path(__file__).resolve().parent / "command_output_agent.py"
 BOUND = 1024 * 1024
@@ -264,3 +265,32 @@ def test_a_runaway_command_fills_the_timeline_up_to_the_bound_and_runs_on_until_
     assert kept(daemon, job) == b"y\n" * (BOUND // 2), "nothing past the bound was kept"
     assert len(texts(daemon, job)) <= BOUND // NEAR
 
+
+
+# -- a full disk -----------------------------------------------------------------------------------------------
+def test_a_big_turn_that_fills_the_disk_still_ends_and_the_job_goes_on_once_it_frees(small_disk, monkeypatch):
+    """The daemon's home on a 3 MB tmpfs, 1 MB of it a filler: a 10 MB turn fills the rest. The
+    worker cannot write its session file and the daemon its timeline, yet the command is read to
+    its end and the turn ends; once the filler goes, the record is saved again and the next turn
+    lands whole (docs/reliability.md)."""
+    home = small_disk / "home"
+    monkeypatch.setenv("ROOST_HOME", str(home))
+    for name in LEAKY_ENV:
+        monkeypatch.delenv(name, raising=False)
+    daemon = DaemonHarness(home)
+    daemon.write_config(CONFIG)
+    daemon.start()
+    try:
+        filler = small_disk / "filler"
+        filler.write_bytes(b"\0" * 1024 * 1024)
+        job = daemon.spawn("flood 10000000 0", driver="build")
+        daemon.wait_state(job, "idle", timeout=60)  # the turn ended: the command was read to its end
+        assert "a change was not saved: the state directory is full" in daemon.log_text()
+        filler.unlink()
+        daemon.wait_for(lambda: any("saved again once the store took writes" in e["data"].get("message", "")
+                                    for e in daemon.timeline(job)), timeout=60, what="the record saved again")
+        daemon.call("send", job=job, text="flood 100000 0")
+        daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"].endswith("......\n"), timeout=30)
+        assert kept(daemon, job).endswith(b"".join(flood_lines(100_000)))
+    finally:
+        daemon.stop()

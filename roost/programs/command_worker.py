@@ -35,7 +35,7 @@ from roost.proctree import MARK_VAR, WorkerTree, become_subreaper, read_proc
 from roost.programs.turn_output import TurnOutput
 from roost.programs.worker_process import WorkerProcess, options
 from roost.protocol import MAX_FRAME
-from roost.worker_protocol import describe_exit
+from roost.worker_protocol import describe_exit, note
 
 #: How much of the command's stdout one read takes.
 CHUNK = 64 * 1024
@@ -147,6 +147,8 @@ class CommandWorker(WorkerProcess):
         self.transcript = transcript
         self.children = Children()
         self.aborted = False
+        #: Why the session file took no more writes (a full disk), while it takes none.
+        self.unwritable = ""
 
     def argv(self, prompt: str) -> list[str]:
         values = {"prompt": prompt, "session": self.transcript.id, "cwd": os.getcwd()}
@@ -165,12 +167,26 @@ class CommandWorker(WorkerProcess):
         """End the running command and everything it started, wherever it went."""
         await self.children.end_all(KILL_GRACE)
 
+    def record(self, entry: dict[str, Any]) -> None:
+        """Add to the session file. One that cannot be written (a full disk) costs the session file
+        what it missed, said once in a note, never the turn: the output still reaches the daemon."""
+        try:
+            self.transcript.append(entry)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            if reason != self.unwritable:
+                self.emit(note(f"could not write the session file {self.transcript.path}: {reason}; the turn goes "
+                               f"on, and the session file misses what it could not take"))
+            self.unwritable = reason
+        else:
+            self.unwritable = ""
+
     # -- a turn -----------------------------------------------------------------------------------
     async def run_turn(self, run: Any, message: str) -> None:
         self.aborted = False
         self.emit({"type": "turn_start", "run": run})
         argv = self.argv(message)
-        self.transcript.append({"role": "user", "text": message})
+        self.record({"role": "user", "text": message})
         stdin = self.prompt_input(message)
         try:
             proc, exited = self.children.start(argv, stdin)
@@ -180,12 +196,11 @@ class CommandWorker(WorkerProcess):
         finally:
             if not isinstance(stdin, int):
                 stdin.close()  # the command has its own copy
-        self.transcript.append({"type": "turn", "argv": argv})
+        self.record({"type": "turn", "argv": argv})
         self.transcript.turns += 1
         if self.aborted:  # the abort came while the command was starting
             await self.kill()
-        output = TurnOutput(self.emit, lambda text: self.transcript.append({"role": "assistant", "text": text}),
-                            self.max_output)
+        output = TurnOutput(self.emit, lambda text: self.record({"role": "assistant", "text": text}), self.max_output)
         tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         stdout, stderr, pipes = await self.connect(proc)
         pumps = [asyncio.create_task(self.pump_stdout(stdout, output)), asyncio.create_task(self.pump_stderr(stderr, tail))]
@@ -199,7 +214,7 @@ class CommandWorker(WorkerProcess):
         for transport in pipes:
             transport.close()
         output.close()
-        self.transcript.append({"type": "exit", "code": returncode, "printed": output.total})
+        self.record({"type": "exit", "code": returncode, "printed": output.total})
         if self.aborted:
             self.end_turn(run, "aborted")
         elif returncode == 0:
