@@ -28,7 +28,8 @@ from conftest import LEAKY_ENV, DaemonHarness, pid_alive
 from faults.test_disk_full import small_disk  # noqa: F401  (a fixture: a 3 MB tmpfs)
 
 AGENT = Path(__file__).resolve().parent / "command_output_agent.py"
-BOUND = 1024 * 1024
+MB = 1024 * 1024
+BOUND = MB
 CONFIG = f"""
 [drivers.build]
 kind = "command"
@@ -116,6 +117,14 @@ def follow(daemon: DaemonHarness):
             follower.stop()
 
 
+def memory(pid: int, field: str) -> int:
+    """A process's VmRSS or VmHWM (its peak), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} for pid {pid}")
+
+
 def flat(data: bytes) -> str:
     return data.decode().replace("\n", "")
 
@@ -144,6 +153,8 @@ def test_forty_megabytes_stream_to_logs_f_while_the_command_runs_and_land_whole(
     output = b"".join(lines)
     half = len(lines) // 2
     go_on = tmp_path / "go-on"
+    assert daemon.proc is not None
+    daemon_rss = memory(daemon.proc.pid, "VmRSS")
     job = daemon.spawn(f"flood {size} 4 {half} {go_on}", driver="build")
     follower = follow(job)
     daemon.wait_for(lambda: follower.highest >= half - 1, timeout=120, what=f"`roost logs -f` to show line {half}")
@@ -153,6 +164,8 @@ def test_forty_megabytes_stream_to_logs_f_while_the_command_runs_and_land_whole(
     go_on.write_text("")  # the command prints the rest
 
     daemon.wait_state(job, "idle", timeout=180)
+    assert memory(row["pid"], "VmHWM") < 64 * MB, "the worker holds no more than a few pieces"
+    assert memory(daemon.proc.pid, "VmHWM") - daemon_rss < 32 * MB, "nor does the daemon"
     got = kept(daemon, job)
     assert len(got) == len(output) and sha(got) == sha(output), "the timeline holds the output byte for byte"
     entries = texts(daemon, job)
