@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from harness import Daemon, Home, Result, median, pct
+from harness import Daemon, Home, Result, median, pct, worker_turn
 
 from roost.programs.turn_output import BURST
 
@@ -137,19 +137,9 @@ def _worker_by_hand(home: Home, size: int) -> float:
     """The command worker on pipes: one prompt, its events read line by line until turn_end."""
     spec = {"command": [sys.executable, "-c", PRINTER, "{prompt}"]}
     session = home.dir / f"by-hand-{time.monotonic_ns()}.jsonl"
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "roost.programs.command_worker", "--session", str(session),
-                             "--spec", json.dumps(spec)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env=home.env, cwd=home.work)
-    assert proc.stdin and proc.stdout
-    proc.stdin.write(b'{"type":"prompt","id":"p","message":"%d","run":1}\n' % size)
-    proc.stdin.flush()
-    for line in proc.stdout:
-        if b'"turn_end"' in line:
-            break
-    elapsed = time.perf_counter() - start
-    proc.stdin.close()
-    proc.wait()
+    elapsed = worker_turn([sys.executable, "-m", "roost.programs.command_worker", "--session", str(session),
+                           "--spec", json.dumps(spec)], home.env,
+                          b'{"type":"prompt","id":"p","message":"%d","run":1}\n' % size, home.work)
     Path(session).unlink(missing_ok=True)
     return elapsed
 

@@ -30,7 +30,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import (Daemon, Home, Result, clock, count_json_array, median, pct, seed_records,  # noqa: E402
-                     seed_timeline, table, timed)
+                     seed_timeline, table, timed, worker_turn)
 
 from command_output import bench_output  # noqa: E402
 
@@ -597,19 +597,9 @@ def bench_turn(opts: argparse.Namespace) -> list[Result]:
 
             def by_hand() -> float:
                 session = home.dir / f"hand-{time.monotonic_ns()}.jsonl"
-                start = time.perf_counter()
-                proc = subprocess.Popen([sys.executable, "-m", "roost.programs.builtin_agent", "--session",
-                                         str(session)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=home.env)
-                assert proc.stdin and proc.stdout
-                proc.stdin.write(b'{"type":"get_state","id":"s"}\n{"type":"prompt","id":"p","message":"say hi","run":1}\n')
-                proc.stdin.flush()
-                for line in proc.stdout:
-                    if b'"turn_end"' in line:
-                        break
-                elapsed = time.perf_counter() - start
-                proc.stdin.close()
-                proc.wait()
-                return elapsed
+                return worker_turn([sys.executable, "-m", "roost.programs.builtin_agent", "--session", str(session)],
+                                   home.env, b'{"type":"get_state","id":"s"}\n'
+                                             b'{"type":"prompt","id":"p","message":"say hi","run":1}\n')
 
             s, b = [], []
             for _ in range(10):
