@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from roost.daemon.engine import Engine
 
 PROMPT_TIMEOUT = 10.0
+ABORT_TIMEOUT = 5.0
 #: How many characters of what a job said last its record keeps (the peek, a report's text).
 LAST_TEXT = 4000
-ABORT_TIMEOUT = 5.0
 #: The state a turn leaves the job in, by what it reported ("idle", or no report, is IDLE).
 REPORT_STATES = {"done": State.DONE, "blocked": State.BLOCKED}
 
