@@ -104,6 +104,23 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def worker_turn(argv: list[str], env: dict[str, str], commands: bytes, cwd: Path | None = None) -> float:
+    """Seconds for a worker program started by hand on pipes to take ``commands`` (protocol lines)
+    and write its turn_end, every event read on the way."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=cwd)
+    assert proc.stdin and proc.stdout
+    proc.stdin.write(commands)
+    proc.stdin.flush()
+    for line in proc.stdout:
+        if b'"turn_end"' in line:
+            break
+    elapsed = time.perf_counter() - start
+    proc.stdin.close()
+    proc.wait()
+    return elapsed
+
+
 # -- a home and a daemon in it --------------------------------------------------------------------------
 class Home:
     """A fresh ROOST_HOME with a config file (TOML text), and the environment that points at it."""

@@ -30,7 +30,9 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import (Daemon, Home, Result, clock, count_json_array, median, pct, seed_records,  # noqa: E402
-                     seed_timeline, table, timed)
+                     seed_timeline, table, timed, worker_turn)
+
+from command_output import bench_output  # noqa: E402
 
 from roost.client import AsyncClient  # noqa: E402
 
@@ -595,19 +597,9 @@ def bench_turn(opts: argparse.Namespace) -> list[Result]:
 
             def by_hand() -> float:
                 session = home.dir / f"hand-{time.monotonic_ns()}.jsonl"
-                start = time.perf_counter()
-                proc = subprocess.Popen([sys.executable, "-m", "roost.programs.builtin_agent", "--session",
-                                         str(session)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=home.env)
-                assert proc.stdin and proc.stdout
-                proc.stdin.write(b'{"type":"get_state","id":"s"}\n{"type":"prompt","id":"p","message":"say hi","run":1}\n')
-                proc.stdin.flush()
-                for line in proc.stdout:
-                    if b'"turn_end"' in line:
-                        break
-                elapsed = time.perf_counter() - start
-                proc.stdin.close()
-                proc.wait()
-                return elapsed
+                return worker_turn([sys.executable, "-m", "roost.programs.builtin_agent", "--session", str(session)],
+                                   home.env, b'{"type":"get_state","id":"s"}\n'
+                                             b'{"type":"prompt","id":"p","message":"say hi","run":1}\n')
 
             s, b = [], []
             for _ in range(10):
@@ -620,7 +612,7 @@ def bench_turn(opts: argparse.Namespace) -> list[Result]:
 
 BENCHES: dict[str, Callable[[argparse.Namespace], list[Result]]] = {
     "scale": bench_scale, "idle": bench_idle, "latency": bench_latency, "stalled": bench_stalled,
-    "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn,
+    "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn, "output": bench_output,
 }
 
 
@@ -640,6 +632,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stall-entries", type=int, default=100_000)
     parser.add_argument("--spawns", type=int, default=20)
     parser.add_argument("--cli-runs", type=int, default=15)
+    parser.add_argument("--output-mb", type=int, default=100, help="output: MB the command prints")
+    parser.add_argument("--output-runs", type=int, default=3)
     opts = parser.parse_args(argv)
     if opts.list:
         for name, fn in BENCHES.items():

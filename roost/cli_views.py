@@ -120,7 +120,7 @@ def format_entry(entry: dict[str, Any]) -> str:
         body = " | ".join(f"{r.get('title') or r.get('child')} [{r.get('child')}] {r.get('state')}: {r.get('text', '')}"
                           for r in data.get("reports", [])) or data.get("text", "")
     elif kind in ("text", "prompt", "message"):
-        body = data.get("text", "")
+        body = data.get("text", "").removesuffix("\n")  # a command's output keeps its newlines
     elif kind == "tool":
         body = f"{data.get('name')} {json.dumps(data.get('args'))} -> {json.dumps(data.get('result'))}"
     elif kind == "state":

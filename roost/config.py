@@ -60,6 +60,8 @@ NOTIFY_VIA = ("bell", "osc9", "osc777")
 #: The ``[hooks]`` commands the daemon can run, one per event.
 HOOK_EVENTS = ("job_needs_input", "job_done", "job_failed")
 PROMPT_VIA = ("arg", "stdin")
+#: How many bytes of one turn's output a command driver keeps unless ``max_output`` says (0: all).
+MAX_OUTPUT = 256 * 1024 * 1024
 #: The placeholders a command driver's ``command`` / ``resume_args`` elements may hold.
 #: Driver names that always exist, and whose kind is their name.
 RESERVED_DRIVERS = ("builtin", "pi")
@@ -322,6 +324,7 @@ _KIND_KEYS: dict[str, dict[str, tuple[Check, Any]]] = {
         "command": (_string_list(nonempty=True, placeholders=True), None),
         "resume_args": (_string_list(placeholders=True), ()),
         "prompt_via": (_choice(PROMPT_VIA), "arg"),
+        "max_output": (_integer(0), MAX_OUTPUT),
         "env": (_env_table, MappingProxyType({})),
     },
 }

@@ -11,7 +11,8 @@ Responses: ``{"type": "response", "id", "command", "success", "data"?, "error"?}
 Events (no id) come out on stdout as the turn goes::
 
     {"type": "turn_start", "run": 3}                         (or "own": true: a turn the agent began itself)
-    {"type": "text", "text": "..."}                           (at most ENTRY_MAX bytes of text)
+    {"type": "text", "text": "..."}                           (at most ENTRY_MAX bytes of text; with
+                                                               "continues": true, it goes on from the last)
     {"type": "tool", "name": "spawn", "args": {...}, "result": "...", "error": bool}
     {"type": "usage", "usage": {"input": 10, "output": 5, "context_tokens": 15, "context_window": 32000}}
     {"type": "note", "message": "..."}                        (for the job's timeline: what was left out)

@@ -23,11 +23,6 @@ def build_log(size: int) -> bytes:
     return b"".join(b"line %07d %s\n" % (i, b"x" * 66) for i in range(size // 80 + 1))[:size]
 
 
-def flat(data: str | bytes) -> str:
-    """Output without its newlines: how the text events of an output add up, wherever pauses cut it."""
-    return (data.decode() if isinstance(data, bytes) else data).replace("\n", "")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--session", required=True)

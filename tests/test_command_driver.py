@@ -1,4 +1,5 @@
-"""The command driver with a real daemon and tests/agent_script.py as the command-line agent."""
+"""The command driver with a real daemon and tests/agent_script.py as the command-line agent (its
+output in bulk and as it comes: tests/test_command_output.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from roost.client import ClientError
-from roost.protocol import ENTRY_MAX
-from roost.programs.turn_output import HEAD_KEEP, TAIL_KEEP
 
-from agent_script import build_log, flat
 from conftest import DaemonHarness, pid_alive
 
 SCRIPT = Path(__file__).resolve().parent / "agent_script.py"
@@ -119,54 +117,3 @@ def test_a_missing_command_is_refused_at_spawn(daemon_factory):
     assert info.value.code == "driver"
     assert "'roost-no-such-agent' was not found on PATH" in info.value.message
     assert daemon.call("list")["total"] == 0
-
-
-def whole_timeline(daemon: DaemonHarness, job: str) -> list[dict[str, Any]]:
-    """Every entry of a job's timeline, paged as protocol 2's ``logs`` pages (no reply over a frame)."""
-    entries: list[dict[str, Any]] = []
-    while True:
-        page = daemon.call("logs", job=job, after=entries[-1]["seq"] if entries else 0, limit=2000)
-        entries += page["entries"]
-        if not page["more"]:
-            return entries
-
-
-def texts_of(entries: list[dict[str, Any]]) -> list[str]:
-    return [e["data"]["text"] for e in entries if e["kind"] == "text"]
-
-
-def printed(texts: list[str], size: int) -> bytes:
-    """What agent_script.py printed for ``print SIZE``: its header, then the log."""
-    return f"fresh session {session_id(texts[0])}\nprompt: print {size}\n".encode() + build_log(size)
-
-
-def _first_difference(got: str, want: str) -> str:
-    """Where two long texts part (pytest's own diff of megabytes takes minutes)."""
-    at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-    return f"they part at {at}: {got[at - 40:at + 40]!r} != {want[at - 40:at + 40]!r}"
-
-
-def test_two_megabytes_of_output_reach_the_timeline_whole(daemon):
-    job = daemon.spawn("print 2000000", driver="script")
-    row = daemon.wait_state(job, "idle", timeout=30)
-    entries = whole_timeline(daemon, job)
-    assert [e["data"]["outcome"] for e in entries if e["kind"] == "turn_end"] == ["ok"]
-    texts = texts_of(entries)
-    output = printed(texts, 2_000_000)
-    got, want = flat("".join(texts)), flat(output)
-    assert len(got) == len(want) and got == want, (len(got), len(want), _first_difference(got, want))
-    assert all(len(t.encode()) <= ENTRY_MAX for t in texts)
-    assert output.decode().rstrip("\n").endswith(row["last_text"])
-
-
-def test_twenty_megabytes_in_one_burst_keep_both_ends_and_say_what_was_left_out(daemon):
-    job = daemon.spawn("print 20000000", driver="script")
-    daemon.wait_state(job, "idle", timeout=60)
-    entries = whole_timeline(daemon, job)
-    texts = texts_of(entries)
-    output = printed(texts, 20_000_000)
-    got, want = flat("".join(texts)), flat(output[:HEAD_KEEP]) + flat(output[-TAIL_KEEP:])
-    assert got == want, (len(got), len(want), _first_difference(got, want))
-    notes = [e["data"].get("message", "") for e in entries if e["kind"] == "note"]
-    left_out = len(output) - HEAD_KEEP - TAIL_KEEP
-    assert any(m.startswith(f"left out {left_out} bytes of the command's output here") for m in notes), notes

@@ -26,7 +26,7 @@ PACKAGE_FILE = REPO / "roost" / "data" / "roost.toml"
 DOCS = REPO / "docs" / "config.md"
 CONFIG_FIELDS = [f.name for f in dataclasses.fields(Config) if f.name != "source"]
 PI_KEYS = ["command", "provider", "model", "agent_dir", "args", "env", "load_project_extensions", "retry"]
-COMMAND_KEYS = ["command", "resume_args", "prompt_via", "env"]
+COMMAND_KEYS = ["command", "resume_args", "prompt_via", "max_output", "env"]
 HOOK_KEYS = [f.name for f in dataclasses.fields(HookSettings)]
 
 

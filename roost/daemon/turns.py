@@ -20,6 +20,8 @@ PROMPT_TIMEOUT = 10.0
 ABORT_TIMEOUT = 5.0
 #: How much of a provider subagent's id, title or state word its entries keep (its text: ENTRY_MAX).
 SUBAGENT_WORD_MAX = 200
+#: How many characters of what a job said last its record keeps (the peek, a report's text).
+LAST_TEXT = 4000
 #: The state a turn leaves the job in, by what it reported ("idle", or no report, is IDLE).
 REPORT_STATES = {"done": State.DONE, "blocked": State.BLOCKED}
 
@@ -173,7 +175,9 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
     if kind == "text":
         text = str(event.get("text", ""))
         with eng.store.transaction():
-            job.last_text = text[-4000:]
+            # A text that continues the one before (a command's output, cut in pieces) adds to it,
+            # so the peek and the report hold the end of the output, not of its last piece.
+            job.last_text = ((job.last_text if event.get("continues") else "") + text)[-LAST_TEXT:]
             eng.timeline(job, "text", text=text)
             eng.save(job)
     elif kind == "tool":

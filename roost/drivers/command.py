@@ -1,7 +1,8 @@
 """The command driver: any command-line agent, one run of its command line per turn.
 
 The worker is roost/programs/command_worker.py, which speaks the worker protocol natively; this
-module checks the command exists and hands the worker its spec.
+module checks the command exists and hands the worker its spec (the command line, how the prompt
+goes, and ``max_output``: how much of one turn's output the timeline keeps).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import shutil
 import sys
 from typing import Any, Mapping
 
+from roost.config import MAX_OUTPUT
 from roost.drivers.base import Driver, DriverError, Launch, LaunchContext, inherited_env
 from roost.models import Job
 
@@ -42,7 +44,8 @@ class CommandDriver(Driver):
             raise DriverError(f"the job's working directory {job.cwd} no longer exists")
         session = job.session or str(ctx.sessions_dir / "command" / f"{job.id}.jsonl")
         spec = {"command": list(options["command"]), "resume_args": list(options.get("resume_args") or ()),
-                "prompt_via": options.get("prompt_via", "arg")}
+                "prompt_via": options.get("prompt_via", "arg"),
+                "max_output": options.get("max_output", MAX_OUTPUT)}
         argv = [sys.executable, "-m", "roost.programs.command_worker", "--session", session, "--spec", json.dumps(spec)]
         env = inherited_env({**(options.get("env") or {}), **ctx.roost_env(job)})
         return Launch(argv=argv, env=env, cwd=job.cwd, session=session, record=ctx.record(job))

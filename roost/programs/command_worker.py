@@ -4,9 +4,11 @@ Each prompt runs the configured command line in the job's directory (the prompt 
 on stdin; ``{session}`` is this job's stable session id; ``resume_args`` are added once the job has
 had a turn, so the agent continues its own conversation). The command's stdout streams to the
 transcript as text; exit code 0 ends the turn ok, anything else fails it with the code and the last
-lines of stderr. Big output is cut into events and bounded per turn (roost/programs/turn_output.py).
-The session file is this worker's transcript: its id, the prompts, the output and each turn, so a
-new worker resumes where the last one stopped.
+lines of stderr. The output goes out as it comes, in events of at most ENTRY_MAX, whole up to the
+profile's ``max_output`` (roost/programs/turn_output.py). The session file is this worker's
+transcript: its id, the prompts, the output in the same pieces as the events (so no line of it is
+longer than one, whatever a turn printed) and each turn's exit, so a new worker resumes where the
+last one stopped.
 
 The turn is the command's: it ends when the command exits, whatever it left running. This worker
 is a child subreaper, so what the command leaves (a background child, a double fork, a process in
@@ -28,15 +30,13 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
-from roost.config import substitute
+from roost.config import MAX_OUTPUT, substitute
 from roost.proctree import MARK_VAR, WorkerTree, become_subreaper, read_proc
 from roost.programs.turn_output import TurnOutput
 from roost.programs.worker_process import WorkerProcess, options
 from roost.protocol import MAX_FRAME
-from roost.worker_protocol import describe_exit
+from roost.worker_protocol import describe_exit, note
 
-#: Output arriving within this many seconds of the last goes out in the same text event.
-BURST = 0.05
 #: How much of the command's stdout one read takes.
 CHUNK = 64 * 1024
 #: How long a command has to end after SIGTERM before SIGKILL.
@@ -101,25 +101,33 @@ class Children:
 
 
 class Transcript:
-    """The session file, one JSON object a line: the session id first, then messages and turns."""
+    """The session file, one JSON object a line: the session id first, then the prompts, each turn's
+    command line, its output in pieces of at most ENTRY_MAX bytes and its exit. Read a line at a
+    time, so a long history costs a resumed worker no more memory than its longest line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.id = ""
         self.turns = 0
         if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a crash
-                if entry.get("type") == "session":
-                    self.id = str(entry.get("id", ""))
-                elif entry.get("type") == "turn":
-                    self.turns += 1
+            with open(path, encoding="utf-8", errors="replace") as lines:
+                self._read(lines)
         if not self.id:
             self.id = str(uuid.uuid4())
             self.append({"type": "session", "id": self.id})
+
+    def _read(self, lines: IO[str]) -> None:
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a crash
+            if not isinstance(entry, dict):
+                continue
+            if entry.get("type") == "session":
+                self.id = str(entry.get("id", ""))
+            elif entry.get("type") == "turn":
+                self.turns += 1
 
     def append(self, entry: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,9 +143,12 @@ class CommandWorker(WorkerProcess):
         self.command: list[str] = list(spec["command"])
         self.resume_args: list[str] = list(spec.get("resume_args") or [])
         self.via_stdin = spec.get("prompt_via") == "stdin"
+        self.max_output = int(spec.get("max_output", MAX_OUTPUT))
         self.transcript = transcript
         self.children = Children()
         self.aborted = False
+        #: Why the session file took no more writes (a full disk), while it takes none.
+        self.unwritable = ""
 
     def argv(self, prompt: str) -> list[str]:
         values = {"prompt": prompt, "session": self.transcript.id, "cwd": os.getcwd()}
@@ -156,12 +167,26 @@ class CommandWorker(WorkerProcess):
         """End the running command and everything it started, wherever it went."""
         await self.children.end_all(KILL_GRACE)
 
+    def record(self, entry: dict[str, Any]) -> None:
+        """Add to the session file. One that cannot be written (a full disk) costs the session file
+        what it missed, said once in a note, never the turn: the output still reaches the daemon."""
+        try:
+            self.transcript.append(entry)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            if reason != self.unwritable:
+                self.emit(note(f"could not write the session file {self.transcript.path}: {reason}; the turn goes "
+                               f"on, and the session file misses what it could not take"))
+            self.unwritable = reason
+        else:
+            self.unwritable = ""
+
     # -- a turn -----------------------------------------------------------------------------------
     async def run_turn(self, run: Any, message: str) -> None:
         self.aborted = False
         self.emit({"type": "turn_start", "run": run})
         argv = self.argv(message)
-        self.transcript.append({"role": "user", "text": message})
+        self.record({"role": "user", "text": message})
         stdin = self.prompt_input(message)
         try:
             proc, exited = self.children.start(argv, stdin)
@@ -171,11 +196,11 @@ class CommandWorker(WorkerProcess):
         finally:
             if not isinstance(stdin, int):
                 stdin.close()  # the command has its own copy
-        self.transcript.append({"type": "turn", "argv": argv})
+        self.record({"type": "turn", "argv": argv})
         self.transcript.turns += 1
         if self.aborted:  # the abort came while the command was starting
             await self.kill()
-        output = TurnOutput(self.emit)
+        output = TurnOutput(self.emit, lambda text: self.record({"role": "assistant", "text": text}), self.max_output)
         tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         stdout, stderr, pipes = await self.connect(proc)
         pumps = [asyncio.create_task(self.pump_stdout(stdout, output)), asyncio.create_task(self.pump_stderr(stderr, tail))]
@@ -189,7 +214,7 @@ class CommandWorker(WorkerProcess):
         for transport in pipes:
             transport.close()
         output.close()
-        self.transcript.append({"role": "assistant", "text": "\n".join(output.texts), "exit": returncode})
+        self.record({"type": "exit", "code": returncode, "printed": output.total})
         if self.aborted:
             self.end_turn(run, "aborted")
         elif returncode == 0:
@@ -202,7 +227,8 @@ class CommandWorker(WorkerProcess):
                                                                     list[asyncio.BaseTransport]]:
         """The command's stdout and stderr as streams, and their transports (closed when the turn ends)."""
         loop = asyncio.get_running_loop()
-        readers = asyncio.StreamReader(limit=MAX_FRAME), asyncio.StreamReader(limit=MAX_FRAME)
+        # stdout is read in chunks: its buffer pauses the pipe past 2 * CHUNK; stderr by lines
+        readers = asyncio.StreamReader(limit=CHUNK), asyncio.StreamReader(limit=MAX_FRAME)
         transports = []
         for reader, pipe in zip(readers, (proc.stdout, proc.stderr)):
             transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
@@ -220,17 +246,21 @@ class CommandWorker(WorkerProcess):
         return data
 
     async def pump_stdout(self, stdout: asyncio.StreamReader, output: TurnOutput) -> None:
-        """Stream stdout as text events, what comes together as one."""
+        """Stream stdout as text events: read as it comes, out when enough came or time is up."""
+        loop = asyncio.get_running_loop()
         while True:
+            wait = output.due(loop.time())
+            if wait is not None and wait <= 0:
+                output.quiet(loop.time())
+                continue
             try:
                 read = stdout.read(CHUNK)
-                data = await (asyncio.wait_for(read, BURST) if output.waiting else read)
+                data = await (read if wait is None else asyncio.wait_for(read, wait))
             except asyncio.TimeoutError:
-                output.quiet()
                 continue
             if not data:
                 break
-            output.feed(data)
+            output.feed(data, loop.time())
 
     async def pump_stderr(self, stderr: asyncio.StreamReader, tail: collections.deque[str]) -> None:
         """The command's stderr goes to this worker's (the job's log); the last lines explain a failure."""

@@ -1,26 +1,30 @@
-"""A command's stdout on its way to ``text`` events, within the worker protocol's size bounds.
+"""A command's stdout on its way to the transcript: as it comes, coalesced, and whole.
 
-Every event carries at most ENTRY_MAX bytes, cut after a newline where one is near. A turn's first
-HEAD_KEEP bytes stream as they come. Past them, only the last TAIL_KEEP bytes are kept, and they go
-out when the command ends, after one note that says exactly how many bytes between were left out:
-an agent that prints a gigabyte costs the store HEAD_KEEP + TAIL_KEEP, and nothing vanishes unsaid.
+Bytes collect until ENTRY_MAX of them have come (a flood becomes ``text`` events of about ENTRY_MAX,
+not one per write) or BURST seconds have passed since the oldest of them came (a trickle shows line
+by line, so `roost logs -f` follows a running build). An event's text is cut just after a newline
+in the second half of its ENTRY_MAX window, else at the start of a UTF-8 character: no character is
+ever split, not by a cut and not by a pause. The texts of a turn join back to its output byte for
+byte (bytes that are not UTF-8 become U+FFFD); every one after the first says ``continues``.
+
+What a turn keeps is bounded by ``bound`` (a profile's ``max_output``; 0 keeps everything): past it
+the command runs on and its output is read and counted, not kept — a note says so when it happens,
+and another how much was left out when the command ends. That is what a runaway ``yes`` costs the
+store: the bound, not the disk. Memory is bounded whatever the size: less than 2 * ENTRY_MAX waits.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
+from roost.config import MAX_OUTPUT
 from roost.protocol import ENTRY_MAX
 from roost.worker_protocol import note, split_bytes
 
-#: How much of a turn's output streams to the transcript before only its end is kept.
-HEAD_KEEP = 4 * 1024 * 1024
-#: How much of the end of a longer output is kept.
-TAIL_KEEP = 1024 * 1024
-
-
-def mib(size: int) -> str:
-    return f"{size / (1024 * 1024):g} MiB"
+#: How long output may wait for more to go out with it, in seconds.
+BURST = 0.05
+#: A cut goes after a newline only if that leaves an event at least this big.
+NEAR = ENTRY_MAX // 2
 
 
 def whole_characters(data: bytes | bytearray) -> int:
@@ -33,65 +37,99 @@ def whole_characters(data: bytes | bytearray) -> int:
     return len(data)
 
 
+def cut_point(data: bytes | bytearray) -> int:
+    """Where the first event of ``data`` (longer than ENTRY_MAX) ends: after the last newline of
+    its window when that is near the window's end, else at the start of a character."""
+    cut = data.rfind(b"\n", NEAR, ENTRY_MAX) + 1
+    if cut:
+        return cut
+    cut = ENTRY_MAX
+    while cut > 1 and data[cut] & 0xC0 == 0x80:  # a continuation byte: back off to its character
+        cut -= 1
+    return cut
+
+
 class TurnOutput:
-    """Fed the bytes of one run of the command; emits its text events and keeps their texts."""
+    """Fed the bytes of one run of the command, with the time they came (the caller's clock);
+    emits its text events and notes, and hands each text to ``keep`` (the session file)."""
 
-    def __init__(self, emit: Callable[[dict[str, Any]], None], head: int = HEAD_KEEP, tail: int = TAIL_KEEP) -> None:
+    def __init__(self, emit: Callable[[dict[str, Any]], None], keep: Callable[[str], None] = lambda text: None,
+                 bound: int = MAX_OUTPUT) -> None:
         self.emit = emit
-        self.head = head
-        self.tail_keep = tail
+        self.keep = keep
+        self.bound = bound
+        #: Bytes the command printed this turn, and how many of them were taken to be sent.
         self.total = 0
-        #: Bytes of the head not sent yet (at most ENTRY_MAX between calls).
+        self.taken = 0
+        #: Bytes taken and not sent yet, and when the oldest of them came.
         self.pending = bytearray()
-        #: The last bytes past the head, at most ``tail_keep``.
-        self.tail = bytearray()
-        #: The texts sent, for the command worker's session file.
-        self.texts: list[str] = []
+        self.since = 0.0
+        #: How many text events went out, and whether the bound was reached.
+        self.sent = 0
+        self.full = False
 
-    @property
-    def waiting(self) -> bool:
-        """Whether some output is held back until the stream goes quiet."""
-        return bool(self.pending)
+    def due(self, now: float) -> float | None:
+        """Seconds until what waits must go out (0 or less: now); None when nothing waits."""
+        return self.since + BURST - now if self.pending else None
 
-    def feed(self, data: bytes) -> None:
-        room = max(0, self.head - self.total)
+    def feed(self, data: bytes, now: float) -> None:
         self.total += len(data)
-        if room:
-            self.pending += data[:room]
-            data = data[room:]
-            if len(self.pending) > ENTRY_MAX:
-                *ready, rest = split_bytes(bytes(self.pending))
-                self.pending = bytearray(rest)
-                self._send(ready)
-        if data:
-            self.tail += data
-            del self.tail[:-self.tail_keep]
+        if self.full:
+            return
+        if self.bound and self.taken + len(data) > self.bound:
+            self._reach(data[:self.bound - self.taken])
+            return
+        if not self.pending:
+            self.since = now
+        self.taken += len(data)
+        self.pending += data
+        while len(self.pending) > ENTRY_MAX:
+            self._send(cut_point(self.pending))
+        if self.pending and len(self.pending) <= len(data):  # all that waits came just now
+            self.since = now
+        if self.pending and now - self.since >= BURST:
+            self.quiet(now)
 
-    def quiet(self) -> None:
-        """The command paused: what has come goes out now, so the transcript follows it (all but
-        the first bytes of a character the pause cut in two)."""
-        ready = whole_characters(self.pending)
-        self._send(split_bytes(bytes(self.pending[:ready])))
-        del self.pending[:ready]
+    def quiet(self, now: float) -> None:
+        """Time is up for what waits: it goes out now (all but the first bytes of a character the
+        pause cut in two, which wait for the rest of it)."""
+        self._send(whole_characters(self.pending))
+        self.since = now
 
     def close(self) -> None:
-        """The command ended: the rest, and the note and the tail when something was left out."""
-        left_out = self.total - self.head - len(self.tail)
-        if left_out <= 0:  # the tail follows the head without a gap
-            self.pending += self.tail
-            self.tail.clear()
-        self._send(split_bytes(bytes(self.pending)))
-        self.pending.clear()
-        if left_out > 0:
-            self.emit(note(f"left out {left_out} bytes of the command's output here: it printed {self.total} "
-                           f"bytes this turn, and a turn keeps its first {mib(self.head)} and last "
-                           f"{mib(self.tail_keep)}"))
-            self._send(split_bytes(bytes(self.tail)))
-            self.tail.clear()
+        """The command ended: the rest goes out, and what was left out past the bound is said."""
+        self._flush()
+        if self.total > self.taken:
+            self.emit(note(f"left out the last {self.total - self.taken} bytes of the command's output: it printed "
+                           f"{self.total} bytes this turn, and a turn keeps {self.bound} (max_output)"))
 
-    def _send(self, pieces: list[bytes]) -> None:
-        for piece in pieces:
-            text = piece.decode(errors="replace").replace("\r\n", "\n").strip("\r\n")
-            if text:
-                self.texts.append(text)
-                self.emit({"type": "text", "text": text})
+    def _reach(self, last: bytes) -> None:
+        """The bound is reached: what fits, to a whole character, goes out, then a note that says so."""
+        self.full = True
+        self.pending += last
+        kept = whole_characters(self.pending)
+        self.taken += len(last) - (len(self.pending) - kept)
+        del self.pending[kept:]
+        self._flush()
+        self.emit(note(f"the command's output reached this turn's bound of {self.bound} bytes (max_output): "
+                       f"the command runs on, and what it prints from here is read but not kept"))
+
+    def _flush(self) -> None:
+        while self.pending:
+            self._send(cut_point(self.pending) if len(self.pending) > ENTRY_MAX else len(self.pending))
+
+    def _send(self, size: int) -> None:
+        """The first ``size`` bytes of what waits, as text events."""
+        if not size:
+            return
+        text = bytes(self.pending[:size]).decode(errors="replace")
+        del self.pending[:size]
+        data = text.encode()  # longer than size only where bytes were not UTF-8
+        for piece in split_bytes(data) if len(data) > ENTRY_MAX else [data]:
+            part = piece.decode()
+            event: dict[str, Any] = {"type": "text", "text": part}
+            if self.sent:
+                event["continues"] = True
+            self.emit(event)
+            self.keep(part)
+            self.sent += 1

@@ -51,7 +51,8 @@ class WorkerProcess:
 
     def emit(self, event: dict[str, Any]) -> None:
         """Write an event or response to the daemon, a long text as several events."""
-        events = text_events(str(event.get("text", ""))) if event.get("type") == "text" else [event]
+        events = [{**event, **e} for e in text_events(str(event.get("text", "")))] if event.get("type") == "text" \
+            else [event]
         write_all(b"".join(encode_event(e) for e in events))
 
     def end_turn(self, run: Any, outcome: str, **fields: Any) -> None:

@@ -1,4 +1,6 @@
-"""A job's transcript: the newest page of its timeline, older pages on demand, then streamed entries."""
+"""A job's transcript: the newest page of its timeline, older pages on demand, then streamed entries
+(drawn a few times a second; while it follows the tail it keeps only the newest, so a command that
+prints tens of MB costs the app a screenful or so, not all of it)."""
 
 from __future__ import annotations
 
@@ -9,17 +11,28 @@ from typing import Any
 from rich.text import Text
 from textual.message import Message
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widgets import RichLog
 
 from roost.rules.views import readable_text
 from roost.text import safe_text
 from roost.tui.looks import BOLD, Palette
 
+#: How long entries that stream in wait to be drawn together, in seconds.
+DRAW_EVERY = 0.1
+#: How much text the transcript keeps while it follows the tail (and always its newest entry):
+#: some 800 lines of a command's flood, whose entries are up to 64 KiB each.
+KEEP_BYTES = 64 * 1024
 #: Timeline kinds that repeat what another entry already shows.
 _SKIPPED = {"turn_end", "report", "pinned", "unpinned"}
 #: States worth a line of their own (working follows every prompt, so it would only add noise).
 _TONE_OF_STATE = {"waiting": "warning", "blocked": "warning", "failed": "error", "stopped": "muted",
                   "done": "success", "idle": "muted"}
+
+
+def _text_size(entry: dict[str, Any]) -> int:
+    """How much text an entry carries (what a flood of output is made of)."""
+    return len(str((entry.get("data") or {}).get("text", "")))
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -53,8 +66,8 @@ def entry_text(entry: dict[str, Any], palette: Palette, stamped: bool = False) -
 def _entry_body(kind: str, data: dict[str, Any], palette: Palette) -> Text | None:
     if kind in _SKIPPED:
         return None
-    if kind == "text":
-        return Text(data.get("text", ""), style=palette.text)
+    if kind == "text":  # a command's output keeps its newlines: the one that ends it is the entry's end
+        return Text(data.get("text", "").removesuffix("\n"), style=palette.text)
     if kind == "message":  # shown only while it waits: the prompt that delivers it replaces it
         first, *rest = data.get("text", "").splitlines() or [""]
         return Text(f"⋯ queued for its next turn: {first}" + (" …" if rest else ""), style=palette.muted)
@@ -157,28 +170,58 @@ class Transcript(RichLog, can_focus=False):
         #: Message entries shown as queued (by seq), until a prompt delivers them.
         self._waiting: dict[int, dict[str, Any]] = {}
         self._palette: Palette | None = None
+        #: Entries added and not drawn yet, and the timer that draws them.
+        self._undrawn: list[dict[str, Any]] = []
+        self._draw_timer: Timer | None = None
 
     def start(self, entries: list[dict[str, Any]], more: bool) -> None:
         """Show the newest page of the timeline; ``more`` says older entries exist."""
         self._entries, self.last_seq, self.more_before = [], 0, more
+        self._undrawn.clear()
         self._waiting.clear()
         self.clear()
         self.following = True
         self.add(entries)
 
     def add(self, entries: list[dict[str, Any]]) -> None:
-        """Append the entries newer than what is shown (the log and the stream may overlap).
-        A message shown as queued leaves once the prompt that delivers it arrives."""
+        """Append the entries newer than what is shown (the log and the stream may overlap); they
+        are drawn together DRAW_EVERY later, so a flood of output is drawn a few times a second."""
         fresh = [entry for entry in entries if entry["seq"] > self.last_seq]
         if not fresh:
             return
         self.last_seq = fresh[-1]["seq"]
         self._entries.extend(fresh)
-        if any(self._delivered(entry) for entry in self._waiting.values()):
+        self._undrawn.extend(fresh)
+        if self._draw_timer is None:
+            self._draw_timer = self.set_timer(DRAW_EVERY, self._draw_new)
+
+    def _draw_new(self) -> None:
+        """Draw what came since the last time. While it follows the tail, only the newest
+        KEEP_BYTES of text stay (older entries are a page away: scrolling to the top asks for
+        them), so a command that prints 40 MB costs the app that, not 40 MB of lines. A message
+        shown as queued leaves once the prompt that delivers it arrives."""
+        self._draw_timer = None
+        fresh, self._undrawn = self._undrawn, []
+        if self.following and self._trim():
+            self._redraw(keep_bottom=False)
+        elif any(self._delivered(entry) for entry in self._waiting.values()):
             self._redraw(keep_bottom=not self.following)
-            return
-        for entry in fresh:
-            self._write(entry)
+        else:
+            for entry in fresh:
+                self._write(entry)
+
+    def _trim(self) -> bool:
+        """Drop the oldest entries past KEEP_BYTES of text (the newest always stays); whether any went."""
+        first = len(self._entries) - 1
+        size = _text_size(self._entries[first]) if self._entries else 0
+        while first > 0 and size + _text_size(self._entries[first - 1]) <= KEEP_BYTES:
+            first -= 1
+            size += _text_size(self._entries[first])
+        if first <= 0:
+            return False
+        del self._entries[:first]
+        self.more_before = True
+        return True
 
     def _delivered(self, message: dict[str, Any]) -> bool:
         """Whether a later prompt carries this message's text (several may go in one prompt)."""
@@ -236,6 +279,7 @@ class Transcript(RichLog, can_focus=False):
 
     def _redraw(self, keep_bottom: bool) -> None:
         below, following = len(self.lines) - self.scroll_y, self.following
+        self._undrawn.clear()  # every entry is drawn here
         self.clear()
         self._waiting.clear()
         for entry in self._entries:
