@@ -31,7 +31,7 @@ def on_start(eng: "Engine", job: Job, msg: m.Start) -> None:
     ready or gone (or its host turns out to be full: then it waits there, and the place is free)."""
     if (job.state != State.QUEUED or job.archived_at is not None
             or w.begin_start(eng, job) is not Placed.STARTED):
-        eng.queue.releasing.discard(job.id)
+        eng.queue.releasing.pop(job.id, None)
         eng.pump()
 
 
@@ -213,7 +213,7 @@ def on_unarchive(eng: "Engine", job: Job, msg: m.Unarchive) -> None:
 def on_resume(eng: "Engine", job: Job, msg: m.Resume) -> None:
     if (job.id in eng.slots or job.archived_at is not None or job.state in (State.STOPPED, State.QUEUED)
             or w.begin_start(eng, job) is not Placed.STARTED):
-        eng.queue.releasing.discard(job.id)  # let go by its host's queue, it no longer needs the place
+        eng.queue.releasing.pop(job.id, None)  # let go by its host's queue, it no longer needs the place
     msg.answer(None)
 
 

@@ -86,7 +86,7 @@ def fail_start(eng: "Engine", job: Job, reason: str) -> None:
         eng.set_state(job, State.FAILED, reason=f"could not start its worker: {reason}")
         eng.timeline(job, "error", message=f"could not start its worker: {reason}")
         eng.save(job)
-    eng.queue.releasing.discard(job.id)
+    eng.queue.releasing.pop(job.id, None)
     reports.route(eng, job, State.FAILED, f"could not start: {reason}")
     eng.pump()
 
@@ -132,7 +132,7 @@ def on_ready(eng: "Engine", job: Job, msg: Ready) -> None:
         return
     slot.phase = Phase.READY
     slot.idle_since = eng.monotonic()
-    eng.queue.releasing.discard(job.id)
+    eng.queue.releasing.pop(job.id, None)
     session = msg.data.get("session")
     if session and session != job.session:
         with eng.store.transaction():
@@ -183,7 +183,7 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     if slot is None:
         return
     del eng.slots[job.id]
-    eng.queue.releasing.discard(job.id)
+    eng.queue.releasing.pop(job.id, None)
     on_purpose = slot.phase is Phase.CLOSING
     what = describe_exit(msg.returncode)
     with eng.store.transaction():

@@ -1,0 +1,60 @@
+"""The per-host queue under messages that come together, in process: a real store, fake workers, a
+fake clock, the ssh transport left out (as in tests/test_engine_hosts.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roost.config import Config, HostSettings
+from roost.hosts import placement
+from tests.engine_fakes import Rig
+
+CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60, max_running_jobs=0,
+             hosts={"box": HostSettings(name="box", ssh="me@box", max_running_jobs=1)})
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Rig:
+    async def no_transport(eng: Any, job_id: str, worker: Any) -> None:
+        return None
+
+    monkeypatch.setattr(placement, "prepare", no_transport)
+    return Rig(tmp_path, CFG)
+
+
+async def spawn_together(rig: Rig, host: str, prompts: list[str]) -> list[str]:
+    """Spawns whose Start messages are all in their mailboxes before any is applied (a parent's
+    tool spawning several children at once, a script of ``roost spawn``)."""
+    ids = [(await rig.sup.spawn({"prompt": p, "cwd": str(rig.paths.state_dir), "host": host}, None))["id"]
+           for p in prompts]
+    await rig.settle()
+    return ids
+
+
+async def close(rig: Rig, job: str) -> None:
+    rig.worker(job).end_turn()
+    await rig.settle()
+    await rig.sup.close(job, None)
+    await rig.settle()
+
+
+@pytest.mark.parametrize("cap", [1, 2])
+async def test_spawns_on_a_host_that_come_together_start_first_come_first_served(rig: Rig, cap: int) -> None:
+    rig.config = replace(CFG, hosts={"box": replace(CFG.hosts["box"], max_running_jobs=cap)})
+    jobs = await spawn_together(rig, "box", ["a", "b", "c", "d"])
+    assert [rig.state(j) for j in jobs] == ["working"] * cap + ["queued"] * (4 - cap)
+    await close(rig, jobs[0])
+    assert rig.state(jobs[cap]) == "working"
+    assert [rig.state(j) for j in jobs[cap + 1:]] == ["queued"] * (3 - cap)
+
+
+async def test_spawns_that_come_together_under_a_global_cap_fill_their_host_in_order(rig: Rig) -> None:
+    rig.config = replace(CFG, max_running_jobs=3)
+    jobs = await spawn_together(rig, "box", ["a", "b", "c"])
+    assert [rig.state(j) for j in jobs] == ["working", "queued", "queued"]
+    local = await rig.spawn("here")  # the box's waiting jobs hold no global place
+    assert rig.state(local) == "working"
