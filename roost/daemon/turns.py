@@ -200,8 +200,9 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
             return
         turn = slot.turn
         if turn is None or not (event.get("run") == turn.run or (event.get("own") and turn.kind == "own")):
+            what = "a turn of the agent's own" if event.get("own") else f"an older turn (run {event.get('run')})"
             with eng.store.transaction():
-                eng.timeline(job, "note", message=f"ignored the end of an older turn (run {event.get('run')})")
+                eng.timeline(job, "note", message=f"ignored the end of {what}")
             return
         end_turn(eng, job, slot, event)
     elif kind == "subagent":  # a provider-native subagent (Claude Code's Task): only the parent's timeline has it
@@ -229,7 +230,7 @@ def begin_own_turn(eng: "Engine", job: Job, slot: Slot) -> None:
     found): the job works for it as for any turn, so the time rules leave the worker alone, a stop
     aborts it and a message waits for its end, which settles it like a prompt's."""
     if slot.phase is not Phase.READY or slot.turn is not None:
-        return  # a prompt is in flight: the worker ends this turn as that prompt's
+        return  # a prompt is in flight: its own turn_end settles it (Claude Code answers it after this one)
     slot.turn = Turn(run=next(eng.runs), kind="own", ids=[], state_before=job.state, text_before=job.last_text)
     slot.idle_since = None
     cut = job.state == State.STOPPED

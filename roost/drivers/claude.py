@@ -128,6 +128,9 @@ class ClaudeAdapter(Adapter):
         self.abort_answers: list[Any] = []
         #: How many times Claude Code said it retries a model call in this turn.
         self.retries = 0
+        #: The run of a prompt that came during a turn of Claude Code's own: Claude Code queues the
+        #: message and answers it in a turn after that one (measured), which this run is then.
+        self.after_own: Any = None
         self.tools: dict[str, tuple[str, Any]] = {}
         self.subagents = SubagentTracker()
         self.totals = {k: int(usage.get(k) or 0) for k in ("input", "output")}
@@ -167,7 +170,10 @@ class ClaudeAdapter(Adapter):
         return b""
 
     def _prompt(self, req_id: Any, run: Any, message: str) -> bytes:
-        self.run, self.aborting, self.retries = run, False, 0
+        if self.run is OWN:  # the daemon had not heard of the own turn yet when it sent this
+            self.after_own = run
+        else:
+            self.run, self.aborting, self.retries = run, False, 0
         self._emit(response(req_id, "prompt", True))
         self._emit({"type": "turn_start", "run": run})
         if self.permission is None:
@@ -296,6 +302,11 @@ class ClaudeAdapter(Adapter):
     def _end(self, outcome: str, **fields: Any) -> dict[str, Any]:
         """The turn_end of the turn in flight, which is then over."""
         run, self.run = self.run, None
+        if run is OWN and self.after_own is not None:
+            if outcome == "waiting":  # the question goes to the turn the daemon has in flight: its answer
+                run, self.after_own = self.after_own, None  # is the next prompt (the queued one goes unmatched)
+            else:  # the queued prompt's turn comes next
+                self.run, self.after_own, self.aborting, self.retries = self.after_own, None, False, 0
         if run is OWN:
             return turn_end(None, outcome, own=True, **fields)
         return turn_end(run, outcome, **fields)
