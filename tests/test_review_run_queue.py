@@ -58,3 +58,18 @@ async def test_spawns_that_come_together_under_a_global_cap_fill_their_host_in_o
     assert [rig.state(j) for j in jobs] == ["working", "queued", "queued"]
     local = await rig.spawn("here")  # the box's waiting jobs hold no global place
     assert rig.state(local) == "working"
+
+
+async def test_a_parent_on_a_full_host_does_not_hold_back_its_own_child_there(rig: Rig) -> None:
+    parent = await rig.spawn("lead", host="box")  # the box's only place
+    child = await rig.spawn("sub", caller=parent)  # on its parent's host, as a child is by default
+    assert rig.job(child).host == "box"
+    rig.worker(parent).end_turn()  # the parent waits for its child's report
+    await rig.settle()
+    await rig.advance(1000)  # the parent is never reaped while its child runs: its place would never free
+    assert rig.state(child) == "working", "the child waits for a place its own parent holds"
+    rig.worker(child).end_turn()
+    await rig.settle()
+    assert [p for _, p in rig.worker(parent).prompts][-1].startswith("<roost-report")  # the report came back
+    other = await rig.spawn("later", host="box")
+    assert rig.state(other) == "queued"  # parent and child are both live there: the cap holds again

@@ -70,9 +70,13 @@ class RunQueue:
 
     # -- the hosts' caps --------------------------------------------------------------------------
     def host_load(self, host: str) -> int:
-        """Live workers on ``host`` (a worker being started counts), and jobs let go to start there."""
+        """Live workers on ``host`` (a worker being started counts), and jobs let go to start there.
+        A parent whose subagents still run does not count, as under the global cap: its children
+        run on its host by default, and the parent is kept open while they run, so counting it
+        would leave them waiting for good on a host with room for one."""
         eng = self.eng
-        on_host = {job_id for job_id in eng.slots if (job := eng.index.get(job_id)) is not None and job.host == host}
+        on_host = {job_id for job_id in eng.slots if (job := eng.index.get(job_id)) is not None and job.host == host
+                   and not eng.index.counts(job_id)[1]}
         on_host.update(j for j, place in self.releasing.items()
                        if place and (job := eng.index.get(j)) is not None and job.host == host)
         return len(on_host)
