@@ -68,9 +68,9 @@ def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
             eng.slots[job.id].resume_replies.append(msg.reply)
     elif placed is Placed.WAITING:
         msg.answer({"outcome": "queued", "job": job.id})
-    else:
-        raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} could not be resumed: {eng.last_error(job)}; "
-                                               "the message is kept for its next resume")
+    else:  # refused, not raised: raising would undo the message and the failure this handler recorded
+        msg.fail(ProtocolError(ErrorCode.REFUSED, f"job {job.id} could not be resumed: {eng.last_error(job)}; "
+                                                  "the message is kept for its next resume"))
 
 
 def on_stop(eng: "Engine", job: Job, msg: m.Stop) -> None:

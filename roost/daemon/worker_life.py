@@ -49,6 +49,9 @@ def begin_start(eng: "Engine", job: Job) -> Placed:
     except (ConfigError, DriverError) as exc:
         fail_start(eng, job, getattr(exc, "message", None) or str(exc))
         return Placed.FAILED
+    except OSError as exc:  # what the driver makes for it (a directory) cannot be: not the store's failure
+        fail_start(eng, job, _os_reason(exc))
+        return Placed.FAILED
     holder.append(made.worker)
     eng.slots[job.id] = Slot(worker=made.worker, token=token, ready_timeout=made.ready_timeout,
                              launch_session=made.session)
@@ -68,7 +71,7 @@ async def _start(eng: "Engine", job_id: str, worker: Any, ready_timeout: float) 
     try:
         await worker.start()
     except OSError as exc:
-        eng.post(job_id, StartFailed(worker, exc.strerror and f"{exc.strerror}: {exc.filename}" or str(exc)))
+        eng.post(job_id, StartFailed(worker, _os_reason(exc)))
         return
     eng.post(job_id, Spawned(worker))
     try:
@@ -79,6 +82,10 @@ async def _start(eng: "Engine", job_id: str, worker: Any, ready_timeout: float) 
     except ConnectionError:
         return  # it exited: Exited says how
     eng.post(job_id, Ready(worker, state.get("data") or {}))
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror and f"{exc.strerror}: {exc.filename}" or str(exc)
 
 
 def fail_start(eng: "Engine", job: Job, reason: str) -> None:
