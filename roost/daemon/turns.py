@@ -11,7 +11,7 @@ from roost.daemon import reports
 from roost.daemon.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
 from roost.daemon.slot import Phase, Slot, Turn
 from roost.models import QUESTION_MAX, Job, State, cut_middle
-from roost.protocol import without_lone_surrogates
+from roost.protocol import ENTRY_MAX, without_lone_surrogates
 
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
@@ -285,7 +285,10 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
         elif outcome == "waiting":
             text = str(event.get("question") or text)
             job.question = cut_middle(text, QUESTION_MAX)  # what its rows carry while it waits
-            eng.set_state(job, State.WAITING, question=text)
+            # Bounded like a text entry (Claude Code's quotes a tool's whole input), cut in the middle
+            # so the question itself, at its end, stays (Claude Code also sends all of it as text).
+            cut = {"cut": len(text) - ENTRY_MAX + 1} if len(text) > ENTRY_MAX else {}
+            eng.set_state(job, State.WAITING, question=cut_middle(text, ENTRY_MAX), **cut)
             eng.timeline(job, "turn_end", outcome="waiting")
         elif outcome == "aborted":  # nobody asked (a stop sets STOPPED first): a failed turn
             eng.set_state(job, State.FAILED, reason="the worker aborted its turn by itself")
