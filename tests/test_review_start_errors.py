@@ -82,3 +82,17 @@ async def test_a_message_to_a_job_whose_driver_is_gone_is_kept_for_its_next_resu
     await rig.sup.send(job, "and again", None)  # a person's next message resumes it with both
     await rig.settle()
     assert [p for _, p in rig.worker(job).prompts][-1] == "again"
+
+
+async def test_a_worktree_setup_the_machine_refuses_fails_the_start_with_why(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    from roost.daemon import worktrees
+
+    async def refused(job: Any, settings: Any) -> None:  # copying the configured files in: the disk is full
+        raise OSError(28, "No space left on device", "/repo/.env")
+
+    monkeypatch.setattr(worktrees, "before_start", refused)
+    job = await rig.spawn("work")
+    assert rig.state(job) == "failed", "the start task died and left the job queued with a slot"
+    assert "No space left on device: /repo/.env" in rig.job(job).reason
+    assert job not in rig.sup.engine.slots

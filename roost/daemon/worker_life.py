@@ -68,6 +68,9 @@ async def _start(eng: "Engine", job_id: str, worker: Any, ready_timeout: float) 
     except GitError as exc:  # nothing started: the job fails with what the setup said
         eng.post(job_id, StartFailed(worker, str(exc)))
         return
+    except OSError as exc:  # copying files in, writing its mark: the machine refused
+        eng.post(job_id, StartFailed(worker, f"worktree setup failed: {_os_reason(exc)}"))
+        return
     try:
         await worker.start()
     except OSError as exc:
