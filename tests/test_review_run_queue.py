@@ -4,26 +4,11 @@ fake clock, the ssh transport left out (as in tests/test_engine_hosts.py)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from roost.config import Config, HostSettings
-from roost.hosts import placement
 from tests.engine_fakes import Rig
-
-CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60, max_running_jobs=0,
-             hosts={"box": HostSettings(name="box", ssh="me@box", max_running_jobs=1)})
-
-
-@pytest.fixture
-async def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Rig:
-    async def no_transport(eng: Any, job_id: str, worker: Any) -> None:
-        return None
-
-    monkeypatch.setattr(placement, "prepare", no_transport)
-    return Rig(tmp_path, CFG)
+from tests.test_engine_hosts import CFG, rig  # noqa: F401  (the fixture: hosts box and gpu, room for one each)
 
 
 async def spawn_together(rig: Rig, host: str, prompts: list[str]) -> list[str]:
@@ -44,7 +29,7 @@ async def close(rig: Rig, job: str) -> None:
 
 @pytest.mark.parametrize("cap", [1, 2])
 async def test_spawns_on_a_host_that_come_together_start_first_come_first_served(rig: Rig, cap: int) -> None:
-    rig.config = replace(CFG, hosts={"box": replace(CFG.hosts["box"], max_running_jobs=cap)})
+    rig.config = replace(CFG, hosts={**CFG.hosts, "box": replace(CFG.hosts["box"], max_running_jobs=cap)})
     jobs = await spawn_together(rig, "box", ["a", "b", "c", "d"])
     assert [rig.state(j) for j in jobs] == ["working"] * cap + ["queued"] * (4 - cap)
     await close(rig, jobs[0])

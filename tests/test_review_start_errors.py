@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from roost.config import Config
+from roost.config import Config, ConfigError
 from tests.engine_fakes import Rig
 
 CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60, max_running_jobs=1)
@@ -44,13 +44,18 @@ async def test_a_spawn_whose_worker_cannot_be_made_fails_with_why_and_frees_its_
     assert rig.state(other) == "working"
 
 
-async def test_a_message_whose_resume_cannot_be_made_is_refused_with_why_and_kept(rig: Rig) -> None:
+async def closed_job(rig: Rig) -> str:
     rig.config = replace(CFG, max_running_jobs=0)
     job = await rig.spawn("work")
     rig.worker(job).end_turn()
     await rig.settle()
     await rig.sup.close(job, None)
     await rig.settle()
+    return job
+
+
+async def test_a_message_whose_resume_cannot_be_made_is_refused_with_why_and_kept(rig: Rig) -> None:
+    job = await closed_job(rig)
     refuse_once(rig)
     with pytest.raises(Exception) as info:
         await rig.sup.send(job, "again", None)
@@ -62,13 +67,7 @@ async def test_a_message_whose_resume_cannot_be_made_is_refused_with_why_and_kep
 
 
 async def test_a_message_to_a_job_whose_driver_is_gone_is_kept_for_its_next_resume(rig: Rig) -> None:
-    rig.config = replace(CFG, max_running_jobs=0)
-    job = await rig.spawn("work")
-    rig.worker(job).end_turn()
-    await rig.settle()
-    await rig.sup.close(job, None)
-    await rig.settle()
-    from roost.config import ConfigError
+    job = await closed_job(rig)
 
     def gone(job: Any, *args: Any) -> Any:
         raise ConfigError("roost.toml", "drivers.builtin", "no driver profile builtin in the config")

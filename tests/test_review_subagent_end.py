@@ -5,32 +5,23 @@ a real store, fake workers (tests/engine_fakes.py), a fake clock."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import pytest
-
-from roost.config import Config
 from tests.engine_fakes import Rig
-
-CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60, max_running_jobs=0)
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> Rig:
-    return Rig(tmp_path, CFG)
+from tests.test_engine_row_counts import rig, subagent  # noqa: F401  (the fixture: idle_timeout 100, delay 4)
 
 
-def subagent(ident: str, state: str, text: str = "") -> dict[str, Any]:
-    return {"type": "subagent", "id": ident, "title": f"task {ident}", "state": state, "text": text}
+async def idle_with_a_background_subagent(rig: Rig, caller: str | None = None) -> str:
+    job = await rig.spawn("work", caller=caller)
+    rig.worker(job).on_event(subagent("bg", "working", "survey the repo"))
+    if caller:
+        await rig.sup.report(job, "done", "handed back")
+    rig.worker(job).end_turn()
+    await rig.settle()
+    return job
 
 
 async def test_a_worker_whose_long_background_subagent_just_ended_is_kept_for_its_own_turn(rig: Rig) -> None:
-    job = await rig.spawn("lead")
+    job = await idle_with_a_background_subagent(rig)
     worker = rig.worker(job)
-    worker.on_event(subagent("bg", "working", "survey the repo"))
-    worker.end_turn()
-    await rig.settle()
     for _ in range(3):  # it runs well past the idle timeout, saying something now and then
         await rig.advance(60)
         worker.on_event(subagent("bg", "working", "still reading"))
@@ -51,11 +42,8 @@ async def test_a_worker_whose_long_background_subagent_just_ended_is_kept_for_it
 
 
 async def test_without_an_own_turn_the_worker_is_reaped_an_idle_timeout_after_the_last_word(rig: Rig) -> None:
-    job = await rig.spawn("lead")
+    job = await idle_with_a_background_subagent(rig)
     worker = rig.worker(job)
-    worker.on_event(subagent("bg", "working", "survey"))
-    worker.end_turn()
-    await rig.settle()
     await rig.advance(90)
     worker.on_event(subagent("bg", "working", "half way"))
     await rig.settle()
@@ -70,12 +58,8 @@ async def test_without_an_own_turn_the_worker_is_reaped_an_idle_timeout_after_th
 
 async def test_a_done_child_whose_background_subagent_ended_is_kept_for_its_own_turn(rig: Rig) -> None:
     parent = await rig.spawn("lead")
-    child = await rig.spawn("sub", caller=parent)
+    child = await idle_with_a_background_subagent(rig, caller=parent)
     worker = rig.worker(child)
-    worker.on_event(subagent("bg", "working", "survey"))
-    await rig.sup.report(child, "done", "handed back")
-    worker.end_turn()
-    await rig.settle()
     await rig.advance(10)  # past the auto-close delay (4 s): held by bg
     assert child in rig.sup.engine.slots
     worker.on_event(subagent("bg", "done", "read"))
