@@ -285,8 +285,8 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
         elif outcome == "waiting":
             text = str(event.get("question") or text)
             job.question = cut_middle(text, QUESTION_MAX)  # what its rows carry while it waits
-            # Bounded like a text entry (Claude Code's quotes a tool's whole input), cut in the middle
-            # so the question itself, at its end, stays (Claude Code also sends all of it as text).
+            # Bounded like a text entry (Claude Code's permission question quotes a tool's whole input), cut
+            # in the middle so the question itself, at its end, stays (Claude Code also sends all of it as text).
             cut = {"cut": len(text) - ENTRY_MAX + 1} if len(text) > ENTRY_MAX else {}
             eng.set_state(job, State.WAITING, question=cut_middle(text, ENTRY_MAX), **cut)
             eng.timeline(job, "turn_end", outcome="waiting")
