@@ -88,6 +88,8 @@ async def prepare(eng: "Engine", job_id: str, worker: Any) -> str | None:
         worker.launch = await _remote_launch(link, job, worker.launch)
     except HostDown as exc:
         return str(exc)
+    except OSError as exc:  # ssh itself cannot be run (not installed, no file descriptors left)
+        return f"host {job.host} unreachable: cannot run ssh: {exc.strerror or exc}"
     return None
 
 
