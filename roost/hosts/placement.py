@@ -51,10 +51,6 @@ def link_for(host: HostSettings) -> Link:
     return link
 
 
-def links() -> dict[str, Link]:
-    return _links
-
-
 def place(args: dict[str, Any], profile: DriverProfile, parent: Job | None, config: Config) -> tuple[str, str]:
     """A new job's host ("" for this machine) and its working directory there. A child runs on its
     parent's host unless told otherwise, in its parent's cwd when that is on the same host."""
