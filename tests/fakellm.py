@@ -7,7 +7,8 @@ change only the wire format. What it answers depends on the last user message (t
 delivered):
 
 - ``CALL <tool> <json args>``: a call of that tool; once the tool's result is in, a text answer
-  quoting it (``tool said: ...``).
+  quoting it (``tool said: ...``). ``<<x*N>>`` in the args is N times ``x`` (a call too big for a
+  prompt to spell out).
 - ``SLOW``: a text stream that trickles for up to 30 s (something to abort).
 - ``FLAKY <tag>``: HTTP 503 the first time a tag is seen, a normal answer after that.
 - ``BAD400``: HTTP 400, an error no retry can fix.
@@ -24,6 +25,7 @@ It records every request body, so a test can assert what history reached the mod
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -68,6 +70,7 @@ class ScriptedHandler(BaseHTTPRequestHandler):
             self.stream_text(body, "tool said: " + tool_results[-1])
         elif word == "CALL":
             name, _, args = rest.partition(" ")
+            args = re.sub(r"<<(.)\*(\d+)>>", lambda m: m[1] * int(m[2]), args)
             self.stream_tool_call(body, name, args or "{}")
         elif word == "SLOW":
             self.stream_text(body, SLOW_TEXT, pause=0.05)

@@ -187,3 +187,19 @@ def test_a_persistent_error_fails_the_turn_saying_why_and_the_job_takes_the_next
     assert row["worker_up"], "the model failed, not Codex: its worker stays"
     assert codex_daemon.call("send", job=job, text="and now?")["outcome"] == "delivered"
     codex_daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: and now?", timeout=START)
+
+
+@pytest.mark.codex
+def test_an_approval_too_big_to_show_is_declined_saying_why_and_the_turn_goes_on(codex_daemon, fake):
+    work = codex_daemon.home / "work"
+    work.mkdir(parents=True)
+    call = json.dumps({"cmd": "echo <<x*1200000>> > big.txt", "login": False, "yield_time_ms": 5000,
+                       "sandbox_permissions": "require_escalated", "justification": "to write big.txt"})
+    job = codex_daemon.spawn(f"CALL exec_command {call}", driver="codex", cwd=str(work))
+    row = codex_daemon.wait_state(job, "idle", "waiting", "failed", timeout=START)
+    assert row["state"] == "idle", row
+    notes = [n["message"] for n in timeline(codex_daemon, job, "note")]
+    assert any("item/commandExecution/requestApproval in a request of" in n and "roost declined it" in n
+               for n in notes), notes
+    assert not (work / "big.txt").exists()
+    assert row["last_text"].startswith("tool said:")

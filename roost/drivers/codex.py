@@ -26,9 +26,10 @@ from typing import Any, Callable, Mapping
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env)
 from roost.drivers.claude import MCP_NAME, YES, after_retries, mcp_config
+from roost.drivers.pi import line_field
 from roost.models import Job
 from roost.protocol import encode
-from roost.worker_protocol import note, response, text_events, turn_end
+from roost.worker_protocol import Oversize, note, response, text_events, turn_end
 
 INSTALL_HINT = "npm install -g @openai/codex"
 #: Codex's requests that approve one action, and how an answer is written for each.
@@ -198,6 +199,27 @@ class CodexAdapter(Adapter):
         handler = {"item/completed": self._on_item, "thread/tokenUsage/updated": self._on_usage,
                    "turn/completed": self._on_turn_completed, "error": self._on_error}.get(str(method))
         return handler(params) if handler else []
+
+    def oversize(self, line: Oversize) -> list[dict[str, Any]]:
+        """A line over the frame limit, skipped unread. What Codex would wait on forever is answered
+        from the line's first bytes: an approval is declined with why (nobody could be shown it
+        whole), an answer to roost's own call fails that call; a turn's end still ends the turn."""
+        said = note(f"skipped {line.describe()} from Codex")
+        method, ident = line_field(line.head, "method"), line_field(line.head, "id")
+        if method in APPROVALS and ident is not None:
+            self._write(encode({"jsonrpc": "2.0", "id": ident, "result": APPROVALS[method](False)}))
+            return [note(f"Codex asked for {method} in a request of {line.size} bytes, over the frame limit: "
+                         "roost declined it, since nobody could be shown it whole")]
+        if ident is not None and method is not None:
+            self._write(encode({"jsonrpc": "2.0", "id": ident,
+                                "error": {"code": -32600, "message": f"roost could not read {line.describe()}"}}))
+        elif ident in self.calls:  # the answer to a call of roost's: the call failed
+            return [said, *self.calls.pop(ident)({"error": {"message": f"Codex answered with {line.describe()}"}})]
+        elif method == "turn/completed":
+            status = line_field(line.tail, "status", last=True)
+            return [said, *self._on_turn_completed({"turn": {"status": status, "error": {
+                "message": f"its end was {line.describe()}"}}})]
+        return [said]
 
     def _on_request(self, request_id: Any, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         """An approval Codex waits on: roost's own tools are allowed at once, the rest is a question."""

@@ -102,9 +102,9 @@ class PiDriver(Driver):
 
 
 def line_field(data: bytes, name: str, last: bool = False) -> Any:
-    """The first (or last) string or boolean value of ``"name":`` in a piece of a JSON line pi (or
-    Claude Code) wrote (compact, as JSON.stringify writes it), or None."""
-    found = re.findall(rb'"%s":("(?:[^"\\]|\\.)*"|true|false)' % name.encode(), data)
+    """The first (or last) string, boolean or integer value of ``"name":`` in a piece of a JSON line
+    pi, Claude Code or Codex wrote (compact, as JSON.stringify writes it), or None."""
+    found = re.findall(rb'"%s":("(?:[^"\\]|\\.)*"|true|false|-?\d+)' % name.encode(), data)
     try:
         return json.loads(found[-1 if last else 0]) if found else None
     except ValueError:  # a string cut short at the piece's edge
