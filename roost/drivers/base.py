@@ -95,6 +95,12 @@ class Driver:
     def launch(self, job: Job, ctx: LaunchContext) -> Launch:
         raise NotImplementedError
 
+    def spare(self, ctx: LaunchContext) -> Launch | None:
+        """A worker to start ahead of any job (roost/daemon/spare.py), or None when this driver has
+        none. Its contract: given a ``bind`` with a launch's session, cwd and the variables that
+        launch's environment adds to this one's, it is the worker that launch would have started."""
+        return None
+
     def adapter(self, job: Job) -> Adapter:
         return Adapter()
 

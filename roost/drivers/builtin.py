@@ -1,4 +1,5 @@
-"""The built-in agent's driver: runs roost/programs/builtin_agent.py as a separate process."""
+"""The built-in agent's driver: runs roost/programs/builtin_agent.py as a separate process, or
+starts one ahead as a spare (``--spare``) that a bind turns into that process."""
 
 from __future__ import annotations
 
@@ -8,12 +9,21 @@ from roost.drivers.base import Driver, Launch, LaunchContext, inherited_env
 from roost.models import Job
 
 
+#: How the built-in agent is run (the interpreter the daemon runs on).
+PROGRAM = (sys.executable, "-m", "roost.programs.builtin_agent")
+
+
 class BuiltinDriver(Driver):
     kind = "builtin"
     ready_timeout = 15.0
 
     def launch(self, job: Job, ctx: LaunchContext) -> Launch:
         session = job.session or str(ctx.sessions_dir / f"{job.id}.jsonl")
-        argv = [sys.executable, "-m", "roost.programs.builtin_agent", "--session", session]
+        argv = [*PROGRAM, "--session", session]
         return Launch(argv=argv, env=inherited_env(ctx.roost_env(job)), cwd=job.cwd, session=session,
                       record=ctx.record(job))
+
+    def spare(self, ctx: LaunchContext) -> Launch:
+        """The same program and environment, less the job; it waits in the state directory."""
+        return Launch(argv=[*PROGRAM, "--spare"],
+                      env=inherited_env({"ROOST_SOCKET": str(ctx.socket)}), cwd=str(ctx.state_dir))
