@@ -349,5 +349,5 @@ class Spares:
         waiting = self._retry_at - time.monotonic() if self._retry is not None else None
         return {"wanted": self._plan().count if not self.closed else 0,
                 "ready": [s.pid for s in self.idle if s.answered],
-                "starting": [s.pid for s in self.idle if not s.answered],
+                "starting": [s.pid for s in self.idle if not s.answered], "opening": len(self._opening),
                 "failures": self.failures, "retry_in": round(waiting, 3) if waiting is not None else None}
