@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -144,18 +144,15 @@ def test_a_spare_that_dies_is_replaced_and_ones_that_keep_dying_back_off(daemon_
     os.kill(first, signal.SIGKILL)
     second = ready_spare(daemon, other_than=first)
     assert spares(daemon)["failures"] == 1 and spares(daemon)["retry_in"] is None, "the first is replaced at once"
-    assert not any(tree.pid == first for tree in records(daemon).values()), "its record went with it"
+    pids = [tree.pid for tree in records(daemon).values()]
+    assert first not in pids and second in pids, "its record went with it; the new one's is there"
     log = daemon.log_text()
     assert log.count("spare worker") == 1 and "killed by SIGKILL" in log
     daemon.stop()
 
-    # Spares that die at start: a sitecustomize that ends any process with the spare's room variable.
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        f"import os, sys\nif {ROOM_VAR!r} in os.environ:\n    print('spare refuses to live', file=sys.stderr)\n"
-        "    sys.stderr.flush()\n    os._exit(7)\n")
-    daemon.env["PYTHONPATH"] = str(site)
+    # Spares that die at start.
+    daemon.env["PYTHONPATH"] = spares_do(tmp_path, "print('spare refuses to live', file=sys.stderr)\n"
+                                                   "    sys.stderr.flush()\n    os._exit(7)")
     daemon.start()
     state = daemon.wait_for(lambda: (s := spares(daemon))["failures"] >= 2 and s, what="two spares to die")
     assert 0 < state["retry_in"] <= backoff(2) and state["ready"] == []
@@ -166,6 +163,44 @@ def test_a_spare_that_dies_is_replaced_and_ones_that_keep_dying_back_off(daemon_
     # Jobs do not wait for spares: a fresh worker serves the spawn.
     job = daemon.spawn("say fresh")
     assert daemon.wait_state(job, "idle")["last_text"] == "fresh"
+
+
+def spares_do(tmp_path: Path, code: str) -> str:
+    """A PYTHONPATH whose sitecustomize runs ``code`` in every process that has the spare's room
+    variable (spares, never the daemon or a fresh worker)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(f"import os, sys\nif {ROOM_VAR!r} in os.environ:\n    {code}\n")
+    return str(site)
+
+
+def test_a_spare_that_answers_anything_but_its_get_state_is_killed_and_replaced(roost_home, tmp_path: Path):
+    daemon = DaemonHarness(roost_home)
+    daemon.env["PYTHONPATH"] = spares_do(tmp_path, "os.write(1, b'junk\\n')")
+    daemon.start()
+    try:
+        state = daemon.wait_for(lambda: (s := spares(daemon))["failures"] >= 2 and s, what="two spares killed")
+        assert state["ready"] == []
+        assert daemon.log_text().count("spare worker answered get_state with b'junk'") == 1
+        job = daemon.spawn("say still served")
+        assert daemon.wait_state(job, "idle")["last_text"] == "still served"
+    finally:
+        daemon.stop()
+    assert records(daemon) == {}
+
+
+def test_a_daemon_whose_environment_names_a_job_still_binds_each_job_as_itself(roost_home):
+    daemon = DaemonHarness(roost_home)  # say, started by a tool inside another roost's worker
+    daemon.env.update(ROOST_JOB_ID="zzzz", ROOST_TOKEN="0" * 32)
+    daemon.start()
+    try:
+        spare = ready_spare(daemon)
+        assert "ROOST_JOB_ID" not in environ(spare)
+        job = daemon.spawn("run sh -c 'echo $ROOST_JOB_ID'")
+        row = daemon.wait_state(job, "idle")
+        assert row["pid"] == spare and row["last_text"] == job and environ(spare)["ROOST_JOB_ID"] == job
+    finally:
+        daemon.stop()
 
 
 def test_a_sigkilled_daemon_leaves_no_spare_nor_bound_worker_after_the_next_start(daemon: DaemonHarness):

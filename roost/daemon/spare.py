@@ -86,6 +86,15 @@ def profile_key(profile: DriverProfile) -> tuple[str, Any]:
     return profile.kind, profile.options
 
 
+def _is_spare(line: Any) -> bool:
+    """Whether a line is a spare's answer to get_state."""
+    try:
+        answer = json.loads(line) if isinstance(line, bytes) else None
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and isinstance(answer.get("data"), dict) and answer["data"].get("spare") is True
+
+
 @dataclass
 class Plan:
     """How many spares the config asks for, of which profile, started how."""
@@ -251,23 +260,25 @@ class Spares:
             self._drop([spare])
 
     async def _answer(self, spare: Spare, timeout: float) -> None:
-        """Ready once it answers get_state as a spare; killed when it does not within ``timeout``."""
+        """Ready once it answers get_state as a spare; killed, saying why, when it answers anything
+        else, closes its stdout and lives on, or does not answer within ``timeout``."""
         spare.process.stdin.write(encode({"type": "get_state", "id": "spare"}))
         try:
             line = await asyncio.wait_for(read_line(spare.process.stdout), timeout)
         except asyncio.TimeoutError:
-            line, spare.why = b"", f"did not answer get_state within {timeout:.0f}s"
-        if line is None:
-            return  # it ended: its exit says how
-        try:
-            answer = json.loads(line) if isinstance(line, bytes) and line else None
-        except ValueError:
-            answer = None
-        if isinstance(answer, dict) and isinstance(answer.get("data"), dict) and answer["data"].get("spare") is True:
-            if not spare.ready.done():
-                spare.ready.set_result(True)
-            return
-        spare.why = spare.why or f"answered get_state with {repr(line)[:200]}"
+            why = f"did not answer get_state within {timeout:.0f}s"
+        else:
+            if _is_spare(line):
+                if not spare.ready.done():
+                    spare.ready.set_result(True)
+                return
+            if line is None:  # its stdout ended: most likely it did, and its exit says how
+                await asyncio.wait({spare.process.exited}, timeout=1.0)
+                if spare.process.exited.done():
+                    return
+            why = "closed its stdout without answering get_state" if line is None else \
+                f"answered get_state with {repr(line)[:200]}"
+        spare.why = why
         spare.process.tree.signal(signal.SIGKILL)
 
     async def _drain(self, spare: Spare) -> None:

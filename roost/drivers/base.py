@@ -15,6 +15,10 @@ from roost.protocol import encode
 from roost.worker_protocol import Oversize, note
 
 
+#: The variables that name a worker's job (with ROOST_SOCKET, ``LaunchContext.roost_env``).
+JOB_VARS = ("ROOST_JOB_ID", "ROOST_TOKEN")
+
+
 class DriverError(Exception):
     """A worker cannot be started; the message says why and what to do about it."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from roost.drivers.base import Driver, Launch, LaunchContext, inherited_env
+from roost.drivers.base import JOB_VARS, Driver, Launch, LaunchContext, inherited_env
 from roost.models import Job
 
 
@@ -24,6 +24,7 @@ class BuiltinDriver(Driver):
                       record=ctx.record(job))
 
     def spare(self, ctx: LaunchContext) -> Launch:
-        """The same program and environment, less the job; it waits in the state directory."""
-        return Launch(argv=[*PROGRAM, "--spare"],
-                      env=inherited_env({"ROOST_SOCKET": str(ctx.socket)}), cwd=str(ctx.state_dir))
+        """The same program and environment, less the job (also one the daemon's environment named:
+        a bind adds the job's); it waits in the state directory."""
+        env = {k: v for k, v in inherited_env({"ROOST_SOCKET": str(ctx.socket)}).items() if k not in JOB_VARS}
+        return Launch(argv=[*PROGRAM, "--spare"], env=env, cwd=str(ctx.state_dir))
