@@ -417,8 +417,12 @@ def bench_spawn(opts: argparse.Namespace) -> list[Result]:
                 by_hand.append(_worker_by_hand(warm))
             by_ts = _stamped(dw)
             cold_ts = _stamped(dc)
-            burst_warm = [_burst(dw, opts.burst) for _ in range(3)]
-            burst_cold = [_burst(dc, opts.burst) for _ in range(3)]
+            burst_warm, burst_cold = [], []
+            for _ in range(5):
+                _wait_spare(dw)
+                burst_warm.append(_burst(dw, opts.burst))
+                _wait_spare(dw)
+                burst_cold.append(_burst(dc, opts.burst))
         if took != opts.spawns:
             print(f"  ! {opts.spawns - took} of {opts.spawns} spawns did not take the spare", flush=True)
         out.append(Result("spawn", "spawn request -> working row at client p50, spare worker", median(ready), "s",
@@ -429,7 +433,7 @@ def bench_spawn(opts: argparse.Namespace) -> list[Result]:
                           median(cold_ts), "spare_workers = 0"))
         out.append(Result("spawn", "spawned -> ready, daemon timeline stamps p50, spare_workers = 0", median(cold_ts),
                           "s", median(by_hand), "worker by hand: start + get_state"))
-        out.append(Result("spawn", f"{opts.burst} spawns at once -> all working, median of 3, spare worker",
+        out.append(Result("spawn", f"{opts.burst} spawns at once -> all working, median of 5, spare worker",
                           median(burst_warm), "s", median(burst_cold), "spare_workers = 0"))
     finally:
         warm.remove()
