@@ -3,6 +3,7 @@ the command driver's worker): commands in on stdin, responses and events out on 
 at a time, and every turn that starts ends exactly once — also when it is aborted before it began.
 No line goes out over MAX_FRAME: text is cut into events of at most ENTRY_MAX bytes, anything else
 that big becomes a note; a command line over the limit is answered with an error and skipped.
+A spare (``run_spare``) is started before its job, which it takes from the daemon's ``bind``.
 """
 
 from __future__ import annotations
