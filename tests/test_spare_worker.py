@@ -19,8 +19,10 @@ import pytest
 
 from roost.client import ClientError
 from roost.config import ConfigError, parse_config
-from roost.daemon.spare import BACKOFF_MAX, ROOM, ROOM_VAR, backoff, bind_frame
+from roost import paths as paths_mod
+from roost.daemon.spare import BACKOFF_MAX, ROOM, ROOM_VAR, Spares, backoff, bind_frame
 from roost.drivers.base import Launch
+from roost.models import Job
 from roost.proctree import MARK_VAR, WorkerTree, read_proc
 
 from conftest import DaemonHarness
@@ -62,7 +64,8 @@ def records(daemon: DaemonHarness) -> dict[str, WorkerTree]:
 
 
 # -- taking it -------------------------------------------------------------------------------------------
-def test_a_spawn_takes_the_spare_and_a_new_one_starts_behind_it(daemon: DaemonHarness):
+def test_a_spawn_takes_the_spare_and_a_new_one_starts_behind_it(daemon_factory):
+    daemon: DaemonHarness = daemon_factory("max_running_jobs = 1\n")  # the spare holds no place under it
     spare = ready_spare(daemon)
     spare_record = next(name for name, tree in records(daemon).items() if tree.pid == spare)
     assert spare_record.startswith("spare-")
@@ -251,12 +254,31 @@ def test_other_drivers_never_take_it(daemon_factory):
     assert row["pid"] != spare and spares(daemon)["ready"] == [spare]
 
 
-def test_no_spares_when_the_default_driver_has_none(daemon_factory):
-    daemon: DaemonHarness = daemon_factory('default_driver = "sh"\n' + SH)
-    assert spares(daemon)["wanted"] == 0 and spares(daemon)["opening"] == 0
+def test_a_reload_to_a_default_driver_without_spares_drops_it_and_back_starts_one(daemon_factory):
+    daemon: DaemonHarness = daemon_factory(SH)
+    spare = ident(ready_spare(daemon))
+    daemon.write_config('default_driver = "sh"\n' + SH)
+    daemon.wait_for(lambda: not alive(spare), timeout=15, what="the spare to be dropped")
+    assert spares(daemon)["wanted"] == 0 and spares(daemon)["opening"] == 0 and records(daemon) == {}
     job = daemon.spawn("echo hi")
     assert daemon.wait_state(job, "idle")["state"] == "idle"
-    assert spares(daemon)["ready"] == [] and spares(daemon)["starting"] == []
+    daemon.write_config(SH)
+    assert ready_spare(daemon) != spare[0]
+
+
+def test_which_jobs_a_spare_serves(roost_home: Path):
+    config = parse_config(SH + '[drivers.mine]\nkind = "builtin"\n', "t.toml")
+    pool = Spares(paths_mod.resolve(), lambda: config)
+    pool.key = pool._plan().key
+    builtin = config.driver("builtin")
+    assert pool.key == ("builtin", builtin.options)
+    local = Job(id="j1", title="t", driver="builtin", cwd="/")
+    assert pool.serves(local, builtin) and pool.serves(local, config.driver("mine")), "alike profiles share it"
+    assert not pool.serves(local, config.driver("sh"))
+    assert not pool.serves(Job(id="j2", title="t", driver="builtin", cwd="/", host="h"), builtin)
+    assert not pool.serves(Job(id="j3", title="t", driver="builtin", cwd="/", worktree="/w"), builtin)
+    off = parse_config("spare_workers = 0\n", "t.toml")
+    assert Spares(paths_mod.resolve(), lambda: off)._plan().key is None
 
 
 SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
