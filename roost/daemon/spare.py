@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Coroutine
 
 from roost.config import Config, ConfigError, DriverProfile
-from roost.daemon.worker import Process, open_process, save_tree
+from roost.daemon.worker import PIPE_GRACE, Process, open_process, save_tree
 from roost.drivers import driver_for
 from roost.drivers.base import Launch, LaunchContext
 from roost.models import Job
@@ -111,7 +111,6 @@ class Spare:
     #: Its environment as started, without the room: what a job's must hold.
     base: dict[str, str]
     record: Path
-    key: tuple[str, Any]
     #: True once it answered get_state; False when it died or never answered.
     ready: asyncio.Future[bool]
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=STDERR_KEEP))
@@ -249,7 +248,7 @@ class Spares:
             record.unlink(missing_ok=True)
             self._failed(f"could not start: {exc}", [])
             return
-        spare = Spare(process, {**launch.env, MARK_VAR: process.tree.mark}, record, plan.key,
+        spare = Spare(process, {**launch.env, MARK_VAR: process.tree.mark}, record,
                       asyncio.get_running_loop().create_future())
         spare.on_exit = lambda fut: self._exited(spare, fut)
         process.exited.add_done_callback(spare.on_exit)
@@ -293,19 +292,21 @@ class Spares:
         for where in (self.idle, self.taken):
             if spare in where:
                 where.remove(spare)
-        for task in spare.tasks:
-            task.cancel()
-        self._spawn(self._clean(spare))
-        if not spare.dropped and not self.closed:
-            self._failed(spare.why or describe_exit(fut.result()), list(spare.tail))
+        self._spawn(self._lost(spare, fut.result()))
 
-    async def _clean(self, spare: Spare) -> None:
-        """Whatever is left of its tree, its pipes and its record."""
+    async def _lost(self, spare: Spare, returncode: int) -> None:
+        """Its last stderr lines read, whatever is left of its tree killed, its pipes closed and its
+        record gone; then, unless it was dropped on purpose, a failure (and the next spare)."""
+        _, late = await asyncio.wait(spare.tasks, timeout=PIPE_GRACE)
+        for task in late:
+            task.cancel()
         await spare.process.tree.end(grace=0, session_known=True)
         for transport in [*spare.process.pipes, spare.process.stdin]:
             transport.close()
         spare.record.unlink(missing_ok=True)
         spare.gone.set()
+        if not spare.dropped and not self.closed:
+            self._failed(spare.why or describe_exit(returncode), list(spare.tail))
 
     def _failed(self, reason: str, tail: list[str]) -> None:
         self.failures += 1
@@ -315,6 +316,7 @@ class Spares:
                         BACKOFF_MAX)
         delay = backoff(self.failures)
         if delay > 0:
+            self._cancel_retry()
             self._retry_at = time.monotonic() + delay
             self._retry = asyncio.get_running_loop().call_later(delay, self._retry_now)
         self._fill()
