@@ -399,7 +399,8 @@ def bench_spawn(opts: argparse.Namespace) -> list[Result]:
     hands it the prompt then), seen by a subscribed client: with the spare worker (the default)
     beside a daemon with `spare_workers = 0`, interleaved; and beside `python -c pass` and the same
     built-in worker started by hand and asked get_state. Then bursts of spawns at once, both ways."""
-    warm, cold = Home("max_running_jobs = 0\n", tag="spawn"), Home("max_running_jobs = 0\nspare_workers = 0\n", tag="cold")
+    warm = Home("max_running_jobs = 0\n", tag="spawn")
+    cold = Home("max_running_jobs = 0\nspare_workers = 0\n", tag="cold")
     out: list[Result] = []
     try:
         with Daemon(warm) as dw, Daemon(cold) as dc:

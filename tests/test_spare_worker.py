@@ -102,8 +102,8 @@ def test_the_bound_worker_is_the_job_s_in_everything(daemon: DaemonHarness, tmp_
     # Its tool calls are the job's: the child is its child, and the token proves the job.
     kids = daemon.children(job)
     assert len(kids) == 1 and daemon.wait_state(kids[0]["id"], "done")["parent"] == job
-    daemon.wait_for(lambda: "noted 1 report from subagents" in daemon.texts(job) and daemon.show(job)["state"] == "idle",
-                    what="the child's report to be noted")
+    daemon.wait_for(lambda: "noted 1 report from subagents" in daemon.texts(job)
+                    and daemon.show(job)["state"] == "idle", what="the child's report to be noted")
     with daemon.client(job=job, token=env["ROOST_TOKEN"]) as as_job:
         assert as_job.call("children")[0]["id"] == kids[0]["id"]
     session = daemon.paths.sessions_dir / f"{job}.jsonl"

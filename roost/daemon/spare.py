@@ -355,7 +355,8 @@ class Spares:
             try:
                 await asyncio.wait_for(asyncio.gather(*(s.gone.wait() for s in spares)), 5.0)
             except asyncio.TimeoutError:
-                log.error("shutdown: %d spare workers were not gone within 5s", sum(not s.gone.is_set() for s in spares))
+                left = sum(not spare.gone.is_set() for spare in spares)
+                log.error("shutdown: %d spare workers were not gone within 5s", left)
 
     def status(self) -> dict[str, Any]:
         """What `roost daemon status` may show: the spares by pid, and the back-off while they keep dying."""
