@@ -41,7 +41,8 @@ NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
 LIFETIMES = ("task", "workflow", "session")
 #: How much of a job's last text a row carries (the peek line); ``show`` gives all of it.
 PEEK_MAX = 200
-#: How much of a waiting job's question its record keeps, cut in the middle (its ``state`` entry has all of it).
+#: How much of a waiting job's question its record keeps, cut in the middle (its ``state`` entry keeps
+#: ENTRY_MAX characters of it, cut the same way).
 QUESTION_MAX = 4000
 #: Record fields a row leaves out: what no view shows and only ``show`` needs.
 _FULL_ONLY = ("driver_opts", "session")

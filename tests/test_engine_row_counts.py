@@ -84,8 +84,9 @@ async def test_a_running_background_subagent_keeps_an_idle_worker_until_it_ends(
     assert job in rig.sup.engine.slots
     await rig.advance(49)
     assert job in rig.sup.engine.slots
-    worker.on_event(subagent("bg", "done", "all read"))  # it ended: the idle worker is reaped now
+    worker.on_event(subagent("bg", "done", "all read"))  # it ended: idle from now (room for the agent's own turn)
     await rig.settle()
+    await rig.advance(100)
     assert job not in rig.sup.engine.slots and rig.job(job).reaped
 
 
@@ -115,6 +116,7 @@ async def test_a_done_child_is_not_auto_closed_while_its_background_subagent_run
     assert child in rig.sup.engine.slots and rig.state(child) == "done"
     worker.on_event(subagent("bg", "done", "read"))
     await rig.settle()
+    await rig.advance(4)  # the auto-close delay after its last word
     assert child not in rig.sup.engine.slots
 
 

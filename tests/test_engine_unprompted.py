@@ -156,4 +156,4 @@ async def test_the_end_of_an_own_turn_when_none_runs_is_only_a_note(rig: Rig) ->
     rig.worker(job).end_own_turn(text="stray")
     await rig.settle()
     assert rig.state(job) == "idle"
-    assert notes(rig, job)[-1] == "ignored the end of an older turn (run None)"
+    assert notes(rig, job)[-1] == "ignored the end of a turn of the agent's own"

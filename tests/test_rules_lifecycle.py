@@ -88,7 +88,9 @@ def test_the_agents_own_running_subagents_hold_the_reaper_until_idle_timeout_aft
     running = replace(UP, subagents_running=2, subagent_word_at=60.0)
     assert not reap_due(job(), running, [], CFG, now=159.9)
     assert reap_due(job(), running, [], CFG, now=160.0)  # silent for the idle timeout: taken as lost
-    assert reap_due(job(), replace(running, subagents_running=0), [], CFG, now=100.0)
+    ended = replace(running, subagents_running=0)  # the last one ended at 60: the agent's own turn may follow
+    assert not reap_due(job(), ended, [], CFG, now=159.9)
+    assert reap_due(job(), ended, [], CFG, now=160.0)
     assert not reap_due(job(), running, [], replace(CFG, idle_timeout=0), now=10_000.0)
 
 
@@ -96,5 +98,8 @@ def test_a_done_child_with_its_own_subagents_running_is_auto_closed_only_once_th
     done = replace(UP, done_at=0.0, last_report_at=0.0, subagents_running=1, subagent_word_at=50.0)
     assert not auto_close_due(job(State.DONE), done, [], CFG, now=149.9)
     assert auto_close_due(job(State.DONE), done, [], CFG, now=150.0)
-    assert auto_close_due(job(State.DONE), replace(done, subagents_running=0), [], CFG, now=4.0)
+    assert auto_close_due(job(State.DONE), replace(done, subagents_running=0, subagent_word_at=None), [], CFG, now=4.0)
+    ended = replace(done, subagents_running=0)  # the last word at 50: the delay after it, for the agent's own turn
+    assert not auto_close_due(job(State.DONE), ended, [], CFG, now=53.9)
+    assert auto_close_due(job(State.DONE), ended, [], CFG, now=54.0)
     assert not auto_close_due(job(State.DONE), done, [], replace(CFG, idle_timeout=0), now=10_000.0)

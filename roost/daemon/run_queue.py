@@ -41,8 +41,9 @@ class RunQueue:
         self.spawns: collections.deque[str] = collections.deque()
         #: Jobs waiting for room on their host, oldest first, per host.
         self.hosts: dict[str, collections.deque[str]] = {}
-        #: Jobs let go whose Start or Resume is still in their mailbox: they hold their place.
-        self.releasing: set[str] = set()
+        #: Jobs let go whose Start or Resume is still in their mailbox: they hold their place under
+        #: the global cap, and (True) one on their host if it had room when they were let go.
+        self.releasing: dict[str, bool] = {}
 
     # -- the global cap ---------------------------------------------------------------------------
     def running(self) -> int:
@@ -69,10 +70,15 @@ class RunQueue:
 
     # -- the hosts' caps --------------------------------------------------------------------------
     def host_load(self, host: str) -> int:
-        """Live workers on ``host`` (a worker being started counts), and jobs let go to start there."""
+        """Live workers on ``host`` (a worker being started counts), and jobs let go to start there.
+        A parent whose subagents still run does not count, as under the global cap: its children
+        run on its host by default, and the parent is kept open while they run, so counting it
+        would leave them waiting for good on a host with room for one."""
         eng = self.eng
-        on_host = {job_id for job_id in eng.slots if (job := eng.index.get(job_id)) is not None and job.host == host}
-        on_host.update(j for j in self.releasing if (job := eng.index.get(j)) is not None and job.host == host)
+        on_host = {job_id for job_id in eng.slots if (job := eng.index.get(job_id)) is not None and job.host == host
+                   and not eng.index.counts(job_id)[1]}
+        on_host.update(j for j, place in self.releasing.items()
+                       if place and (job := eng.index.get(j)) is not None and job.host == host)
         return len(on_host)
 
     def host_room(self, job: Job) -> bool:
@@ -84,12 +90,12 @@ class RunQueue:
             cap = self.eng.config.host(job.host).max_running_jobs
         except ConfigError:
             return True
-        return not cap or self.host_load(job.host) < cap + (job.id in self.releasing)
+        return not cap or self.host_load(job.host) < cap + self.releasing.get(job.id, False)
 
     def wait_for_host(self, job: Job) -> None:
         """Put the job in its host's queue (once), with a note on its timeline."""
         waiting = self.hosts.setdefault(job.host, collections.deque())
-        self.releasing.discard(job.id)
+        self.releasing.pop(job.id, None)
         if job.id in waiting:
             return
         waiting.append(job.id)
@@ -117,7 +123,9 @@ class RunQueue:
             job = eng.index.get(job_id)
             if job is None or job.archived_at is not None or job.state != State.QUEUED:
                 continue
-            self.releasing.add(job_id)
+            # A place on its host only if it has room now: one that has none waits there once its
+            # Start is applied, behind the host's waiting jobs and those let go before it.
+            self.releasing[job_id] = self.host_room(job)
             eng.post(job_id, Start())
 
     def _pump_host(self, waiting: collections.deque[str]) -> None:
@@ -131,7 +139,7 @@ class RunQueue:
             if not self.host_room(job) or (spawn and not self._global_room()):
                 return  # first come, first served on each host
             waiting.popleft()
-            self.releasing.add(job.id)
+            self.releasing[job.id] = True
             eng.post(job.id, Start() if spawn else Resume())
 
     def queued_count(self) -> int:

@@ -31,7 +31,7 @@ def on_start(eng: "Engine", job: Job, msg: m.Start) -> None:
     ready or gone (or its host turns out to be full: then it waits there, and the place is free)."""
     if (job.state != State.QUEUED or job.archived_at is not None
             or w.begin_start(eng, job) is not Placed.STARTED):
-        eng.queue.releasing.discard(job.id)
+        eng.queue.releasing.pop(job.id, None)
         eng.pump()
 
 
@@ -68,9 +68,9 @@ def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
             eng.slots[job.id].resume_replies.append(msg.reply)
     elif placed is Placed.WAITING:
         msg.answer({"outcome": "queued", "job": job.id})
-    else:
-        raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} could not be resumed: {eng.last_error(job)}; "
-                                               "the message is kept for its next resume")
+    else:  # refused, not raised: raising would undo the message and the failure this handler recorded
+        msg.fail(ProtocolError(ErrorCode.REFUSED, f"job {job.id} could not be resumed: {eng.last_error(job)}; "
+                                                  "the message is kept for its next resume"))
 
 
 def on_stop(eng: "Engine", job: Job, msg: m.Stop) -> None:
@@ -213,7 +213,7 @@ def on_unarchive(eng: "Engine", job: Job, msg: m.Unarchive) -> None:
 def on_resume(eng: "Engine", job: Job, msg: m.Resume) -> None:
     if (job.id in eng.slots or job.archived_at is not None or job.state in (State.STOPPED, State.QUEUED)
             or w.begin_start(eng, job) is not Placed.STARTED):
-        eng.queue.releasing.discard(job.id)  # let go by its host's queue, it no longer needs the place
+        eng.queue.releasing.pop(job.id, None)  # let go by its host's queue, it no longer needs the place
     msg.answer(None)
 
 

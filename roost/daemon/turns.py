@@ -11,7 +11,7 @@ from roost.daemon import reports
 from roost.daemon.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
 from roost.daemon.slot import Phase, Slot, Turn
 from roost.models import QUESTION_MAX, Job, State, cut_middle
-from roost.protocol import without_lone_surrogates
+from roost.protocol import ENTRY_MAX, without_lone_surrogates
 
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
@@ -200,8 +200,9 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
             return
         turn = slot.turn
         if turn is None or not (event.get("run") == turn.run or (event.get("own") and turn.kind == "own")):
+            what = "a turn of the agent's own" if event.get("own") else f"an older turn (run {event.get('run')})"
             with eng.store.transaction():
-                eng.timeline(job, "note", message=f"ignored the end of an older turn (run {event.get('run')})")
+                eng.timeline(job, "note", message=f"ignored the end of {what}")
             return
         end_turn(eng, job, slot, event)
     elif kind == "subagent":  # a provider-native subagent (Claude Code's Task): only the parent's timeline has it
@@ -229,7 +230,7 @@ def begin_own_turn(eng: "Engine", job: Job, slot: Slot) -> None:
     found): the job works for it as for any turn, so the time rules leave the worker alone, a stop
     aborts it and a message waits for its end, which settles it like a prompt's."""
     if slot.phase is not Phase.READY or slot.turn is not None:
-        return  # a prompt is in flight: the worker ends this turn as that prompt's
+        return  # a prompt is in flight: its own turn_end settles it (Claude Code answers it after this one)
     slot.turn = Turn(run=next(eng.runs), kind="own", ids=[], state_before=job.state, text_before=job.last_text)
     slot.idle_since = None
     cut = job.state == State.STOPPED
@@ -284,7 +285,10 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
         elif outcome == "waiting":
             text = str(event.get("question") or text)
             job.question = cut_middle(text, QUESTION_MAX)  # what its rows carry while it waits
-            eng.set_state(job, State.WAITING, question=text)
+            # Bounded like a text entry (Claude Code's permission question quotes a tool's whole input), cut
+            # in the middle so the question itself, at its end, stays (Claude Code also sends all of it as text).
+            cut = {"cut": len(text) - ENTRY_MAX + 1} if len(text) > ENTRY_MAX else {}
+            eng.set_state(job, State.WAITING, question=cut_middle(text, ENTRY_MAX), **cut)
             eng.timeline(job, "turn_end", outcome="waiting")
         elif outcome == "aborted":  # nobody asked (a stop sets STOPPED first): a failed turn
             eng.set_state(job, State.FAILED, reason="the worker aborted its turn by itself")

@@ -49,6 +49,9 @@ def begin_start(eng: "Engine", job: Job) -> Placed:
     except (ConfigError, DriverError) as exc:
         fail_start(eng, job, getattr(exc, "message", None) or str(exc))
         return Placed.FAILED
+    except OSError as exc:  # what the driver makes for it (a directory) cannot be: not the store's failure
+        fail_start(eng, job, _os_reason(exc))
+        return Placed.FAILED
     holder.append(made.worker)
     eng.slots[job.id] = Slot(worker=made.worker, token=token, ready_timeout=made.ready_timeout,
                              launch_session=made.session)
@@ -65,10 +68,13 @@ async def _start(eng: "Engine", job_id: str, worker: Any, ready_timeout: float) 
     except GitError as exc:  # nothing started: the job fails with what the setup said
         eng.post(job_id, StartFailed(worker, str(exc)))
         return
+    except OSError as exc:  # copying files in, writing its mark: the machine refused
+        eng.post(job_id, StartFailed(worker, f"worktree setup failed: {_os_reason(exc)}"))
+        return
     try:
         await worker.start()
     except OSError as exc:
-        eng.post(job_id, StartFailed(worker, exc.strerror and f"{exc.strerror}: {exc.filename}" or str(exc)))
+        eng.post(job_id, StartFailed(worker, _os_reason(exc)))
         return
     eng.post(job_id, Spawned(worker))
     try:
@@ -81,12 +87,16 @@ async def _start(eng: "Engine", job_id: str, worker: Any, ready_timeout: float) 
     eng.post(job_id, Ready(worker, state.get("data") or {}))
 
 
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror and f"{exc.strerror}: {exc.filename}" or str(exc)
+
+
 def fail_start(eng: "Engine", job: Job, reason: str) -> None:
     with eng.store.transaction():
         eng.set_state(job, State.FAILED, reason=f"could not start its worker: {reason}")
         eng.timeline(job, "error", message=f"could not start its worker: {reason}")
         eng.save(job)
-    eng.queue.releasing.discard(job.id)
+    eng.queue.releasing.pop(job.id, None)
     reports.route(eng, job, State.FAILED, f"could not start: {reason}")
     eng.pump()
 
@@ -132,7 +142,7 @@ def on_ready(eng: "Engine", job: Job, msg: Ready) -> None:
         return
     slot.phase = Phase.READY
     slot.idle_since = eng.monotonic()
-    eng.queue.releasing.discard(job.id)
+    eng.queue.releasing.pop(job.id, None)
     session = msg.data.get("session")
     if session and session != job.session:
         with eng.store.transaction():
@@ -183,7 +193,7 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     if slot is None:
         return
     del eng.slots[job.id]
-    eng.queue.releasing.discard(job.id)
+    eng.queue.releasing.pop(job.id, None)
     on_purpose = slot.phase is Phase.CLOSING
     what = describe_exit(msg.returncode)
     with eng.store.transaction():

@@ -30,10 +30,11 @@ from typing import Any, Callable, Mapping
 
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env)
+from roost.drivers.pi import line_field
 from roost.drivers.subagents import SubagentTracker
 from roost.models import Job
 from roost.protocol import encode
-from roost.worker_protocol import note, response, text_events, turn_end
+from roost.worker_protocol import Oversize, note, response, text_events, turn_end
 
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
 #: Ids of the control requests the adapter sends on its own.
@@ -128,6 +129,9 @@ class ClaudeAdapter(Adapter):
         self.abort_answers: list[Any] = []
         #: How many times Claude Code said it retries a model call in this turn.
         self.retries = 0
+        #: The run of a prompt that came during a turn of Claude Code's own: Claude Code queues the
+        #: message and answers it in a turn after that one (measured), which this run is then.
+        self.after_own: Any = None
         self.tools: dict[str, tuple[str, Any]] = {}
         self.subagents = SubagentTracker()
         self.totals = {k: int(usage.get(k) or 0) for k in ("input", "output")}
@@ -167,7 +171,10 @@ class ClaudeAdapter(Adapter):
         return b""
 
     def _prompt(self, req_id: Any, run: Any, message: str) -> bytes:
-        self.run, self.aborting, self.retries = run, False, 0
+        if self.run is OWN:  # the daemon had not heard of the own turn yet when it sent this
+            self.after_own = run
+        else:
+            self.run, self.aborting, self.retries = run, False, 0
         self._emit(response(req_id, "prompt", True))
         self._emit({"type": "turn_start", "run": run})
         if self.permission is None:
@@ -191,6 +198,38 @@ class ClaudeAdapter(Adapter):
                    "assistant": self._on_assistant, "user": self._on_user, "result": self._on_result,
                    "system": self._on_system}.get(frame["type"])
         return handler(frame) if handler else []
+
+    def oversize(self, line: Oversize) -> list[dict[str, Any]]:
+        """A line over the frame limit, skipped unread. The two a turn hangs on are rebuilt from its
+        ends: a ``result`` (its text comes late, ``"type":"result"`` after it: measured) still ends
+        the turn; a permission request is denied with why, since nobody could be shown it whole."""
+        said = note(f"skipped {line.describe()} from Claude Code")
+        if line_field(line.head, "type") == "control_request":
+            request_id = line_field(line.head, "request_id")
+            tool = line_field(line.head, "tool_name") or "a tool"
+            if request_id is None:
+                return [said]
+            if line_field(line.head, "subtype") != "can_use_tool":
+                self._write(encode({"type": "control_response", "response": {
+                    "subtype": "error", "request_id": request_id, "error": "roost does not answer this request"}}))
+                return [said]
+            why = (f"roost could not read this permission request ({line.describe()}), so nobody could be "
+                   f"asked; the tool was not allowed: too big to show")
+            self._write(encode({"type": "control_response", "response": {
+                "subtype": "success", "request_id": request_id, "response": {"behavior": "deny", "message": why}}}))
+            return [note(f"Claude Code asked to use {tool} in a request of {line.size} bytes, over the frame "
+                         f"limit: roost denied it, saying why")]
+        if b'"type":"result"' in line.tail:
+            def value(name: str) -> Any:
+                found = line_field(line.head, name)
+                return found if found is not None else line_field(line.tail, name, last=True)
+
+            frame = {"type": "result", "subtype": value("subtype"), "is_error": value("is_error"),
+                     "terminal_reason": value("terminal_reason") or "", "session_id": value("session_id"),
+                     "result": f"(Claude Code's result was {line.size} bytes, too big to show)"}
+            return [note(f"skipped Claude Code's result, {line.describe()}: the turn ends on what is known of it"),
+                    *self._on_result(frame)]
+        return [said]
 
     def _on_system(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
         subtype = frame.get("subtype")
@@ -296,6 +335,11 @@ class ClaudeAdapter(Adapter):
     def _end(self, outcome: str, **fields: Any) -> dict[str, Any]:
         """The turn_end of the turn in flight, which is then over."""
         run, self.run = self.run, None
+        if run is OWN and self.after_own is not None:
+            if outcome == "waiting":  # the question goes to the turn the daemon has in flight: its answer
+                run, self.after_own = self.after_own, None  # is the next prompt (the queued one goes unmatched)
+            else:  # the queued prompt's turn comes next
+                self.run, self.after_own, self.aborting, self.retries = self.after_own, None, False, 0
         if run is OWN:
             return turn_end(None, outcome, own=True, **fields)
         return turn_end(run, outcome, **fields)

@@ -101,9 +101,9 @@ class PiDriver(Driver):
                          retry=bool(options.get("retry", True)))
 
 
-def _field(data: bytes, name: str, last: bool = False) -> Any:
-    """The first (or last) string or boolean value of ``"name":`` in a piece of a JSON line pi wrote
-    (compact, as JSON.stringify writes it), or None."""
+def line_field(data: bytes, name: str, last: bool = False) -> Any:
+    """The first (or last) string or boolean value of ``"name":`` in a piece of a JSON line pi (or
+    Claude Code) wrote (compact, as JSON.stringify writes it), or None."""
     found = re.findall(rb'"%s":("(?:[^"\\]|\\.)*"|true|false)' % name.encode(), data)
     try:
         return json.loads(found[-1 if last else 0]) if found else None
@@ -199,19 +199,19 @@ class PiAdapter(Adapter):
     def oversize(self, line: Oversize) -> list[dict[str, Any]]:
         """A pi line over the limit: a note when it was an event roost shows, and for the events a turn
         hangs on, the event rebuilt from the line's ends (the type and ids lead, the outcome trails)."""
-        kind = _field(line.head, "type")
+        kind = line_field(line.head, "type")
         handler = self._events.get(str(kind))
         if handler is None:
             return []  # a line roost ignores anyway (pi's message_update deltas, say)
         said = [note(f"skipped pi's {kind} event, {line.describe()}")]
         if kind == "agent_end":
-            last = {"role": "assistant", "stopReason": _field(line.tail, "stopReason", last=True),
-                    "errorMessage": _field(line.tail, "errorMessage", last=True)}
+            last = {"role": "assistant", "stopReason": line_field(line.tail, "stopReason", last=True),
+                    "errorMessage": line_field(line.tail, "errorMessage", last=True)}
             return said + handler({"type": kind, "messages": [last]})
         if kind == "tool_execution_end":
-            return said + handler({"type": kind, "toolCallId": _field(line.head, "toolCallId"),
-                                   "toolName": _field(line.head, "toolName"),
-                                   "isError": _field(line.tail, "isError", last=True),
+            return said + handler({"type": kind, "toolCallId": line_field(line.head, "toolCallId"),
+                                   "toolName": line_field(line.head, "toolName"),
+                                   "isError": line_field(line.tail, "isError", last=True),
                                    "result": f"(a result too big to show: the event was {line.size} bytes)"})
         return said
 

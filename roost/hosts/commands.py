@@ -29,7 +29,10 @@ def master_pid(host: HostSettings) -> int | None:
     link = _link(host)
     if not link.control.exists():
         return None
-    done = subprocess.run([*link.base(), "-O", "check", host.ssh], capture_output=True, text=True, timeout=10)
+    try:
+        done = subprocess.run([*link.base(), "-O", "check", host.ssh], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):  # no ssh to ask, or a master that does not answer: not up
+        return None
     found = re.search(r"pid=(\d+)", done.stderr)
     return int(found.group(1)) if done.returncode == 0 and found else None
 
@@ -66,6 +69,8 @@ def check(host: HostSettings, drivers: Iterable[DriverProfile] = ()) -> tuple[bo
         done = subprocess.run(link.session(script), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return False, [f"host {host.name} did not answer within 30s"]
+    except OSError as exc:
+        return False, [f"host {host.name} unreachable: cannot run ssh: {exc.strerror or exc}"]
     if "end" not in done.stdout.splitlines():
         return False, [link.explain(done.stderr) if done.stderr.strip() else f"host {host.name}: {last_line(done.stdout)}"]
     found = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)

@@ -51,10 +51,6 @@ def link_for(host: HostSettings) -> Link:
     return link
 
 
-def links() -> dict[str, Link]:
-    return _links
-
-
 def place(args: dict[str, Any], profile: DriverProfile, parent: Job | None, config: Config) -> tuple[str, str]:
     """A new job's host ("" for this machine) and its working directory there. A child runs on its
     parent's host unless told otherwise, in its parent's cwd when that is on the same host."""
@@ -88,6 +84,8 @@ async def prepare(eng: "Engine", job_id: str, worker: Any) -> str | None:
         worker.launch = await _remote_launch(link, job, worker.launch)
     except HostDown as exc:
         return str(exc)
+    except OSError as exc:  # ssh itself cannot be run (not installed, no file descriptors left)
+        return f"host {job.host} unreachable: cannot run ssh: {exc.strerror or exc}"
     return None
 
 

@@ -77,7 +77,10 @@ def reap_at(job: Job, worker: WorkerFacts, children: Iterable[Job], config: Life
         return None
     if job.lifetime != "task" and worker.owner_up:  # kept for as long as its owner runs
         return None
-    return max(worker.idle_since + config.idle_timeout, _subagents_hold(worker, config) or 0.0)
+    # The last word from one of the agent's own subagents counts like the end of a turn: while they
+    # run, one silent for the idle timeout is taken as lost; once the last one ended, the agent
+    # takes in its result in a turn of its own, which must find its worker still there.
+    return max(worker.idle_since, worker.subagent_word_at or 0.0) + config.idle_timeout
 
 
 def auto_close_at(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig) -> float | None:
@@ -92,6 +95,8 @@ def auto_close_at(job: Job, worker: WorkerFacts, children: Iterable[Job], config
     delay = config.subagent_auto_close_delay
     last_report = max(worker.last_report_at or worker.done_at, worker.done_at)
     at = max(last_report + delay, worker.done_at + delay / 2)
+    if worker.subagent_word_at is not None:  # room for the agent's own turn on what one said last
+        at = max(at, worker.subagent_word_at + delay)
     if worker.subagents_running:  # closing would kill them: once they end it closes at ``at``
         hold = _subagents_hold(worker, config)
         return None if hold is None else max(at, hold)
@@ -99,9 +104,9 @@ def auto_close_at(job: Job, worker: WorkerFacts, children: Iterable[Job], config
 
 
 def _subagents_hold(worker: WorkerFacts, config: LifecycleConfig) -> float | None:
-    """Until when the agent's own running subagents keep its worker: ``idle_timeout`` after the
-    last word from any of them (one silent for that long is taken as lost), or for as long as they
-    run when the reaper is off (None then, as for no subagents: nothing to wait for)."""
+    """Until when the agent's own running subagents keep a done child's worker from auto-close:
+    ``idle_timeout`` after the last word from any of them (one silent for that long is taken as
+    lost), or for as long as they run when the reaper is off (None then)."""
     if not worker.subagents_running or config.idle_timeout <= 0:
         return None
     return (worker.subagent_word_at or worker.idle_since or 0.0) + config.idle_timeout

@@ -1,0 +1,51 @@
+"""A job on a host whose link cannot even be tried fails its start with why, instead of sitting at
+``starting`` for good. In process (tests/engine_fakes.py): the real placement code, no ssh on PATH."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from roost.config import Config, HostSettings
+from roost.hosts import placement
+from tests.engine_fakes import Rig
+
+CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60, max_running_jobs=0,
+             hosts={"box": HostSettings(name="box", ssh="me@box", max_running_jobs=1)})
+
+
+async def test_a_host_job_fails_at_once_with_why_when_ssh_cannot_be_run(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # no ssh here
+    monkeypatch.setenv("ROOST_HOME", str(tmp_path))
+    monkeypatch.setattr(placement, "_links", {})
+    rig = Rig(tmp_path, CFG)
+    job = await rig.spawn("work", host="box")
+    for _ in range(500):  # until the start attempt settles (the exec of ssh fails in a real subprocess call)
+        if rig.state(job) != "starting" and rig.state(job) != "queued":
+            break
+        await asyncio.sleep(0.01)
+    assert rig.state(job) == "failed"
+    assert "ssh" in rig.job(job).reason and "box" in rig.job(job).reason
+    assert job not in rig.sup.engine.slots
+
+
+def test_hosts_check_and_list_say_ssh_cannot_be_run_instead_of_a_traceback(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from roost.hosts import commands
+
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("ROOST_HOME", str(tmp_path))
+    host = CFG.hosts["box"]
+    ok, lines = commands.check(host)
+    assert not ok and len(lines) == 1 and "host box" in lines[0] and "cannot run ssh" in lines[0]
+    control = commands._link(host).control
+    control.parent.mkdir(parents=True, exist_ok=True)
+    control.touch()  # a master's socket left behind: asking it needs ssh
+    assert commands.host_lines(CFG, []) == ["box  me@box  not connected  no jobs"]
