@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -122,6 +123,27 @@ def test_the_bound_worker_is_the_job_s_in_everything(daemon: DaemonHarness, tmp_
     assert "say one" in row["last_text"]
     log = daemon.paths.job_log(job).read_text()
     assert "skipped 1 unreadable line" in log and str(session) in log
+
+
+def test_a_burst_of_spawns_leaves_one_spare_ready_behind_it(daemon: DaemonHarness):
+    ready_spare(daemon)
+    jobs: list[str] = []
+
+    def spawn_four() -> None:  # four clients at once: starts take spares that are still starting, or none
+        with daemon.client() as client:
+            jobs.extend(client.call("spawn", prompt="say hi", cwd=str(daemon.home))["id"] for _ in range(4))
+
+    clients = [threading.Thread(target=spawn_four) for _ in range(4)]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join()
+    rows = [daemon.wait_state(job, "idle", timeout=30) for job in jobs]
+    assert len({row["pid"] for row in rows}) == 16
+    spare = ready_spare(daemon)
+    state = spares(daemon)
+    assert state["ready"] == [spare] and state["starting"] == [] and state["opening"] == 0
+    assert spare not in {row["pid"] for row in rows}
 
 
 def test_a_job_whose_cwd_is_gone_is_left_to_a_fresh_start_and_the_spare_stays(daemon: DaemonHarness,

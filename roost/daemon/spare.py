@@ -234,19 +234,22 @@ class Spares:
         if plan.key != self.key or plan.launch is None:
             return
         while len(self.idle) + len(self._opening) < plan.count:
-            task = asyncio.get_running_loop().create_task(self._start_one(plan))
-            self._opening.add(task)
-            task.add_done_callback(self._opening.discard)
+            self._opening.add(asyncio.get_running_loop().create_task(self._start_one(plan)))
 
     async def _start_one(self, plan: Plan) -> None:
+        """One more spare; it leaves ``_opening`` in the same step as it joins ``idle`` (or fails), so
+        a take in between cannot find neither and start none."""
         assert plan.launch is not None and plan.key is not None
         record = record_path(self.paths.state_dir, f"spare-{secrets.token_hex(6)}")
         launch = dataclasses.replace(plan.launch, record=record)
         try:
-            process = await open_process("spare", launch, room_env())
+            process: Process | None = await open_process("spare", launch, room_env())
         except OSError as exc:
+            process, error = None, exc
+        self._opening.discard(asyncio.current_task())  # type: ignore[arg-type]
+        if process is None:
             record.unlink(missing_ok=True)
-            self._failed(f"could not start: {exc}", [])
+            self._failed(f"could not start: {error}", [])
             return
         spare = Spare(process, {**launch.env, MARK_VAR: process.tree.mark}, record,
                       asyncio.get_running_loop().create_future())
