@@ -396,36 +396,78 @@ async def _produce(d: Daemon, job: str, entries: int, stalled: bool) -> dict[str
 # -- spawn to ready ------------------------------------------------------------------------------------------
 def bench_spawn(opts: argparse.Namespace) -> list[Result]:
     """Spawn -> the worker answered its first get_state (its state leaves starting: the daemon
-    hands it the prompt then), seen by a subscribed client; beside `python -c pass` and the same
-    built-in worker started by hand and asked get_state."""
-    home = Home("max_running_jobs = 0\n", tag="spawn")
+    hands it the prompt then), seen by a subscribed client: with the spare worker (the default)
+    beside a daemon with `spare_workers = 0`, interleaved; and beside `python -c pass` and the same
+    built-in worker started by hand and asked get_state. Then bursts of spawns at once, both ways."""
+    warm = Home("max_running_jobs = 0\n", tag="spawn")
+    cold = Home("max_running_jobs = 0\nspare_workers = 0\n", tag="cold")
     out: list[Result] = []
     try:
-        with Daemon(home) as d:
-            d.start()
-            ready, by_ts, bare, by_hand = [], [], [], []
+        with Daemon(warm) as dw, Daemon(cold) as dc:
+            dw.start()
+            dc.start()
+            ready, fresh, by_ts, bare, by_hand, took = [], [], [], [], [], 0
             for _ in range(opts.spawns):
-                r = asyncio.run(_spawn_ready(d))
+                spare = _wait_spare(dw)  # a spawn that finds the spare ready: what a person's spawns are
+                r, pid = asyncio.run(_spawn_ready(dw))
                 ready.append(r)
-                bare.append(_python_pass(home.env))
-                by_hand.append(_worker_by_hand(home))
-            with d.client() as c:
-                for row in c.rows():
-                    entries = c.call("logs", job=row["id"])["entries"]
-                    t_spawn = next(e["ts"] for e in entries if e["kind"] == "spawned")
-                    t_ready = next(e["ts"] for e in entries if e["kind"] == "state" and
-                                   e["data"]["state"] not in ("queued", "starting"))
-                    by_ts.append(t_ready - t_spawn)
-        out.append(Result("spawn", "spawn request -> working row at client p50", median(ready), "s",
-                          median(bare), "`python -c pass`", "< 50 ms", median(ready) < 0.050))
-        out.append(Result("spawn", "spawned -> ready, daemon timeline stamps p50", median(by_ts), "s",
-                          median(by_hand), "worker by hand: start + get_state"))
+                took += pid == spare
+                _wait_spare(dw)  # the next spare's start must not share the cores with the baseline's
+                fresh.append(asyncio.run(_spawn_ready(dc))[0])
+                bare.append(_python_pass(warm.env))
+                by_hand.append(_worker_by_hand(warm))
+            by_ts = _stamped(dw)
+            cold_ts = _stamped(dc)
+            burst_warm, burst_cold = [], []
+            for _ in range(5):
+                _wait_spare(dw)
+                burst_warm.append(_burst(dw, opts.burst))
+                _wait_spare(dw)
+                burst_cold.append(_burst(dc, opts.burst))
+        if took != opts.spawns:
+            print(f"  ! {opts.spawns - took} of {opts.spawns} spawns did not take the spare", flush=True)
+        out.append(Result("spawn", "spawn request -> working row at client p50, spare worker", median(ready), "s",
+                          median(fresh), "spare_workers = 0", "< 50 ms", median(ready) < 0.050))
+        out.append(Result("spawn", "the same, spare_workers = 0", median(fresh), "s", median(bare),
+                          "`python -c pass`"))
+        out.append(Result("spawn", "spawned -> ready, daemon timeline stamps p50, spare worker", median(by_ts), "s",
+                          median(cold_ts), "spare_workers = 0"))
+        out.append(Result("spawn", "spawned -> ready, daemon timeline stamps p50, spare_workers = 0", median(cold_ts),
+                          "s", median(by_hand), "worker by hand: start + get_state"))
+        out.append(Result("spawn", f"{opts.burst} spawns at once -> all working, median of 5, spare worker",
+                          median(burst_warm), "s", median(burst_cold), "spare_workers = 0"))
     finally:
-        home.remove()
+        warm.remove()
+        cold.remove()
     return out
 
 
-async def _spawn_ready(d: Daemon) -> float:
+def _wait_spare(d: Daemon, timeout: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout
+    with d.client() as c:
+        while time.monotonic() < deadline:
+            ready = c.call("status")["spares"]["ready"]
+            if ready:
+                return ready[0]
+            time.sleep(0.002)
+    raise RuntimeError("no spare worker was ready")
+
+
+def _stamped(d: Daemon) -> list[float]:
+    """Per job: its `spawned` entry to its first state past starting, as the daemon stamped them."""
+    out = []
+    with d.client() as c:
+        for row in c.rows():
+            entries = c.call("logs", job=row["id"])["entries"]
+            t_spawn = next(e["ts"] for e in entries if e["kind"] == "spawned")
+            t_ready = next(e["ts"] for e in entries if e["kind"] == "state" and
+                           e["data"]["state"] not in ("queued", "starting"))
+            out.append(t_ready - t_spawn)
+    return out
+
+
+async def _spawn_ready(d: Daemon) -> tuple[float, int]:
+    """Seconds from the spawn request to the job's row past starting, and its worker's pid."""
     client = await AsyncClient.connect(d.home.paths.socket, client="bench-spawn")
     await client.subscribe("agent_view", limit=0)
     start = time.perf_counter()
@@ -435,8 +477,31 @@ async def _spawn_ready(d: Daemon) -> float:
         if r and r["id"] == row["id"] and r["state"] not in ("queued", "starting"):
             break
     elapsed = time.perf_counter() - start
+    pid = (await client.call("show", job=row["id"]))["pid"]
     await client.close()
-    return elapsed
+    return elapsed, pid
+
+
+def _burst(d: Daemon, count: int) -> float:
+    """Seconds from ``count`` spawns sent at once to every one of their rows past starting."""
+    async def run() -> float:
+        client = await AsyncClient.connect(d.home.paths.socket, client="bench-burst")
+        await client.subscribe("agent_view", limit=0)
+        start = time.perf_counter()
+        rows = await asyncio.gather(*(client.call("spawn", prompt="say hi", cwd=str(d.home.work))
+                                      for _ in range(count)))
+        waiting = {row["id"] for row in rows}
+        async for event in client.events():
+            r = event.get("row")
+            if r and r["state"] not in ("queued", "starting"):
+                waiting.discard(r["id"])
+                if not waiting:
+                    break
+        elapsed = time.perf_counter() - start
+        await client.close()
+        return elapsed
+
+    return asyncio.run(run())
 
 
 def _worker_by_hand(home: Home) -> float:
@@ -631,6 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate-seconds", type=float, default=10.0)
     parser.add_argument("--stall-entries", type=int, default=100_000)
     parser.add_argument("--spawns", type=int, default=20)
+    parser.add_argument("--burst", type=int, default=10, help="spawn: spawns sent at once")
     parser.add_argument("--cli-runs", type=int, default=15)
     parser.add_argument("--output-mb", type=int, default=100, help="output: MB the command prints")
     parser.add_argument("--output-runs", type=int, default=3)

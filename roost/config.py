@@ -63,6 +63,8 @@ PROMPT_VIA = ("arg", "stdin")
 #: How many bytes of one turn's output a command driver keeps unless ``max_output`` says (0: all).
 MAX_OUTPUT = 256 * 1024 * 1024
 #: The placeholders a command driver's ``command`` / ``resume_args`` elements may hold.
+#: The most built-in workers the daemon keeps started ahead (``spare_workers``).
+SPARE_WORKERS_MAX = 8
 #: Driver names that always exist, and whose kind is their name.
 RESERVED_DRIVERS = ("builtin", "pi")
 
@@ -180,6 +182,7 @@ class Config:
     report_text_max: int = 4000
     wake_reaped_parent: bool = False
     max_running_jobs: int = 8
+    spare_workers: int = 1
     max_depth: int = 4
     finished_row_lifetime: float = 30.0
     agent_view_subagents: str = "hide"
@@ -250,6 +253,7 @@ _TOP: dict[str, Check] = {
     "report_text_max": _integer(0),
     "wake_reaped_parent": _boolean,
     "max_running_jobs": _integer(0),
+    "spare_workers": _integer(0, SPARE_WORKERS_MAX),
     "max_depth": _integer(1),
     "finished_row_lifetime": _seconds(),
     "agent_view_subagents": _choice(AGENT_VIEW_SUBAGENTS),

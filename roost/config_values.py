@@ -87,12 +87,14 @@ def _seconds(*, positive: bool = False) -> Check:
     return check
 
 
-def _integer(minimum: int) -> Check:
+def _integer(minimum: int, maximum: int | None = None) -> Check:
+    bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise _Bad(f"expected an integer >= {minimum}, got {_describe(value)}")
-        if value < minimum:
-            raise _Bad(f"expected an integer >= {minimum}, got {_describe(value)}")
+            raise _Bad(f"expected an integer {bound}, got {_describe(value)}")
+        if value < minimum or (maximum is not None and value > maximum):
+            raise _Bad(f"expected an integer {bound}, got {_describe(value)}")
         return value
 
     return check

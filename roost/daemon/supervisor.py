@@ -22,6 +22,7 @@ from roost.daemon.hooks import Hooks
 from roost.daemon.index import JobIndex
 from roost.daemon.recovery import recover
 from roost.daemon.slot import Phase
+from roost.daemon.spare import Spares
 from roost.daemon.store import Store, describe_failure
 from roost.daemon.transitions import RESUMABLE_ON_OPEN
 from roost.daemon import reports, worktrees
@@ -68,8 +69,11 @@ class Supervisor:
             publisher = Publisher(self.index, store)
         self.publisher = publisher
         self.hooks = Hooks(config)
+        #: Built-in workers started ahead (roost/daemon/spare.py); none with a factory of fakes.
+        self.spares = Spares(paths, config) if make_worker is None else None
         self.engine = Engine(store, self.index, self.publisher, config,
-                             make_worker or process_factory(paths, config), clock, monotonic, hooks=self.hooks)
+                             make_worker or process_factory(paths, config, self.spares), clock, monotonic,
+                             hooks=self.hooks)
         self._lost: list[Job] = []
 
     @property
@@ -113,6 +117,8 @@ class Supervisor:
             if waiting and job is not None and job.state in RESUME_AT_START and job.archived_at is None:
                 self.engine.post(job_id, m.Resume())
         self.engine.pump()
+        if self.spares is not None:
+            self.spares.start()
 
     def config_changed(self) -> None:
         """A reloaded config may raise the cap or change a time rule: start what may start, and
@@ -120,12 +126,16 @@ class Supervisor:
         self.engine.pump()
         for job_id in list(self.engine.slots):
             self.engine.post(job_id, m.Due())
+        if self.spares is not None:
+            self.spares.config_changed()
 
     async def shutdown(self) -> None:
         """Close every worker on purpose (records say reaped, nothing is marked failed); a turn in
         flight is aborted first, so the agent saves what it has."""
         eng = self.engine
         eng.closing_down = True
+        if self.spares is not None:
+            await self.spares.close()
         waits = []
         for job_id, slot in list(eng.slots.items()):
             if slot.phase is not Phase.CLOSING:
@@ -339,7 +349,8 @@ class Supervisor:
 
     def status(self) -> dict[str, Any]:
         return {"jobs": len(self.index.jobs), "workers": len(self.engine.slots),
-                "queued": self.engine.queue.queued_count(), "store_notice": self.store.notice()}
+                "queued": self.engine.queue.queued_count(), "store_notice": self.store.notice(),
+                "spares": self.spares.status() if self.spares is not None else None}
 
 
 def _check_prompt(text: str) -> None:

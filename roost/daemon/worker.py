@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -50,10 +51,68 @@ PIPE_GRACE = 1.0
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class Process:
+    """A started worker process, its pipes connected to the loop and nobody reading them yet."""
+
+    proc: subprocess.Popen[bytes]
+    tree: WorkerTree
+    stdin: asyncio.WriteTransport
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+    pipes: list[asyncio.BaseTransport]
+    #: The process's exit code once it is reaped (by a thread of its own).
+    exited: "asyncio.Future[int]"
+
+
+Opener = Callable[[str, Launch], Awaitable[Process]]
+
+
+async def open_process(job_id: str, launch: Launch, tail_env: dict[str, str] | None = None) -> Process:
+    """Start ``launch`` in a session of its own with a new mark, its tree written down at
+    ``launch.record``. Not asyncio's subprocess: its wait() also waits for the pipes, which a left
+    child holds. ``tail_env`` goes last in its environment (a spare's room for its job's variables)."""
+    loop = asyncio.get_running_loop()
+    floor, mark = boot_ticks(), WorkerTree.new_mark()
+    proc = subprocess.Popen(
+        launch.argv, cwd=launch.cwd, env={**launch.env, MARK_VAR: mark, **(tail_env or {})},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    tree = WorkerTree.of(job_id, proc.pid, floor, mark)
+    if launch.record is not None:
+        save_tree(tree, launch.record)
+    exited: asyncio.Future[int] = loop.create_future()
+    threading.Thread(target=_reap, args=(proc, loop, exited), name=f"reap-{proc.pid}", daemon=True).start()
+    stdout, stderr = asyncio.StreamReader(limit=MAX_FRAME), asyncio.StreamReader(limit=MAX_FRAME)
+    stdin, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, proc.stdin)
+    pipes = []
+    for reader, pipe in ((stdout, proc.stdout), (stderr, proc.stderr)):
+        transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
+        pipes.append(transport)
+    return Process(proc, tree, stdin, stdout, stderr, pipes, exited)  # type: ignore[arg-type]
+
+
+def save_tree(tree: WorkerTree, path: Path) -> None:
+    """Write the tree down for a later daemon's recovery; a failure is logged, the worker runs."""
+    try:
+        tree.save(path)
+    except OSError as exc:  # the worker runs; only a later daemon's recovery cannot see it
+        log.warning("job %s: cannot write down its worker tree at %s: %s", tree.job, path, exc)
+
+
+def _reap(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited: "asyncio.Future[int]") -> None:
+    """In a thread of its own: wait for this worker's pid only (no other child is reaped here)."""
+    rc = proc.wait()
+    try:
+        loop.call_soon_threadsafe(lambda: exited.done() or exited.set_result(rc))
+    except RuntimeError:
+        pass  # the loop is gone: the daemon is exiting and nobody waits for this any more
+
+
 class Worker:
     def __init__(self, job_id: str, launch: Launch, adapter: Adapter, log_path: Path,
-                 on_event: EventHandler, on_exit: ExitHandler) -> None:
+                 on_event: EventHandler, on_exit: ExitHandler, opener: "Opener | None" = None) -> None:
         self.job_id = job_id
+        self.open = opener or open_process
         self.launch = launch
         self.adapter = adapter
         self.log_path = log_path
@@ -78,38 +137,14 @@ class Worker:
         return self.proc.pid if self.proc else None
 
     async def start(self) -> None:
-        """Start the process; raises OSError (missing binary, bad cwd) for the caller to report.
-        Not asyncio's subprocess: its wait() also waits for the pipes, which a left child holds."""
-        loop = asyncio.get_running_loop()
-        floor, mark = boot_ticks(), WorkerTree.new_mark()
-        self.proc = subprocess.Popen(
-            self.launch.argv, cwd=self.launch.cwd, env={**self.launch.env, MARK_VAR: mark},
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        self.tree = WorkerTree.of(self.job_id, self.proc.pid, floor, mark)
-        if self.launch.record is not None:
-            try:
-                self.tree.save(self.launch.record)
-            except OSError as exc:  # the worker runs; only a later daemon's recovery cannot see it
-                log.warning("job %s: cannot write down its worker tree at %s: %s", self.job_id, self.launch.record, exc)
-        exited: asyncio.Future[int] = loop.create_future()
-        threading.Thread(target=self._reap, args=(loop, exited), name=f"reap-{self.proc.pid}", daemon=True).start()
-        stdout, stderr = asyncio.StreamReader(limit=MAX_FRAME), asyncio.StreamReader(limit=MAX_FRAME)
-        self._stdin, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, self.proc.stdin)
-        for reader, pipe in ((stdout, self.proc.stdout), (stderr, self.proc.stderr)):
-            transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
-            self._pipes.append(transport)
+        """Start the process (or take a spare for it: ``open``); raises OSError (missing binary, bad
+        cwd) for the caller to report."""
+        process = await self.open(self.job_id, self.launch)
+        self.proc, self.tree, self._stdin, self._pipes = process.proc, process.tree, process.stdin, process.pipes
         self.adapter.bind(self._dispatch, self._write)
-        self._tasks = [asyncio.create_task(self._read_stdout(stdout)), asyncio.create_task(self._drain_stderr(stderr))]
-        self._exit_task = asyncio.create_task(self._wait_exit(exited))
-
-    def _reap(self, loop: asyncio.AbstractEventLoop, exited: "asyncio.Future[int]") -> None:
-        """In a thread of its own: wait for this worker's pid only (no other child is reaped here)."""
-        assert self.proc
-        rc = self.proc.wait()
-        try:
-            loop.call_soon_threadsafe(lambda: exited.done() or exited.set_result(rc))
-        except RuntimeError:
-            pass  # the loop is gone: the daemon is exiting and nobody waits for this any more
+        self._tasks = [asyncio.create_task(self._read_stdout(process.stdout)),
+                       asyncio.create_task(self._drain_stderr(process.stderr))]
+        self._exit_task = asyncio.create_task(self._wait_exit(process.exited))
 
     async def _read_stdout(self, stdout: asyncio.StreamReader) -> None:
         read = 0

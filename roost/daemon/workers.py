@@ -1,7 +1,8 @@
 """Making a job's worker: its driver, its launch (argv, environment, cwd) and the process object.
 
 The engine calls ``make_worker``; tests of the engine pass a factory of their own that returns a
-fake worker with the same handle, so the lifecycle runs in process with a fake clock.
+fake worker with the same handle, so the lifecycle runs in process with a fake clock. A job that a
+spare worker can serve (roost/daemon/spare.py) gets a worker that takes one when it starts.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, Awaitable, Callable
 
 from roost.config import Config
 from roost.daemon.slot import WorkerHandle
+from roost.daemon.spare import Spares
 from roost.daemon.worker import Worker
 from roost.drivers import driver_for
 from roost.drivers.base import LaunchContext
@@ -33,7 +35,7 @@ class Made:
 WorkerFactory = Callable[[Job, str, EventSink, ExitSink], Made]
 
 
-def process_factory(paths: Paths, config: Callable[[], Config]) -> WorkerFactory:
+def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares | None = None) -> WorkerFactory:
     """The real factory: the job's driver launches an OS process. Raises ConfigError or
     DriverError (say, the profile is gone from the config) for the engine to report."""
 
@@ -43,8 +45,9 @@ def process_factory(paths: Paths, config: Callable[[], Config]) -> WorkerFactory
         ctx = LaunchContext(socket=paths.socket, token=token, sessions_dir=paths.sessions_dir,
                             state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
         launch = driver.launch(job, ctx)
+        opener = spares.open if spares is not None and spares.serves(job, profile) else None
         worker = Worker(job.id, launch, driver.adapter(job), paths.job_log(job.id), on_event=on_event,
-                        on_exit=on_exit)
+                        on_exit=on_exit, opener=opener)
         return Made(worker=worker, ready_timeout=driver.ready_timeout, session=launch.session)
 
     return make

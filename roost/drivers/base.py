@@ -15,6 +15,10 @@ from roost.protocol import encode
 from roost.worker_protocol import Oversize, note
 
 
+#: The variables that name a worker's job (with ROOST_SOCKET, ``LaunchContext.roost_env``).
+JOB_VARS = ("ROOST_JOB_ID", "ROOST_TOKEN")
+
+
 class DriverError(Exception):
     """A worker cannot be started; the message says why and what to do about it."""
 
@@ -94,6 +98,12 @@ class Driver:
 
     def launch(self, job: Job, ctx: LaunchContext) -> Launch:
         raise NotImplementedError
+
+    def spare(self, ctx: LaunchContext) -> Launch | None:
+        """A worker to start ahead of any job (roost/daemon/spare.py), or None when this driver has
+        none. Its contract: given a ``bind`` with a launch's session, cwd and the variables that
+        launch's environment adds to this one's, it is the worker that launch would have started."""
+        return None
 
     def adapter(self, job: Job) -> Adapter:
         return Adapter()

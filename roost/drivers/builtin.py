@@ -1,11 +1,16 @@
-"""The built-in agent's driver: runs roost/programs/builtin_agent.py as a separate process."""
+"""The built-in agent's driver: runs roost/programs/builtin_agent.py as a separate process, or
+starts one ahead as a spare (``--spare``) that a bind turns into that process."""
 
 from __future__ import annotations
 
 import sys
 
-from roost.drivers.base import Driver, Launch, LaunchContext, inherited_env
+from roost.drivers.base import JOB_VARS, Driver, Launch, LaunchContext, inherited_env
 from roost.models import Job
+
+
+#: How the built-in agent is run (the interpreter the daemon runs on).
+PROGRAM = (sys.executable, "-m", "roost.programs.builtin_agent")
 
 
 class BuiltinDriver(Driver):
@@ -14,6 +19,12 @@ class BuiltinDriver(Driver):
 
     def launch(self, job: Job, ctx: LaunchContext) -> Launch:
         session = job.session or str(ctx.sessions_dir / f"{job.id}.jsonl")
-        argv = [sys.executable, "-m", "roost.programs.builtin_agent", "--session", session]
+        argv = [*PROGRAM, "--session", session]
         return Launch(argv=argv, env=inherited_env(ctx.roost_env(job)), cwd=job.cwd, session=session,
                       record=ctx.record(job))
+
+    def spare(self, ctx: LaunchContext) -> Launch:
+        """The same program and environment, less the job (also one the daemon's environment named:
+        a bind adds the job's); it waits in the state directory."""
+        env = {k: v for k, v in inherited_env({"ROOST_SOCKET": str(ctx.socket)}).items() if k not in JOB_VARS}
+        return Launch(argv=[*PROGRAM, "--spare"], env=env, cwd=str(ctx.state_dir))

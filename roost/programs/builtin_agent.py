@@ -17,7 +17,7 @@ from typing import Any
 
 from roost.client import AsyncClient, ClientError, job_identity
 from roost.paths import make_private_dir, open_private
-from roost.programs.worker_process import WorkerProcess, options
+from roost.programs.worker_process import WorkerProcess, options, run_spare
 
 #: Prompts that start with this are reports from children: noted, never run as a script.
 REPORT_MARK = "<roost-report"
@@ -275,6 +275,9 @@ def spawn_count(word: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    if (sys.argv[1:] if argv is None else argv) == ["--spare"]:  # started ahead; a bind names the job
+        run_spare(lambda session: BuiltinAgent(Session(session), dict(os.environ)))
+        return
     args = options(argv, ("session",), "roost-builtin-agent")  # the session file, created when missing
     BuiltinAgent(Session(Path(args["session"])), dict(os.environ)).run()
 

@@ -3,6 +3,7 @@ the command driver's worker): commands in on stdin, responses and events out on 
 at a time, and every turn that starts ends exactly once — also when it is aborted before it began.
 No line goes out over MAX_FRAME: text is cut into events of at most ENTRY_MAX bytes, anything else
 that big becomes a note; a command line over the limit is answered with an error and skipped.
+A spare (``run_spare``) is started before its job, which it takes from the daemon's ``bind``.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import os
 import select
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from roost.protocol import MAX_FRAME
 from roost.worker_protocol import Oversize, encode_event, read_line, response, text_events, turn_end
 
 STDOUT = 1
+#: Field of /proc/PID/stat where the environment block starts (the next is where it ends).
+ENV_START = 50
 
 
 
@@ -111,27 +114,117 @@ class WorkerProcess:
             pass
 
     async def main(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.on_start(loop)
-        reader = asyncio.StreamReader(limit=MAX_FRAME)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        while True:
-            line = await read_line(reader)
-            if line is None:
-                break  # the daemon went away: nobody is left to answer to
-            if isinstance(line, Oversize):
-                self.emit(response(None, "parse", False, error=f"Skipped {line.describe()}"))
-                continue
-            try:
-                frame = json.loads(line)
-            except ValueError as exc:  # not JSON, or not UTF-8
-                self.emit(response(None, "parse", False, error=f"Failed to parse command: {exc}"))
-                continue
-            if not isinstance(frame, dict):
-                self.emit(response(None, "parse", False, error="Failed to parse command: not a JSON object"))
-                continue
+        await self.serve(await stdin_reader())
+
+    async def serve(self, reader: asyncio.StreamReader) -> None:
+        self.on_start(asyncio.get_running_loop())
+        while (frame := await next_frame(reader)) is not None:
             await self.handle(frame)
-        await self.abort()
+        await self.abort()  # the daemon went away: nobody is left to answer to
+
+
+def reply(event: dict[str, Any]) -> None:
+    write_all(encode_event(event))
+
+
+async def stdin_reader() -> asyncio.StreamReader:
+    reader = asyncio.StreamReader(limit=MAX_FRAME)
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    return reader
+
+
+async def next_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:
+    """The daemon's next command, or None once it closed stdin; a line that is not a JSON object
+    (or is over MAX_FRAME) is answered with an error and skipped."""
+    while True:
+        line = await read_line(reader)
+        if line is None:
+            return None
+        if isinstance(line, Oversize):
+            reply(response(None, "parse", False, error=f"Skipped {line.describe()}"))
+            continue
+        try:
+            frame = json.loads(line)
+        except ValueError as exc:  # not JSON, or not UTF-8
+            reply(response(None, "parse", False, error=f"Failed to parse command: {exc}"))
+            continue
+        if not isinstance(frame, dict):
+            reply(response(None, "parse", False, error="Failed to parse command: not a JSON object"))
+            continue
+        return frame
+
+
+# -- a spare: started ahead of its job ----------------------------------------------------------------
+def run_spare(make: Callable[[Path], WorkerProcess]) -> None:
+    """Run as a spare (roost/daemon/spare.py): past the imports, wait for the daemon's ``bind``, take
+    the job it names and go on as ``make(session)``, the worker a fresh launch would have been.
+    Before that it answers get_state (it is ready) and refuses anything else."""
+    try:
+        asyncio.run(_spare(make))
+    except KeyboardInterrupt:
+        pass
+
+
+async def _spare(make: Callable[[Path], WorkerProcess]) -> None:
+    reader = await stdin_reader()
+    while (frame := await next_frame(reader)) is not None:
+        kind, req_id = frame.get("type"), frame.get("id")
+        if kind == "bind":
+            await make(take_job(frame)).serve(reader)
+            return
+        if kind == "get_state":
+            reply(response(req_id, kind, True, {"session": None, "busy": False, "spare": True}))
+        else:
+            reply(response(req_id, str(kind), False, error=f"a spare worker has no job yet, so no {kind}"))
+
+
+def take_job(frame: dict[str, Any]) -> Path:
+    """Become the job's worker: its environment (``unset`` removed, ``env`` added), also in what
+    /proc/self/environ shows; its working directory; the session file it returns. A bind that is
+    not one ends the process saying what was wrong (on stderr: the job's log by now)."""
+    session, cwd, env, unset = frame.get("session"), frame.get("cwd"), frame.get("env"), frame.get("unset", [])
+    if not (isinstance(session, str) and isinstance(cwd, str) and _strings(env) and isinstance(unset, list)
+            and all(isinstance(name, str) for name in unset)):
+        raise SystemExit("roost worker: a bind command needs session and cwd (strings), env (a table of strings) "
+                         f"and unset (a list of names); got {json.dumps(frame)[:500]}")
+    for name in unset:
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    show_environ()
+    if sys.path and sys.path[0] == os.getcwd():  # `-m` put the start directory first, as it would the job's
+        sys.path[0] = cwd
+    os.chdir(cwd)
+    return Path(session)
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def show_environ() -> None:
+    """Write this process's environment over the block it started with, which /proc/self/environ
+    (`ps e`, tools that find a worker by its variables) shows: in place, from the first byte that
+    differs, the rest of the block NULs. Nothing when it does not fit or the kernel refuses; the
+    environment itself (and what children inherit) is right either way."""
+    try:
+        stat = Path("/proc/self/stat").read_bytes()
+        fields = stat[stat.rfind(b")") + 2:].split()
+        start, end = int(fields[ENV_START - 3]), int(fields[ENV_START - 2])
+        old = Path("/proc/self/environ").read_bytes()
+    except (OSError, ValueError, IndexError):
+        return
+    new = b"".join(key + b"=" + value + b"\0" for key, value in os.environb.items())
+    if len(new) > end - start:
+        return
+    same = len(os.path.commonprefix([old, new]))
+    try:
+        fd = os.open("/proc/self/mem", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.pwrite(fd, new[same:] + bytes(end - start - len(new)), start + same)
+        finally:
+            os.close(fd)
+    except OSError:
+        return
 
 
 def options(argv: list[str] | None, names: tuple[str, ...], prog: str) -> dict[str, str]:
