@@ -37,6 +37,10 @@ STOPPABLE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State
 REASONED_STATES = frozenset({State.FAILED, State.STOPPED})
 #: States that mean "this job needs a person".
 NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
+#: States from which a job's worker starts again by itself when there is something for it: a person
+#: opens it, or messages still wait for it when the daemon starts. Not a stopped or failed job: a
+#: person's message restarts those.
+RESUMABLE_STATES = frozenset({State.IDLE, State.DONE, State.WAITING, State.BLOCKED})
 
 LIFETIMES = ("task", "workflow", "session")
 #: How much of a job's last text a row carries (the peek line); ``show`` gives all of it.

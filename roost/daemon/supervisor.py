@@ -24,13 +24,12 @@ from roost.daemon.recovery import recover
 from roost.daemon.slot import Phase
 from roost.daemon.spare import Spares
 from roost.daemon.store import Store, describe_failure
-from roost.daemon.transitions import RESUMABLE_ON_OPEN
 from roost.daemon import reports, worktrees
 from roost.daemon.workers import WorkerFactory, process_factory
 from roost.hosts.placement import place
 from roost.drivers import driver_for
 from roost.drivers.base import DriverError
-from roost.models import LIFETIMES, STOPPABLE_STATES, Job, State
+from roost.models import LIFETIMES, RESUMABLE_STATES, STOPPABLE_STATES, Job, State
 from roost.paths import Paths
 from roost.protocol import MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
 
@@ -46,8 +45,6 @@ SHUTDOWN_WAIT = 10.0
 TITLE_MAX = 200
 #: Room a prompt frame needs besides the message (its type, id and run token).
 PROMPT_MARGIN = 4096
-#: States whose jobs resume at start when messages wait for them (a failed job waits for a person).
-RESUME_AT_START = frozenset({State.IDLE, State.DONE, State.WAITING, State.BLOCKED})
 
 
 def _title_from(prompt: str) -> str:
@@ -114,7 +111,7 @@ class Supervisor:
                 self.engine.post(parent_id, m.Reports())
         for job_id, waiting in self.engine.inbox.items():
             job = self.index.get(job_id)
-            if waiting and job is not None and job.state in RESUME_AT_START and job.archived_at is None:
+            if waiting and job is not None and job.state in RESUMABLE_STATES and job.archived_at is None:
                 self.engine.post(job_id, m.Resume())
         self.engine.pump()
         if self.spares is not None:
@@ -306,7 +303,7 @@ class Supervisor:
         if self.index.attach(job.id, conn_id):
             self._open_changed(job)
         if (resume and job.id not in self.engine.slots and job.archived_at is None
-                and job.state in RESUMABLE_ON_OPEN):
+                and job.state in RESUMABLE_STATES):
             self.engine.post(job.id, m.Resume())
         return self.index.row(job.id)
 

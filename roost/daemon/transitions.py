@@ -22,9 +22,6 @@ from roost.rules.lifecycle import auto_close_due, reap_due, report_action
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
 
-#: States from which opening a job in the app starts its worker again.
-RESUMABLE_ON_OPEN = frozenset({State.IDLE, State.DONE, State.WAITING, State.BLOCKED})
-
 
 def on_start(eng: "Engine", job: Job, msg: m.Start) -> None:
     """The run queue let a queued spawn go: it keeps its place under the cap until its worker is

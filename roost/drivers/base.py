@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -83,6 +84,16 @@ class Adapter:
         """Events for a stdout line over the frame limit, which the daemon skipped unread: a note, so
         the timeline says what was lost. An adapter that can tell what the line was may say more."""
         return [note(f"skipped {line.describe()} from the worker")]
+
+
+def line_field(data: bytes, name: str, last: bool = False) -> Any:
+    """The first (or last) string, boolean or integer value of ``"name":`` in a piece of a JSON line
+    pi, Claude Code or Codex wrote (compact, as JSON.stringify writes it), or None."""
+    found = re.findall(rb'"%s":("(?:[^"\\]|\\.)*"|true|false|-?\d+)' % name.encode(), data)
+    try:
+        return json.loads(found[-1 if last else 0]) if found else None
+    except ValueError:  # a string cut short at the piece's edge
+        return None
 
 
 class Driver:

@@ -29,8 +29,7 @@ import uuid
 from typing import Any, Callable, Mapping
 
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
-                                inherited_env)
-from roost.drivers.pi import line_field
+                                inherited_env, line_field)
 from roost.drivers.subagents import SubagentTracker
 from roost.models import Job
 from roost.protocol import encode

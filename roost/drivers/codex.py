@@ -24,9 +24,8 @@ import os
 from typing import Any, Callable, Mapping
 
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
-                                inherited_env)
+                                inherited_env, line_field)
 from roost.drivers.claude import MCP_NAME, YES, after_retries, mcp_config
-from roost.drivers.pi import line_field
 from roost.models import Job
 from roost.protocol import encode
 from roost.worker_protocol import Oversize, note, response, text_events, turn_end

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
-                                inherited_env)
+                                inherited_env, line_field)
 from roost.models import Job
 from roost.protocol import encode
 from roost.worker_protocol import Oversize, note, response, text_events, turn_end
@@ -99,16 +98,6 @@ class PiDriver(Driver):
         options = self._options
         return PiAdapter(provider=str(options.get("provider") or ""), model=str(options.get("model") or ""),
                          retry=bool(options.get("retry", True)))
-
-
-def line_field(data: bytes, name: str, last: bool = False) -> Any:
-    """The first (or last) string, boolean or integer value of ``"name":`` in a piece of a JSON line
-    pi, Claude Code or Codex wrote (compact, as JSON.stringify writes it), or None."""
-    found = re.findall(rb'"%s":("(?:[^"\\]|\\.)*"|true|false|-?\d+)' % name.encode(), data)
-    try:
-        return json.loads(found[-1 if last else 0]) if found else None
-    except ValueError:  # a string cut short at the piece's edge
-        return None
 
 
 def _text_of(content: Any) -> str:
