@@ -161,6 +161,13 @@ def daemon_status(acknowledge: bool) -> None:
         sys.exit(1)
     _say(f"roost daemon running: pid {st['pid']}, {st['jobs']} jobs, {st['workers']} workers, "
                f"socket {st['socket']}")
+    if st.get("queued"):
+        _say(f"{st['queued']} spawns queued (max_running_jobs, or their host's)")
+    spares = st.get("spares") or {}
+    if spares.get("wanted"):
+        ready, retry = len(spares.get("ready") or ()), spares.get("retry_in")
+        _say(f"spare workers: {ready} of {spares['wanted']} ready"
+             + (f"; they kept dying ({spares.get('failures')} times), next try in {retry:g}s" if retry else ""))
     if st.get("config_error"):
         _say(f"config not reloaded: {st['config_error']}")
     if st.get("store_notice"):

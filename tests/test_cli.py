@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,6 @@ def run(roost_home):
 
 
 def wait_json_state(run, job: str, state: str) -> dict:
-    import time
-
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         row = json.loads(run("show", job, "--json").stdout)
@@ -305,3 +304,12 @@ def test_logs_follow_gets_every_entry_when_the_daemon_drops_it_and_it_subscribes
     finally:
         follower.kill()
         follower.wait(5)
+
+
+def test_daemon_status_says_how_many_spare_workers_are_ready(run):
+    run("spawn", "say hi")  # starts the daemon, which starts its spare behind the spawn
+    deadline = time.monotonic() + 20
+    while "spare workers: 1 of 1 ready" not in (out := run("daemon", "status").stdout):
+        assert time.monotonic() < deadline, out
+        time.sleep(0.05)
+    assert "roost daemon running" in out
