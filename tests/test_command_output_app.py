@@ -4,11 +4,13 @@ lines, not hundreds of thousands; scrolling to the top pages the older entries b
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from roost.tui.transcript import KEEP_BYTES
+from roost.tui.transcript import KEEP_BYTES, LINE_WEIGHT, READ_BYTES, Transcript, weight
 
 from command_output_agent import LONG_EVERY, flood_lines
 from conftest import DaemonHarness
@@ -48,3 +50,73 @@ async def test_the_app_follows_a_flood_as_it_runs_and_keeps_only_its_tail(daemon
         assert log.following and log.more_before
         log.scroll_home(animate=False)  # the top: the page before the first entry kept comes back
         await until(pilot, lambda: len(log.lines) > kept, "older entries paged in", 30)
+
+
+def rss() -> int:
+    """This process's resident memory in bytes (the app runs in it; the daemon does not)."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) * 1024
+
+
+def numbers(text: str) -> list[int]:
+    return [int(number) for number in re.findall(r"line (\d{7})", text)]
+
+
+def numbered_between(first: int, last: int) -> list[int]:
+    """The numbers of the flood's numbered lines from ``first`` to ``last`` (the long ones have none)."""
+    return [n for n in range(first, last + 1) if numbered(n) == n]
+
+
+def held(log: Transcript) -> int:
+    """What the transcript holds: the weight of its entries (its lines are bounded with it)."""
+    return sum(weight(entry) for entry in log._entries)
+
+
+async def test_a_flood_while_the_person_reads_further_up_keeps_the_app_bounded_and_loses_nothing(daemon, tmp_path):
+    size = 25_000_000  # its last lines are numbered ones (not one of the long lines)
+    lines = flood_lines(size)
+    end = b"".join(lines)[-300:].decode(errors="ignore").replace("\n", "")
+    go_on = tmp_path / "go-on"
+    job = daemon.spawn(f"flood {size} 3 2000 {go_on}", driver="build")
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(pilot, app, job)
+        log = screen.transcript
+        await until(pilot, lambda: "line 0002000" in transcript_text(screen), "the flood's first lines", 30)
+        await pilot.press("pageup", "pageup")
+        await until(pilot, lambda: not log.following, "scrolled up")
+        read = numbers(transcript_text(screen))
+        where, before = log.scroll_y, rss()
+        most = {"held": 0, "lines": 0, "rss": 0}
+
+        def flooded() -> bool:
+            for name, value in (("held", held(log)), ("lines", len(log.lines)), ("rss", rss() - before)):
+                most[name] = max(most[name], value)
+            return daemon.show(job)["state"] == "idle" and log.last_seq == daemon.call("logs", job=job, limit=1)["newest"]
+
+        go_on.write_text("")
+        await until(pilot, flooded, "the flood's end, seen", 90)
+        print(f"while {size:,} bytes streamed below the view: {most}")
+        # counted as they arrive (a stretch the daemon skipped when the app fell behind is paged in, uncounted)
+        assert log.unread > 10_000, log.unread
+        assert log.scroll_y == where and numbers(transcript_text(screen))[:len(read)] == read, "the view stayed"
+        assert screen.query_one("#status").hint.startswith(f"↓ {log.unread} new")
+        assert log.more_after and most["held"] <= READ_BYTES, most
+        assert most["lines"] <= READ_BYTES // LINE_WEIGHT, f"{most['lines']} lines drawn for {size} bytes below the view"
+        assert most["rss"] < 64 * 1024 * 1024, f"the app grew {most['rss']:,} bytes while {size:,} streamed past"
+
+        log.scroll_end(animate=False)  # down to the last line held: the entries after it page in
+        last = max(numbers(transcript_text(screen)))
+        await until(pilot, lambda: max(numbers(transcript_text(screen))) > last, "the entries let go, paged in", 30)
+        shown = numbers(transcript_text(screen))
+        assert shown == numbered_between(shown[0], shown[-1]) and shown[-1] > last, "in order, none left out"
+        assert not log.following and held(log) <= READ_BYTES
+
+        await pilot.press("end")
+        await until(pilot, lambda: end in transcript_text(screen).replace("\n", ""), "the true tail, read again", 30)
+        assert log.following and log.unread == 0 and not log.more_after and held(log) <= KEEP_BYTES + 65536
+        tail = numbers(transcript_text(screen))
+        log.scroll_home(animate=False)  # the top: the page before the tail comes back, joined to it
+        await until(pilot, lambda: numbers(transcript_text(screen))[0] < tail[0], "older entries paged in", 30)
+        shown = numbers(transcript_text(screen))
+        assert shown == numbered_between(shown[0], tail[-1]), "the older page joins the tail, none left out"
