@@ -103,7 +103,9 @@ async def test_a_flood_while_the_person_reads_further_up_keeps_the_app_bounded_a
         assert screen.query_one("#status").hint.startswith(f"↓ {log.unread} new")
         assert log.more_after and most["held"] <= READ_BYTES, most
         assert most["lines"] <= READ_BYTES // LINE_WEIGHT, f"{most['lines']} lines drawn for {size} bytes below the view"
-        assert most["rss"] < 64 * 1024 * 1024, f"the app grew {most['rss']:,} bytes while {size:,} streamed past"
+        # the process's memory, roughly (reading and parsing 25 MB leaves some behind): holding the
+        # flood's lines, the app grew 171 MB before it fell behind and the daemon dropped it
+        assert most["rss"] < 100 * 1024 * 1024, f"the app grew {most['rss']:,} bytes while {size:,} streamed past"
 
         log.scroll_end(animate=False)  # down to the last line held: the entries after it page in
         last = max(numbers(transcript_text(screen)))

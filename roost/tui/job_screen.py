@@ -164,6 +164,7 @@ class JobScreen(RoostScreen):
         try:
             page = await self.link.call("logs", job=self.job_id, before=before)
         except ClientError as exc:
+            self.transcript.page_failed()
             self.status.say(exc.message, error=True)
             return
         self.transcript.prepend(before, page["entries"], page["more"])
@@ -180,6 +181,7 @@ class JobScreen(RoostScreen):
         try:
             page = await self.link.call("logs", job=self.job_id, after=after)
         except ClientError as exc:
+            self.transcript.page_failed()
             self.status.say(exc.message, error=True)
             return
         self.transcript.append_page(after, page["entries"], page["more"])

@@ -324,10 +324,13 @@ class Transcript(RichLog, can_focus=False):
         """The seqs of the first and last entry with a line in view (an empty range if none)."""
         if not self._drawn:
             return 0, -1
-        starts = [line for _, line in self._drawn]
-        top = max(bisect_right(starts, self.scroll_offset.y) - 1, 0)
-        bottom = max(bisect_right(starts, self.scroll_offset.y + self.size.height - 1) - 1, 0)
-        return self._drawn[top][0], self._drawn[bottom][0]
+        top = self.scroll_offset.y
+        return self._drawn_at(top)[0], self._drawn_at(top + self.size.height - 1)[0]
+
+    def _drawn_at(self, line: int) -> tuple[int, int]:
+        """The (seq, first line) of the entry drawn on ``line`` (there is one drawn)."""
+        index = bisect_right(self._drawn, line, key=lambda drawn: drawn[1]) - 1
+        return self._drawn[max(index, 0)]
 
     def _delivered(self, message: dict[str, Any]) -> bool:
         """Whether a later prompt carries this message's text (several may go in one prompt)."""
@@ -369,6 +372,10 @@ class Transcript(RichLog, can_focus=False):
         self._fit(first="top")
         self._redraw(keep_view=True)
 
+    def page_failed(self) -> None:
+        """A page asked for did not come (the daemon refused, or went away): ask again later."""
+        self._asked_before = self._asked_after = None
+
     def want_older(self) -> None:
         """Ask for the page before the first entry held, once at a time, if there is one."""
         if self.more_before and self._asked_before is None:
@@ -403,7 +410,6 @@ class Transcript(RichLog, can_focus=False):
             self.want_newer()
 
     def watch_following(self, following: bool) -> None:
-        self.auto_scroll = following
         if following:
             self.unread = 0
         self.post_message(self.Unread(self.unread))
@@ -417,14 +423,15 @@ class Transcript(RichLog, can_focus=False):
     def follow(self) -> None:
         """Back to the tail, and follow it again (End). When entries were let go below, what is
         held goes too, and the tail is read again from the daemon (``Older``, before the newest)."""
-        if self.more_after:
+        let_go = self.more_after
+        if let_go:
             self._forget()
             self.more_before, self.more_after = True, False
             self._asked_before = self._asked_after = None
-            self.following = True
-            self.want_older()
         self.following = True
         self._to_end()
+        if let_go:
+            self.want_older()
 
     def restyle(self, palette: Palette) -> None:
         """Draw every entry again in a new theme's colours."""
@@ -455,9 +462,7 @@ class Transcript(RichLog, can_focus=False):
         """The entry whose line is at the top of the view, and how far into it."""
         if not self._drawn:
             return None
-        starts = [line for _, line in self._drawn]
-        index = max(bisect_right(starts, self.scroll_offset.y) - 1, 0)
-        seq, line = self._drawn[index]
+        seq, line = self._drawn_at(self.scroll_offset.y)
         return seq, max(self.scroll_offset.y - line, 0)
 
     def _to_end(self) -> None:
