@@ -1,6 +1,7 @@
 """A command's flood of output in the app: the open job's transcript follows it as it runs and
 keeps only its tail (roost/tui/transcript.py's KEEP_BYTES), so 20 MB cost the app a few hundred
-lines, not hundreds of thousands; scrolling to the top pages the older entries back in."""
+lines, not hundreds of thousands; scrolling to the top pages the older entries back in. While the
+person reads further up, it holds READ_BYTES around them and pages in the rest, either way."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from textual.pilot import Pilot
 
+from roost.tui.app import RoostApp
+from roost.tui.job_screen import JobScreen
 from roost.tui.transcript import KEEP_BYTES, LINE_WEIGHT, READ_BYTES, Transcript, weight
 
 from command_output_agent import LONG_EVERY, flood_lines
@@ -28,18 +32,29 @@ def numbered(near: int) -> int:
     return near - 1 if near % LONG_EVERY == LONG_EVERY - 1 else near
 
 
+def spawn_flood(daemon: DaemonHarness, go_on: Path, size: int, seconds: float, wait_line: int) -> tuple[str, str]:
+    """A build printing ``size`` bytes in about ``seconds`` that waits after line ``wait_line`` until
+    ``go_on`` exists; returns its id and the text its output ends with (newlines taken out)."""
+    job = daemon.spawn(f"flood {size} {seconds} {wait_line} {go_on}", driver="build")
+    return job, b"".join(flood_lines(size)[-10:])[-300:].decode(errors="ignore").replace("\n", "")
+
+
+async def open_at(pilot: Pilot, app: RoostApp, job: str, line: int) -> JobScreen:
+    """The job's screen once its flood's line ``line`` is shown (the flood waits there)."""
+    screen = await open_job(pilot, app, job)
+    await until(pilot, lambda: f"line {line:07d}" in transcript_text(screen), f"line {line} in the app", 60)
+    return screen
+
+
 async def test_the_app_follows_a_flood_as_it_runs_and_keeps_only_its_tail(daemon, tmp_path):
     size = 20_000_000
-    lines = flood_lines(size)
-    half = numbered(len(lines) // 2)
-    end = b"".join(lines)[-300:].decode(errors="ignore").replace("\n", "")
+    half = numbered(len(flood_lines(size)) // 2)
     go_on = tmp_path / "go-on"
-    job = daemon.spawn(f"flood {size} 2 {half} {go_on}", driver="build")
+    job, end = spawn_flood(daemon, go_on, size, 2, half)
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_job(pilot, app, job)
+        screen = await open_at(pilot, app, job, half)
         log = screen.transcript
-        await until(pilot, lambda: f"line {half:07d}" in transcript_text(screen), f"line {half} in the app", 60)
         assert daemon.show(job)["state"] == "working", "the command waits: the app showed it while it ran"
         go_on.write_text("")
         await until(pilot, lambda: "· idle" in transcript_text(screen), "the end of the turn in the app", 60)
@@ -74,15 +89,12 @@ def held(log: Transcript) -> int:
 
 async def test_a_flood_while_the_person_reads_further_up_keeps_the_app_bounded_and_loses_nothing(daemon, tmp_path):
     size = 25_000_000  # its last lines are numbered ones (not one of the long lines)
-    lines = flood_lines(size)
-    end = b"".join(lines)[-300:].decode(errors="ignore").replace("\n", "")
     go_on = tmp_path / "go-on"
-    job = daemon.spawn(f"flood {size} 3 2000 {go_on}", driver="build")
+    job, end = spawn_flood(daemon, go_on, size, 3, 2000)
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_job(pilot, app, job)
+        screen = await open_at(pilot, app, job, 2000)
         log = screen.transcript
-        await until(pilot, lambda: "line 0002000" in transcript_text(screen), "the flood's first lines", 30)
         await pilot.press("pageup", "pageup")
         await until(pilot, lambda: not log.following, "scrolled up")
         read = numbers(transcript_text(screen))
@@ -122,3 +134,17 @@ async def test_a_flood_while_the_person_reads_further_up_keeps_the_app_bounded_a
         await until(pilot, lambda: numbers(transcript_text(screen))[0] < tail[0], "older entries paged in", 30)
         shown = numbers(transcript_text(screen))
         assert shown == numbered_between(shown[0], tail[-1]), "the older page joins the tail, none left out"
+        for _ in range(4):  # further up, a page at a time: what is far below goes
+            first = numbers(transcript_text(screen))[0]
+            log.scroll_home(animate=False, immediate=True)
+            await until(pilot, lambda: numbers(transcript_text(screen))[0] < first, "an older page", 30)
+            assert held(log) <= READ_BYTES
+        assert log.more_after, "the tail was let go while the person read pages up"
+        for _ in range(40):  # and back down, a page at a time, to the tail: none left out
+            shown = numbers(transcript_text(screen))
+            assert shown == numbered_between(shown[0], shown[-1]) and held(log) <= READ_BYTES
+            if not log.more_after:
+                break
+            log.scroll_end(animate=False, immediate=True)
+            await until(pilot, lambda: numbers(transcript_text(screen))[-1] > shown[-1], "a newer page", 30)
+        assert not log.more_after and end in transcript_text(screen).replace("\n", "")

@@ -161,14 +161,10 @@ class JobScreen(RoostScreen):
     @work(group="older", exclusive=True)
     async def _read_older(self, before: int) -> None:
         """The page of the timeline before ``before``, above what the transcript shows."""
-        try:
-            page = await self.link.call("logs", job=self.job_id, before=before)
-        except ClientError as exc:
-            self.transcript.page_failed()
-            self.status.say(exc.message, error=True)
-            return
-        self.transcript.prepend(before, page["entries"], page["more"])
-        self.panel.take_entries(page["entries"])
+        page = await self._logs_page(before=before)
+        if page is not None:
+            self.transcript.prepend(before, page["entries"], page["more"])
+            self.panel.take_entries(page["entries"])
 
     @on(Transcript.Newer)
     def _newer(self, message: Transcript.Newer) -> None:
@@ -178,13 +174,19 @@ class JobScreen(RoostScreen):
     async def _read_newer(self, after: int) -> None:
         """The page of the timeline after ``after``, below what the transcript shows (it let
         those entries go while the person read further up)."""
+        page = await self._logs_page(after=after)
+        if page is not None:
+            self.transcript.append_page(after, page["entries"], page["more"])
+
+    async def _logs_page(self, **where: int) -> dict[str, Any] | None:
+        """A page of this job's timeline the transcript asked for; None when it did not come
+        (the status line says why, and the transcript may ask again)."""
         try:
-            page = await self.link.call("logs", job=self.job_id, after=after)
+            return await self.link.call("logs", job=self.job_id, **where)
         except ClientError as exc:
             self.transcript.page_failed()
             self.status.say(exc.message, error=True)
-            return
-        self.transcript.append_page(after, page["entries"], page["more"])
+            return None
 
     # -- keeping it current ------------------------------------------------------------------------
     def rows_changed(self, update: LinkUpdate) -> None:
