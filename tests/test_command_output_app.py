@@ -14,7 +14,8 @@ from textual.pilot import Pilot
 
 from roost.tui.app import RoostApp
 from roost.tui.job_screen import JobScreen
-from roost.tui.transcript import KEEP_BYTES, LINE_WEIGHT, READ_BYTES, Transcript, weight
+from roost.tui.entry_text import LINE_WEIGHT, weight
+from roost.tui.transcript import KEEP_BYTES, READ_BYTES, Transcript
 
 from command_output_agent import LONG_EVERY, flood_lines
 from conftest import DaemonHarness
