@@ -381,12 +381,14 @@ def ls(ctx: Ctx, as_json: bool, everything: bool, archived: bool) -> None:
 
 @cli.command()
 @click.argument("job_id")
-@click.option("-n", "--lines", "count", default=200, show_default=True, help="How many of the newest entries.")
+@click.option("-n", "--lines", "count", type=click.IntRange(min=1), default=None,
+              help="How many of the newest entries, whatever their size  [default: 200, up to 256 KiB]")
 @click.option("--all", "everything", is_flag=True, help="Every entry, from the first.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new entries.")
 @pass_ctx
-def logs(ctx: Ctx, job_id: str, count: int, everything: bool, follow: bool) -> None:
-    """Print a job's timeline and transcript: the newest entries, or --all of them."""
+def logs(ctx: Ctx, job_id: str, count: int | None, everything: bool, follow: bool) -> None:
+    """Print a job's timeline and transcript: the newest entries (200, in at most 256 KiB of
+    text: a build's output comes in entries of up to 64 KiB), -n of them, or --all of them."""
     from roost import cli_views
 
     def emit(entry: dict[str, Any]) -> None:
@@ -399,10 +401,13 @@ def logs(ctx: Ctx, job_id: str, count: int, everything: bool, follow: bool) -> N
                 emit(entry)
                 last = entry["seq"]
         else:
-            entries, more = cli_views.log_tail(client, job_id, count)
+            bounded = count is None  # the default page is bounded in text too; -n N is what was asked
+            entries, more = cli_views.log_tail(client, job_id, count or cli_views.TAIL_ENTRIES,
+                                               cli_views.TAIL_BYTES if bounded else None)
             if more and not follow:
-                _say(f"roost: the newest {len(entries)} entries; roost logs --all {job_id} prints every one",
-                     err=True)
+                _say(f"roost: the newest {len(entries)} entries"
+                     + (f", up to {cli_views.TAIL_BYTES // 1024} KiB" if bounded else "")
+                     + f"; roost logs -n N {job_id} prints N, roost logs --all {job_id} every one", err=True)
             for entry in entries:
                 emit(entry)
             last = entries[-1]["seq"] if entries else 0

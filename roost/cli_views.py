@@ -30,6 +30,10 @@ SUBTREE_ROWS = 100
 LIST_PAGE = 1000
 #: Entries a `logs` page may ask for (the protocol's bound).
 LOGS_PAGE = 2000
+#: What `roost logs JOB` prints by default: the newest entries, this many, in at most this much
+#: text (a build's entries are up to 64 KiB: 200 of them would be 13 MB on a terminal).
+TAIL_ENTRIES = 200
+TAIL_BYTES = 256 * 1024
 #: How much of what a job last said (or asks, or why it failed) a line of `ls` shows.
 PEEK_WIDTH = 50
 
@@ -130,18 +134,21 @@ def format_entry(entry: dict[str, Any]) -> str:
     return f"{ts} {kind:<9} {body}"
 
 
-def log_tail(client: Client, job: str, count: int) -> tuple[list[dict[str, Any]], bool]:
-    """The newest ``count`` entries of a job's timeline, oldest first, and whether older exist."""
-    pages: list[list[dict[str, Any]]] = []
-    got, more = 0, False
+def log_tail(client: Client, job: str, count: int, budget: int | None = None) -> tuple[list[dict[str, Any]], bool]:
+    """The newest ``count`` entries of a job's timeline, oldest first, and whether older exist;
+    with a ``budget``, only as many of them as print in that many bytes (the newest always)."""
+    newest_first: list[dict[str, Any]] = []
+    size, more = 0, False
     for page in client.pages("logs", job=job, limit=min(max(count, 1), LOGS_PAGE)):
-        pages.append(page["entries"])
-        got += len(page["entries"])
         more = bool(page.get("more"))
-        if got >= count:
+        for entry in reversed(page["entries"]):
+            size += len(format_entry(entry).encode(errors="replace")) + 1  # its line, as printed
+            if len(newest_first) >= count or (budget is not None and newest_first and size > budget):
+                return newest_first[::-1], True
+            newest_first.append(entry)
+        if len(newest_first) >= count:
             break
-    entries = [entry for page in reversed(pages) for entry in page]
-    return entries[max(len(entries) - count, 0):], more or got > count
+    return newest_first[::-1], more
 
 
 def log_pages_after(client: Client, job: str, after: int) -> Iterator[dict[str, Any]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from roost import paths as paths_mod
+from roost.cli_views import TAIL_BYTES
 from roost.client import Client
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,7 +199,7 @@ T0 = 1_700_000_000.0
 
 
 def seed(home: Path, roots: int, text: str = "", children_of_newest: int = 0, blocked_oldest: bool = False,
-         entries: int = 0) -> list[str]:
+         entries: int = 0, pad: int = 0) -> list[str]:
     """Write finished records (and a timeline) through the store before the daemon starts: spawning
     thousands of real jobs would take minutes. Returns the root ids, oldest first."""
     from roost.daemon.store import Store
@@ -221,7 +222,7 @@ def seed(home: Path, roots: int, text: str = "", children_of_newest: int = 0, bl
         for n in range(children_of_newest):
             store.save_job(record(f"c{n:04d}", roots + n, parent=ids[-1]))
         for n in range(entries):
-            store.add_timeline(ids[-1], "text", {"text": f"entry {n}"}, ts=T0 + n)
+            store.add_timeline(ids[-1], "text", {"text": f"entry {n}" + "x" * pad}, ts=T0 + n)
     store.close()
     return ids
 
@@ -263,6 +264,30 @@ def test_logs_reads_the_tail_first_and_pages_back_or_from_the_start(run, roost_h
     assert texts == [f"entry {n}" for n in range(1500, 5000)], "more than one page, paged back"
     texts = [line.split("text", 1)[1].strip() for line in run("logs", job, "--all").stdout.splitlines()]
     assert texts == [f"entry {n}" for n in range(5000)]
+
+
+@pytest.mark.parametrize("past", [0, 1])
+def test_logs_prints_the_newest_entries_in_at_most_tail_bytes_unless_asked_for_more(run, roost_home, past):
+    """Ten entries of a build's size: four print in TAIL_BYTES exactly, one byte more and three do;
+    -n and --all print what they ask for, whatever the size."""
+    line = TAIL_BYTES // 4 + past  # one entry's printed line, its newline included
+    job = seed(roost_home, 1, entries=10, pad=line - len("00:00:00 text      entry 0\n"))[0]
+    proc = run("logs", job)
+    fits = 4 - past
+    assert [text[19:26] for text in proc.stdout.splitlines()] == [f"entry {n}" for n in range(10 - fits, 10)]
+    assert len(proc.stdout.encode()) == fits * line <= TAIL_BYTES
+    assert f"the newest {fits} entries, up to {TAIL_BYTES // 1024} KiB" in proc.stderr
+    assert f"roost logs -n N {job}" in proc.stderr and f"roost logs --all {job}" in proc.stderr
+    assert len(run("logs", job, "-n", "10").stdout.splitlines()) == 10
+    assert len(run("logs", job, "--all").stdout.splitlines()) == 10
+
+
+def test_logs_prints_the_newest_entry_whole_even_past_tail_bytes(run, roost_home):
+    job = seed(roost_home, 1, entries=3, pad=2 * TAIL_BYTES)[0]
+    proc = run("logs", job)
+    assert proc.stdout.splitlines() and len(proc.stdout.splitlines()) == 1
+    assert proc.stdout.rstrip("\n").endswith("entry 2" + "x" * (2 * TAIL_BYTES))
+    assert "the newest 1 entries" in proc.stderr
 
 
 def test_logs_follow_gets_every_entry_when_the_daemon_drops_it_and_it_subscribes_again(run, roost_home):

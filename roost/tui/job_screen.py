@@ -112,7 +112,8 @@ class JobScreen(RoostScreen):
 
         The first time, the transcript starts from the newest page of the log and the timeline
         is followed from its last entry, so none falls between; after a reconnect it goes on
-        from the last entry shown (a gap too big for one snapshot starts from the newest page)."""
+        from the last entry shown (a gap too big for one snapshot starts from the newest page, or,
+        while the person reads further up, is left for the transcript to page in below)."""
         self._subs, self._streaming = [], False
         try:
             await self.link.call("attach", job=self.job_id, resume=True)  # opening a job resumes it
@@ -127,7 +128,9 @@ class JobScreen(RoostScreen):
                 self.panel.take_entries(page["entries"])
             result, entries, _ = await self.link.subscribe("timeline", job=self.job_id, after=self.transcript.last_seq)
             self._subs.append(result["sub"])
-            if result.get("skipped"):
+            if result.get("skipped") and not self.transcript.following:
+                self.transcript.missed()  # the person reads further up: what was missed pages in below
+            elif result.get("skipped"):
                 page = await self.link.call("logs", job=self.job_id)
                 self.transcript.start(page["entries"], page["more"])
         except ClientError as exc:
@@ -158,13 +161,32 @@ class JobScreen(RoostScreen):
     @work(group="older", exclusive=True)
     async def _read_older(self, before: int) -> None:
         """The page of the timeline before ``before``, above what the transcript shows."""
+        page = await self._logs_page(before=before)
+        if page is not None:
+            self.transcript.prepend(before, page["entries"], page["more"])
+            self.panel.take_entries(page["entries"])
+
+    @on(Transcript.Newer)
+    def _newer(self, message: Transcript.Newer) -> None:
+        self._read_newer(message.after)
+
+    @work(group="newer", exclusive=True)
+    async def _read_newer(self, after: int) -> None:
+        """The page of the timeline after ``after``, below what the transcript shows (it let
+        those entries go while the person read further up)."""
+        page = await self._logs_page(after=after)
+        if page is not None:
+            self.transcript.append_page(after, page["entries"], page["more"])
+
+    async def _logs_page(self, **where: int) -> dict[str, Any] | None:
+        """A page of this job's timeline the transcript asked for; None when it did not come
+        (the status line says why, and the transcript may ask again)."""
         try:
-            page = await self.link.call("logs", job=self.job_id, before=before)
+            return await self.link.call("logs", job=self.job_id, **where)
         except ClientError as exc:
+            self.transcript.page_failed()
             self.status.say(exc.message, error=True)
-            return
-        self.transcript.prepend(page["entries"], page["more"])
-        self.panel.take_entries(page["entries"])
+            return None
 
     # -- keeping it current ------------------------------------------------------------------------
     def rows_changed(self, update: LinkUpdate) -> None:
@@ -192,7 +214,7 @@ class JobScreen(RoostScreen):
 
     def _after_change(self) -> None:
         if self.transcript.following:  # the panel may have grown: keep the end in view
-            self.call_after_refresh(self.transcript.scroll_end, animate=False)
+            self.call_after_refresh(self._keep_end)
         if self.focused is self.panel and not self.panel.lines:
             self.action_leave_panel()
         rows = [*self.link.rows.values(), *self.panel.provider]
@@ -207,6 +229,11 @@ class JobScreen(RoostScreen):
         self.composer.restarts = row is not None and row.state is State.STOPPED
         self._draw_jobbar()
         self.refresh_bindings()
+
+    def _keep_end(self) -> None:
+        """The end in view, unless the person scrolled away since it was asked (Home, PgUp)."""
+        if self.transcript.following:
+            self.transcript.scroll_end(animate=False)
 
     def _draw_jobbar(self) -> None:
         row = self.link.rows.get(self.job_id)
@@ -284,6 +311,8 @@ class JobScreen(RoostScreen):
                 self.transcript.want_older()
             self.transcript.scroll_page_up()
         else:
+            if self.transcript.scroll_y >= self.transcript.max_scroll_y:
+                self.transcript.want_newer()
             self.transcript.scroll_page_down()
 
     def action_top(self) -> None:

@@ -1,132 +1,30 @@
 """A job's transcript: the newest page of its timeline, older pages on demand, then streamed entries
-(drawn a few times a second; while it follows the tail it keeps only the newest, so a command that
-prints tens of MB costs the app a screenful or so, not all of it)."""
+(drawn a few times a second). It holds a bounded window of the timeline whatever the person does:
+while it follows the tail, only the newest; while they read further up, the lines around them, and
+what streams in past the bound is counted, not kept, and read again from the daemon when they get
+there. So a command that prints tens of MB costs the app a few screenfuls, not all of it."""
 
 from __future__ import annotations
 
-import json
-import time
+from bisect import bisect_right
 from typing import Any
 
-from rich.text import Text
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import RichLog
 
-from roost.rules.views import readable_text
-from roost.text import safe_text
-from roost.tui.looks import BOLD, Palette
+from roost.tui.entry_text import entry_text, line_count, weight
+from roost.tui.looks import Palette
 
 #: How long entries that stream in wait to be drawn together, in seconds.
 DRAW_EVERY = 0.1
 #: How much text the transcript keeps while it follows the tail (and always its newest entry):
 #: some 800 lines of a command's flood, whose entries are up to 64 KiB each.
 KEEP_BYTES = 64 * 1024
-#: Timeline kinds that repeat what another entry already shows.
-_SKIPPED = {"turn_end", "report", "pinned", "unpinned"}
-#: States worth a line of their own (working follows every prompt, so it would only add noise).
-_TONE_OF_STATE = {"waiting": "warning", "blocked": "warning", "failed": "error", "stopped": "muted",
-                  "done": "success", "idle": "muted"}
-
-
-def _text_size(entry: dict[str, Any]) -> int:
-    """How much text an entry carries (what a flood of output is made of)."""
-    return len(str((entry.get("data") or {}).get("text", "")))
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _safe(value: Any) -> Any:
-    """Every string in an entry's data made safe for the terminal and free of report wire text
-    (what jobs write is shown)."""
-    if isinstance(value, str):
-        return safe_text(readable_text(value))
-    if isinstance(value, dict):
-        return {key: _safe(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_safe(item) for item in value]
-    return value
-
-
-def entry_text(entry: dict[str, Any], palette: Palette, stamped: bool = False) -> Text | None:
-    """How one timeline entry reads in the transcript (after its time, ``stamped``); None for
-    entries it leaves out."""
-    text = _entry_body(entry["kind"], _safe(entry.get("data") or {}), palette)
-    if text is None or not stamped:
-        return text
-    stamp = Text(time.strftime("%H:%M:%S ", time.localtime(entry.get("ts") or 0)), style=palette.muted)
-    return stamp + text
-
-
-def _entry_body(kind: str, data: dict[str, Any], palette: Palette) -> Text | None:
-    if kind in _SKIPPED:
-        return None
-    if kind == "text":  # a command's output keeps its newlines: the one that ends it is the entry's end
-        return Text(data.get("text", "").removesuffix("\n"), style=palette.text)
-    if kind == "message":  # shown only while it waits: the prompt that delivers it replaces it
-        first, *rest = data.get("text", "").splitlines() or [""]
-        return Text(f"⋯ queued for its next turn: {first}" + (" …" if rest else ""), style=palette.muted)
-    if kind == "prompt":
-        first, *rest = data.get("text", "").splitlines() or [""]
-        prompt = Text()
-        prompt.append("› " + first, style=palette.primary + BOLD)
-        for line in rest:
-            prompt.append("\n  " + line, style=palette.primary)
-        return prompt
-    if kind == "tool":
-        line = Text(f"⚙ {data.get('name')} ", style=palette.muted)
-        line.append(_short(data.get("args") or {}), style=palette.muted)
-        line.append(" → ")
-        line.append(_short(data.get("result")), style=palette.error if data.get("error") else palette.muted)
-        return line
-    if kind == "reports":
-        return _reports(data.get("reports") or [], palette)
-    if kind == "state":
-        state = data.get("state", "")
-        if state not in _TONE_OF_STATE:
-            return None
-        reason = data.get("reason") or data.get("question") or ""
-        return Text(f"· {state}" + (f": {reason}" if reason and state != "waiting" else ""),
-                    style=palette.tone(_TONE_OF_STATE[state]))
-    if kind == "error":
-        return Text(f"✗ {data.get('message', '')}", style=palette.error)
-    if kind == "reported":
-        return Text(f"⇡ reported {data.get('state')} to {data.get('to')}", style=palette.muted)
-    if kind == "worker":
-        return Text(f"· worker {'resumed' if data.get('resumed') else 'started'} (pid {data.get('pid')})",
-                    style=palette.muted)
-    if kind == "closed":
-        return Text(f"· worker closed: {data.get('reason', '')}", style=palette.muted)
-    if kind == "subagent":  # the agent's own subagent (Claude Code's Task): a line each, its view has the rest
-        state = str(data.get("state") or "working")
-        mark = {"done": "✓ done", "failed": "✗ failed"}.get(state, "…")
-        tone = palette.error if state == "failed" else palette.muted
-        return Text(f"⑂ {_short(data.get('title') or 'subagent', 60)} {mark}: {_short(data.get('text') or '', 100)}",
-                    style=tone)
-    if kind == "spawned":
-        return Text(f"· started by {data.get('by', 'person')} on {data.get('driver')}", style=palette.muted)
-    details = " ".join(f"{k}={_short(v, 40)}" for k, v in data.items())
-    return Text(f"· {kind} {details}".rstrip(), style=palette.muted)
-
-
-def _reports(reports: list[dict[str, Any]], palette: Palette) -> Text:
-    """Children's reports, one line each: who, what state, what they said (the daemon sends
-    them as data, docs/protocols.md)."""
-    out = Text()
-    for report in reports:
-        if out:
-            out.append("\n")
-        state = report.get("state", "")
-        question = report.get("kind") == "question"
-        tone = palette.warning if question else palette.tone(_TONE_OF_STATE.get(state, "muted"))
-        out.append(f"↩ {report.get('title', '')} [{report.get('child', '')}] {state}: ", style=tone + BOLD)
-        out.append(report.get("text", ""), style=palette.text)
-    return out
+#: How much it keeps while the person reads further up: what is around the view, and new entries
+#: below it until this is reached (what comes after is counted, and paged in from the daemon).
+READ_BYTES = 4 * KEEP_BYTES
 
 
 class Transcript(RichLog, can_focus=False):
@@ -135,6 +33,9 @@ class Transcript(RichLog, can_focus=False):
 
     It follows the tail until the person scrolls up; then it stays where they read and counts
     the lines that arrived below (``unread``) until they scroll back to the end or ``follow``.
+    What it holds is a window of the timeline, at most KEEP_BYTES while it follows and READ_BYTES
+    while the person reads: ``more_before`` and ``more_after`` say entries lie beyond either end
+    (scrolling there pages them in; ``follow`` starts again from the tail).
     It never takes the focus: the composer keeps it, and PgUp/PgDn scroll this from there.
     """
 
@@ -153,47 +54,92 @@ class Transcript(RichLog, can_focus=False):
             self.count = count
 
     class Older(Message):
-        """Scrolled to the top with older entries left to read: the screen fetches those
-        before ``before`` and hands them to ``prepend``."""
+        """Scrolled to the top with older entries left to read (or back to a tail it let go of):
+        the screen fetches the page before ``before`` and hands it to ``prepend``."""
 
         def __init__(self, before: int) -> None:
             super().__init__()
             self.before = before
 
+    class Newer(Message):
+        """Scrolled to the bottom of what it holds, with newer entries it let go of: the screen
+        fetches the page after ``after`` and hands it to ``append_page``."""
+
+        def __init__(self, after: int) -> None:
+            super().__init__()
+            self.after = after
+
     def __init__(self, id: str | None = None) -> None:
         super().__init__(wrap=True, markup=False, highlight=False, min_width=20, id=id)
+        #: The newest entry's seq this has seen (held or only counted).
         self.last_seq = 0
-        #: Whether entries older than the first one shown exist, and one page of them is asked for.
+        #: Whether entries older than the first one held exist, and newer than the last one held.
         self.more_before = False
-        self._asking = False
+        self.more_after = False
+        #: The page asked for and not in yet (its ``before``, its ``after``), one each at a time.
+        self._asked_before: int | None = None
+        self._asked_after: int | None = None
+        #: The window of the timeline held, oldest first; (seq, first line) of each entry drawn.
         self._entries: list[dict[str, Any]] = []
+        self._drawn: list[tuple[int, int]] = []
         #: Message entries shown as queued (by seq), until a prompt delivers them.
         self._waiting: dict[int, dict[str, Any]] = {}
         self._palette: Palette | None = None
         #: Entries added and not drawn yet, and the timer that draws them.
         self._undrawn: list[dict[str, Any]] = []
         self._draw_timer: Timer | None = None
+        #: Whether the lines are being drawn again (the scrolling that does is not the person's).
+        self._redrawing = False
 
     def start(self, entries: list[dict[str, Any]], more: bool) -> None:
         """Show the newest page of the timeline; ``more`` says older entries exist."""
-        self._entries, self.last_seq, self.more_before = [], 0, more
-        self._undrawn.clear()
-        self._waiting.clear()
-        self.clear()
+        self.last_seq, self.more_before, self.more_after = 0, more, False
+        self._asked_before = self._asked_after = None
+        self._forget()
         self.following = True
         self.add(entries)
 
+    def _forget(self) -> None:
+        """Let go of every entry held and every line drawn."""
+        self._entries.clear()
+        self._undrawn.clear()
+        self._drawn.clear()
+        self._waiting.clear()
+        self.clear()
+
     def add(self, entries: list[dict[str, Any]]) -> None:
         """Append the entries newer than what is shown (the log and the stream may overlap); they
-        are drawn together DRAW_EVERY later, so a flood of output is drawn a few times a second."""
+        are drawn together DRAW_EVERY later, so a flood of output is drawn a few times a second.
+        While the person reads further up they are counted, and held until READ_BYTES; past that
+        only counted (``more_after``): scrolling down to them, or End, reads them again."""
         fresh = [entry for entry in entries if entry["seq"] > self.last_seq]
         if not fresh:
             return
         self.last_seq = fresh[-1]["seq"]
+        if not self.following:
+            self.unread += sum(map(line_count, fresh))
+            fresh = self._room_for(fresh)
         self._entries.extend(fresh)
         self._undrawn.extend(fresh)
-        if self._draw_timer is None:
+        if fresh and self._draw_timer is None:
             self._draw_timer = self.set_timer(DRAW_EVERY, self._draw_new)
+
+    def missed(self) -> None:
+        """The stream skipped entries after ``last_seq`` (the daemon dropped a reader that fell
+        behind): they are left out below, as if let go, and page in when the person gets there."""
+        self.more_after, self._asked_after = True, None
+
+    def _room_for(self, fresh: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The first of ``fresh`` that fit in READ_BYTES below what is held; the rest are let go."""
+        if self.more_after:
+            return []
+        room = READ_BYTES - sum(map(weight, self._entries))
+        for count, entry in enumerate(fresh):
+            room -= weight(entry)
+            if room < 0:
+                self.more_after = True
+                return fresh[:count]
+        return fresh
 
     def _draw_new(self) -> None:
         """Draw what came since the last time. While it follows the tail, only the newest
@@ -203,25 +149,55 @@ class Transcript(RichLog, can_focus=False):
         self._draw_timer = None
         fresh, self._undrawn = self._undrawn, []
         if self.following and self._trim():
-            self._redraw(keep_bottom=False)
+            self._redraw(keep_view=False)
         elif any(self._delivered(entry) for entry in self._waiting.values()):
-            self._redraw(keep_bottom=not self.following)
+            self._redraw(keep_view=not self.following)
         else:
             for entry in fresh:
                 self._write(entry)
+            if self.following:
+                self._to_end()
 
     def _trim(self) -> bool:
-        """Drop the oldest entries past KEEP_BYTES of text (the newest always stays); whether any went."""
+        """Drop the oldest entries past KEEP_BYTES (the newest always stays); whether any went."""
         first = len(self._entries) - 1
-        size = _text_size(self._entries[first]) if self._entries else 0
-        while first > 0 and size + _text_size(self._entries[first - 1]) <= KEEP_BYTES:
+        size = weight(self._entries[first]) if self._entries else 0
+        while first > 0 and size + weight(self._entries[first - 1]) <= KEEP_BYTES:
             first -= 1
-            size += _text_size(self._entries[first])
+            size += weight(self._entries[first])
         if first <= 0:
             return False
         del self._entries[:first]
-        self.more_before = True
+        self.more_before, self._asked_before = True, None  # a page asked before the first is no longer next
         return True
+
+    def _fit(self, first: str) -> None:
+        """While the person reads: drop entries from the ``first`` end ("top" or "bottom"), then
+        from the other, until READ_BYTES hold them, never one in view."""
+        low, high = self._in_view()
+        size = sum(map(weight, self._entries))
+        for end in (first, "bottom" if first == "top" else "top"):
+            while size > READ_BYTES and len(self._entries) > 1:
+                index = 0 if end == "top" else -1
+                if low <= self._entries[index]["seq"] <= high:
+                    break
+                size -= weight(self._entries.pop(index))
+                if end == "top":  # a page asked for beyond the end that went is no longer next
+                    self.more_before, self._asked_before = True, None
+                else:
+                    self.more_after, self._asked_after = True, None
+
+    def _in_view(self) -> tuple[int, int]:
+        """The seqs of the first and last entry with a line in view (an empty range if none)."""
+        if not self._drawn:
+            return 0, -1
+        top = self.scroll_offset.y
+        return self._drawn_at(top)[0], self._drawn_at(top + self.size.height - 1)[0]
+
+    def _drawn_at(self, line: int) -> tuple[int, int]:
+        """The (seq, first line) of the entry drawn on ``line`` (there is one drawn)."""
+        index = bisect_right(self._drawn, line, key=lambda drawn: drawn[1]) - 1
+        return self._drawn[max(index, 0)]
 
     def _delivered(self, message: dict[str, Any]) -> bool:
         """Whether a later prompt carries this message's text (several may go in one prompt)."""
@@ -233,30 +209,66 @@ class Transcript(RichLog, can_focus=False):
                 return True
         return False
 
-    def prepend(self, entries: list[dict[str, Any]], more: bool) -> None:
-        """Put an older page above what is shown, keeping the lines in view where they were."""
-        first = self._entries[0]["seq"] if self._entries else self.last_seq + 1
-        self._entries[:0] = [entry for entry in entries if entry["seq"] < first]
-        self.more_before, self._asking = more, False
-        self._redraw(keep_bottom=True)
+    def _first_seq(self) -> int:
+        """The seq older pages end before: the first entry held (after the newest seen, if none)."""
+        return self._entries[0]["seq"] if self._entries else self.last_seq + 1
+
+    def prepend(self, before: int, entries: list[dict[str, Any]], more: bool) -> None:
+        """Put the page asked for before ``before`` above what is shown, keeping the lines in view
+        where they were (a page no longer wanted is let go)."""
+        if before != self._asked_before:
+            return
+        self._asked_before = None
+        self._entries[:0] = [entry for entry in entries if entry["seq"] < before]
+        self.more_before = more
+        if self.following:
+            self._trim()
+        else:
+            self._fit(first="bottom")
+        self._redraw(keep_view=not self.following)
+
+    def append_page(self, after: int, entries: list[dict[str, Any]], more: bool) -> None:
+        """Put the page asked for after ``after`` below what is shown, keeping the lines in view
+        where they were; once it reaches the newest entry seen, nothing is left out below."""
+        if after != self._asked_after:
+            return
+        self._asked_after = None
+        newer = [entry for entry in entries if after < entry["seq"] <= self.last_seq]
+        self._entries.extend(newer)
+        self.more_after = bool(newer) and newer[-1]["seq"] < self.last_seq
+        self._fit(first="top")
+        self._redraw(keep_view=True)
+
+    def page_failed(self) -> None:
+        """A page asked for did not come (the daemon refused, or went away): ask again later."""
+        self._asked_before = self._asked_after = None
 
     def want_older(self) -> None:
-        """Ask for the page before the first entry shown, once at a time, if there is one."""
-        if self.more_before and not self._asking and self._entries:
-            self._asking = True
-            self.post_message(self.Older(self._entries[0]["seq"]))
+        """Ask for the page before the first entry held, once at a time, if there is one."""
+        if self.more_before and self._asked_before is None:
+            self._asked_before = self._first_seq()
+            self.post_message(self.Older(self._asked_before))
+
+    def want_newer(self) -> None:
+        """Ask for the page after the last entry held, once at a time, if one was let go."""
+        if self.more_after and self._asked_after is None and self._entries:
+            self._asked_after = self._entries[-1]["seq"]
+            self.post_message(self.Newer(self._asked_after))
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
+        if self._redrawing:
+            return  # the lines are drawn again: the person did not scroll
         if new <= 0 < old:
             self.want_older()
         if new < old and new < self.max_scroll_y:
             self.following = False  # the person scrolled up: stay here
+        elif new >= self.max_scroll_y and self.more_after:
+            self.want_newer()  # the end of what it holds, not of the timeline
         elif new >= self.max_scroll_y:
             self.following = True
 
     def watch_following(self, following: bool) -> None:
-        self.auto_scroll = following
         if following:
             self.unread = 0
         self.post_message(self.Unread(self.unread))
@@ -265,30 +277,59 @@ class Transcript(RichLog, can_focus=False):
         self.post_message(self.Unread(count))
 
     def watch_stamped(self) -> None:
-        self._redraw(keep_bottom=not self.following)
+        self._redraw(keep_view=not self.following)
 
     def follow(self) -> None:
-        """Back to the tail, and follow it again (End)."""
+        """Back to the tail, and follow it again (End). When entries were let go below, what is
+        held goes too, and the tail is read again from the daemon (``Older``, before the newest)."""
+        let_go = self.more_after
+        if let_go:
+            self._forget()
+            self.more_before, self.more_after = True, False
+            self._asked_before = self._asked_after = None
         self.following = True
-        self.scroll_end(animate=False, immediate=True)
+        self._to_end()
+        if let_go:
+            self.want_older()
 
     def restyle(self, palette: Palette) -> None:
         """Draw every entry again in a new theme's colours."""
         self._palette = palette
-        self._redraw(keep_bottom=False)
+        self._redraw(keep_view=not self.following)
 
-    def _redraw(self, keep_bottom: bool) -> None:
-        below, following = len(self.lines) - self.scroll_y, self.following
+    def _redraw(self, keep_view: bool) -> None:
+        """Draw every entry held again; with ``keep_view`` the line at the top of the view stays
+        there (the same entry, as far into it), else the view goes to the end."""
+        anchor = self._anchor() if keep_view else None
+        following, self._redrawing = self.following, True
         self._undrawn.clear()  # every entry is drawn here
-        self.clear()
+        self._drawn.clear()
         self._waiting.clear()
+        self.clear()
         for entry in self._entries:
-            self._write(entry, scroll_end=not keep_bottom)
-        if keep_bottom:  # the same lines stay at the bottom of the view
-            self.scroll_to(y=max(len(self.lines) - below, 0), animate=False, immediate=True)
+            self._write(entry)
+        if anchor is not None:
+            seq, offset = anchor
+            line = next((line for drawn, line in self._drawn if drawn >= seq), len(self.lines))
+            self.scroll_to(y=line + offset, animate=False, immediate=True)
+        else:
+            self._to_end()
+        self._redrawing = False
         self.following = following
 
-    def _write(self, entry: dict[str, Any], scroll_end: bool | None = None) -> None:
+    def _anchor(self) -> tuple[int, int] | None:
+        """The entry whose line is at the top of the view, and how far into it."""
+        if not self._drawn:
+            return None
+        seq, line = self._drawn_at(self.scroll_offset.y)
+        return seq, max(self.scroll_offset.y - line, 0)
+
+    def _to_end(self) -> None:
+        """The last line in view now, not after the next refresh: a Home or PgUp pressed in
+        between must not be undone by it."""
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def _write(self, entry: dict[str, Any]) -> None:
         if self._palette is None:
             return
         if entry["kind"] == "message":
@@ -298,7 +339,5 @@ class Transcript(RichLog, can_focus=False):
         text = entry_text(entry, self._palette, self.stamped)
         if text is None:
             return
-        before = len(self.lines)
-        self.write(text, scroll_end=scroll_end)
-        if scroll_end is None and not self.following:
-            self.unread += len(self.lines) - before
+        self._drawn.append((entry["seq"], len(self.lines)))
+        self.write(text, scroll_end=False)
