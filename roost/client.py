@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from roost import paths as paths_mod
-from roost.protocol import MAX_FRAME, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode, encode, err
+from roost.protocol import MAX_FRAME, PROTOCOL_VERSION, QUEUE_BYTES, ErrorCode, ProtocolError, decode, encode, err
 from roost.socket_connect import UNREACHABLE, ClientError, connect_socket, connect_socket_async
 
 if TYPE_CHECKING:
@@ -255,7 +255,9 @@ class AsyncClient:
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         #: Snapshot events collected for subscribe requests still waiting, by request id.
         self._snapshots: dict[int, list[dict[str, Any]]] = {}
-        self._events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        #: Pushed events not yet taken by ``events``, each with its size; ``_queued`` bytes in all.
+        self._events: asyncio.Queue[tuple[dict[str, Any], int] | None] = asyncio.Queue()
+        self._queued = 0
         self._reader_task: asyncio.Task[None] | None = None
         #: Why the connection ended (None while it lives); ``end_code`` is ``lagged`` or ``disconnected``.
         self.end_reason: str | None = None
@@ -292,11 +294,14 @@ class AsyncClient:
                         break
                     frame = decode(line)
                 except ProtocolError as exc:  # a frame too big or broken still answers someone
-                    frame = err(exc.req_id, exc)
+                    frame, line = err(exc.req_id, exc), b""
                 if frame.get("event") == "lagged":
                     code, reason = LAGGED, _lagged().message
                     break
-                self._dispatch(frame)
+                if not self._dispatch(frame, len(line)):
+                    code, reason = LAGGED, (f"this client fell behind taking the daemon's events (over {QUEUE_BYTES} "
+                                            "bytes waiting): it lets the connection go, as the daemon would")
+                    break
         except (ConnectionError, OSError) as exc:
             reason = f"lost the daemon: {exc}"
         except asyncio.CancelledError:
@@ -309,20 +314,27 @@ class AsyncClient:
             self._pending.clear()
             self._events.put_nowait(None)
 
-    def _dispatch(self, frame: dict[str, Any]) -> None:
+    def _dispatch(self, frame: dict[str, Any], size: int) -> bool:
+        """Hand a frame to whoever waits for it; False when events waiting for ``events`` would pass
+        QUEUE_BYTES (a consumer that stopped keeping up: like the daemon, let the connection go
+        rather than hold without bound; the caller reconnects and subscribes again)."""
         if "event" in frame:
             collected = self._snapshots.get(frame.get("req"))  # type: ignore[arg-type]
             if collected is not None:
                 collected.extend(_snapshot_items(frame))
-            else:
-                self._events.put_nowait(frame)
-            return
+                return True
+            if self._queued + size > QUEUE_BYTES:
+                return False
+            self._queued += size
+            self._events.put_nowait((frame, size))
+            return True
         req_id = frame.get("id")
         if req_id is None:
             req_id = next(iter(self._pending), None)
         fut = self._pending.pop(req_id, None) if req_id is not None else None
         if fut is not None and not fut.done():
             fut.set_result(frame)
+        return True
 
     async def _exchange(self, op: str, args: dict[str, Any], timeout: float,
                         snapshot: list[dict[str, Any]] | None = None) -> Any:
@@ -375,10 +387,12 @@ class AsyncClient:
         """Pushed events until the connection ends; then ``end_code`` and ``end_reason`` say why
         (``lagged``: the daemon dropped this reader for falling behind; subscribe again)."""
         while True:
-            event = await self._events.get()
-            if event is None:
+            item = await self._events.get()
+            if item is None:
                 self._events.put_nowait(None)  # a second reader ends too
                 return
+            event, size = item
+            self._queued -= size
             yield event
 
     async def close(self) -> None:

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from roost.client import LAGGED, AsyncClient, Client, ClientError
-from roost.protocol import LAGGED as LAGGED_FRAME, encode
+from roost.protocol import LAGGED as LAGGED_FRAME, QUEUE_BYTES, encode
+from roost.tui.daemon_link import BATCH_EVENTS, DaemonLink
 
 Handler = Callable[[dict[str, Any], asyncio.StreamWriter], Awaitable[None]]
 
@@ -156,3 +157,66 @@ def test_the_blocking_client_keeps_events_that_arrive_during_a_call_and_raises_l
             assert info.value.code == LAGGED
     finally:
         stop()
+
+
+def flood_of_rows(count: int, size: int) -> Handler:
+    """Answer subscribe, then push ``count`` row events of about ``size`` bytes each, at once."""
+
+    async def handler(frame: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        if frame["op"] == "subscribe":
+            writer.write(encode({"id": frame["id"], "ok": True, "result": {"sub": 1, "count": 0, "more": 0}}))
+            try:
+                for n in range(count):
+                    writer.write(encode({"event": "row", "sub": 1, "row": {"id": f"j{n}", "last_text": "x" * size}}))
+                    await writer.drain()
+            except ConnectionError:
+                pass  # the client let the connection go
+
+    return handler
+
+
+async def test_a_consumer_that_stops_taking_events_is_let_go_at_the_clients_bound(sock):
+    server = await serve(sock, flood_of_rows(count=400, size=64 * 1024))  # 25 MB of pushes
+    client = await AsyncClient.connect(sock)
+    await client.subscribe("agent_view")
+    while client.end_code is None:  # nobody takes the events: they wait, up to the bound
+        await asyncio.sleep(0.001)
+    assert client.end_code == LAGGED and "fell behind taking the daemon's events" in (client.end_reason or "")
+    assert QUEUE_BYTES - 70 * 1024 < client._queued <= QUEUE_BYTES  # held: up to the bound, not past it
+    taken = [event async for event in client.events()]  # what was held is still there, then the end
+    assert 0 < len(taken) < 70 and client._queued == 0
+    await client.close()
+    server.close()
+
+
+async def test_a_consumer_that_keeps_up_takes_a_flood_far_past_the_bound(sock):
+    server = await serve(sock, flood_of_rows(count=400, size=64 * 1024))
+    client = await AsyncClient.connect(sock)
+    await client.subscribe("agent_view")
+    seen = 0
+    async for _ in client.events():
+        seen += 1
+        if seen == 400:
+            break
+    assert client.end_code is None and seen == 400
+    await client.close()
+    server.close()
+
+
+async def test_the_apps_link_holds_a_bounded_batch_queue_and_leaves_the_rest_with_the_client() -> None:
+    class Source:
+        yielded = 0
+
+        async def events(self):  # type: ignore[no-untyped-def]
+            for n in range(10 * BATCH_EVENTS):
+                Source.yielded += 1
+                yield {"event": "row", "sub": 1, "row": {"id": f"j{n}"}}
+
+    batches = DaemonLink(Source()).batches(window=0)  # type: ignore[arg-type]
+    first = await batches.__anext__()  # the app takes one batch, then is busy
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert len(first) <= BATCH_EVENTS + 1
+    assert Source.yielded <= len(first) + BATCH_EVENTS + 2  # the reader waits for the app
+    rest = [event async for batch in batches for event in batch]
+    assert len(first) + len(rest) == 10 * BATCH_EVENTS  # and nothing was lost

@@ -24,6 +24,8 @@ from roost.text import safe_text
 
 #: How long the link waits after an event for more of the same burst before handing them on.
 BURST_WINDOW = 0.02
+#: How many events wait for the app at most (the rest wait in the client, which bounds them by bytes).
+BATCH_EVENTS = 256
 
 
 #: Row fields that carry what jobs (or their agents) wrote, shown on screen.
@@ -218,15 +220,20 @@ class DaemonLink:
         return update
 
     async def batches(self, window: float = BURST_WINDOW) -> AsyncIterator[list[dict[str, Any]]]:
-        """The source's events in batches: everything that arrived within ``window`` of the first."""
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        """The source's events in batches: everything that arrived within ``window`` of the first.
+        At most BATCH_EVENTS wait here; past them the reader waits, so what the app has not taken
+        piles up in the client, whose byte bound lets the connection go (the app then reconnects
+        and subscribes again) instead of growing without end."""
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=BATCH_EVENTS)
 
         async def read() -> None:
             try:
                 async for event in self.source.events():
-                    queue.put_nowait(event)
+                    await queue.put(event)
             finally:
-                queue.put_nowait(None)
+                task = asyncio.current_task()
+                if task is None or not task.cancelling():  # the end, for a consumer still there
+                    await queue.put(None)
 
         reader = asyncio.create_task(read())
         try:

@@ -12,7 +12,7 @@ from textual.widgets import Static
 from roost.models import Row
 from roost.rules.views import asked
 from roost.tui.looks import BOLD, Palette
-from roost.tui.transcript import entry_text
+from roost.tui.entry_text import entry_text
 
 #: How many of the newest timeline entries a peek reads.
 PEEK_ENTRIES = 12
