@@ -111,10 +111,12 @@ def test_a_daemon_at_its_connection_cap_is_reported_busy_and_not_started_again(d
     daemon.wait_for(lambda: roost(daemon, "ls").returncode == 0, what="the CLI to be served again")
 
 
-def test_a_daemon_out_of_descriptors_with_a_full_queue_is_reported_busy_soon(daemon):
+def test_a_daemon_out_of_descriptors_with_a_full_queue_is_reported_busy_soon(daemon_factory):
     """The issue's case: with a low descriptor limit the daemon cannot accept, its queue of new
     connections fills; the CLI says so within CONNECT_WAIT instead of starting a second daemon,
-    the daemon does not spin, and it serves again once descriptors are free."""
+    the daemon does not spin, and it serves again once descriptors are free. No spare worker: its
+    start opens and closes descriptors of its own, which would let queued connections in."""
+    daemon = daemon_factory("spare_workers = 0\n")
     pid = daemon.proc.pid
     soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
     queued: list[socket.socket] = []
