@@ -114,8 +114,9 @@ def test_a_daemon_at_its_connection_cap_is_reported_busy_and_not_started_again(d
 def test_a_daemon_out_of_descriptors_with_a_full_queue_is_reported_busy_soon(daemon_factory):
     """The issue's case: with a low descriptor limit the daemon cannot accept, its queue of new
     connections fills; the CLI says so within CONNECT_WAIT instead of starting a second daemon,
-    the daemon does not spin, and it serves again once descriptors are free. No spare worker: its
-    start opens and closes descriptors of its own, which would let queued connections in."""
+    the daemon does not spin, and it serves again once descriptors are free. No spare worker: the
+    limit below bounds descriptor *numbers*, and a spare's pipes sit above a number the probe's
+    connection frees, so one queued connection at a time would get in, as it should."""
     daemon = daemon_factory("spare_workers = 0\n")
     pid = daemon.proc.pid
     soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
