@@ -8,13 +8,11 @@ back off; a SIGKILLed daemon leaves none behind; other drivers and remote jobs n
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -27,6 +25,8 @@ from roost.models import Job
 from roost.proctree import MARK_VAR, WorkerTree, read_proc
 
 from conftest import DaemonHarness
+from test_hosts import pytestmark as NEEDS_SSHD
+from test_hosts import sshd  # noqa: F401 (the module's server fixture)
 
 SH = '[drivers.sh]\nkind = "command"\ncommand = ["sh", "-c", "{prompt}"]\n'
 
@@ -313,26 +313,7 @@ def test_which_jobs_a_spare_serves(roost_home: Path):
     assert Spares(paths_mod.resolve(), lambda: off)._plan().key is None
 
 
-SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
-
-
-@pytest.fixture
-def sshd(tmp_path: Path) -> Iterator[Any]:
-    if SSHD is None or shutil.which("ssh") is None:
-        pytest.skip("no sshd/ssh here")
-    from tests.sshd import Sshd, free_port
-
-    (tmp_path / "sshd").mkdir()
-    server = Sshd(SSHD, tmp_path / "sshd", free_port())
-    try:
-        server.prepare()
-        server.start()
-    except (OSError, RuntimeError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot start a test sshd: {exc}")
-    yield server
-    server.stop()
-
-
+@NEEDS_SSHD
 def test_a_remote_job_never_takes_it(daemon_factory, sshd, tmp_path: Path):
     daemon: DaemonHarness = daemon_factory(sshd.host_table("h", tmp_path / "remote", None))
     spare = ready_spare(daemon)
