@@ -105,7 +105,8 @@ async def test_queued_jobs_show_as_queued_with_a_count(daemon_factory):
 
 
 async def test_a_queued_message_shows_until_the_prompt_that_delivers_it(daemon):
-    job = daemon.spawn("work 2", title="busy")
+    go = daemon.home / "go"  # its turn lasts until the test has seen the message queued
+    job = daemon.spawn(f"run while [ ! -e {go} ]; do sleep 0.05; done", title="busy")
     daemon.wait_state(job, "working")
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
@@ -113,6 +114,7 @@ async def test_a_queued_message_shows_until_the_prompt_that_delivers_it(daemon):
         await type_text(pilot, "say later")
         await pilot.press("enter")
         await until(pilot, lambda: "⋯ queued for its next turn: say later" in transcript_text(screen), "the queued line")
+        go.touch()
         await until(pilot, lambda: "› say later" in transcript_text(screen), "the delivering prompt", timeout=15)
         assert "queued for its next turn" not in transcript_text(screen)
         await until(pilot, lambda: "later" in transcript_text(screen).splitlines(), "its turn")
