@@ -191,7 +191,8 @@ def test_a_spare_that_dies_is_replaced_and_ones_that_keep_dying_back_off(daemon_
         return any(failures >= 3 and wait > backoff(2) for failures, wait in seen)
 
     daemon.wait_for(waits_grew, timeout=15, what="the wait before the next spare to grow")
-    assert all(0 < wait <= backoff(failures) for failures, wait in seen), seen
+    # 0: the retry is due and the loop has not run it yet (a busy machine)
+    assert not [(f, w) for f, w in seen if not 0 <= w <= backoff(f)], seen
     assert min(failures for failures, _ in seen) >= 2, "the first one is replaced at once"
     log = daemon.log_text().split("serving on")[-1]
     assert log.count("spare worker") == 1 and "exited with code 7" in log and "spare refuses to live" in log

@@ -367,4 +367,4 @@ class Spares:
         return {"wanted": self._plan().count if not self.closed else 0,
                 "ready": [s.pid for s in self.idle if s.answered],
                 "starting": [s.pid for s in self.idle if not s.answered], "opening": len(self._opening),
-                "failures": self.failures, "retry_in": round(waiting, 3) if waiting is not None else None}
+                "failures": self.failures, "retry_in": round(max(0.0, waiting), 3) if waiting is not None else None}  # 0: due, not run yet
