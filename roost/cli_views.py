@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from roost.client import LAGGED, Client, ClientError
 from roost.models import Row, record_json
-from roost.rules.views import activity_text
+from roost.rules.row_text import activity_text
 from roost.text import safe_text
 
 STATE_MARKS = {"queued": "◌", "starting": "…", "working": "●", "waiting": "?", "idle": "○", "done": "✓",

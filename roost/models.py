@@ -37,6 +37,8 @@ STOPPABLE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State
 REASONED_STATES = frozenset({State.FAILED, State.STOPPED})
 #: States that mean "this job needs a person".
 NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
+#: States in which a job's run is over (its age stops growing; the panel lets it go after a while).
+FINISHED_STATES = frozenset({State.DONE, State.FAILED, State.STOPPED})
 #: States from which a job's worker starts again by itself when there is something for it: a person
 #: opens it, or messages still wait for it when the daemon starts. Not a stopped or failed job: a
 #: person's message restarts those.

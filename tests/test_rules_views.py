@@ -7,27 +7,11 @@ import math
 import pytest
 
 from roost.models import ACTIVE_STATES, PEEK_MAX, Job, Row, State, question_line
-from roost.rules.views import (
-    AGENT_VIEW_MODES,
-    PANEL_MODES,
-    SUBAGENT_HINT,
-    AgentViewRow,
-    PanelRow,
-    activity_text,
-    age_seconds,
-    agent_view_rows,
-    asked,
-    filter_rows,
-    format_age,
-    header_counts,
-    newly_notable,
-    panel_rows,
-    peek_line,
-    readable_text,
-    subagent_hint_visible,
-    tree_running_ids,
-    usage_text,
-)
+from roost.rules.row_text import (activity_text, age_seconds, asked, format_age, peek_line, readable_text,
+                                  usage_text)
+from roost.rules.views import (AGENT_VIEW_MODES, PANEL_MODES, SUBAGENT_HINT, AgentViewRow, PanelRow, agent_view_rows,
+                               filter_rows, header_counts, newly_notable, panel_rows, subagent_hint_visible,
+                               tree_running_ids)
 
 NOW = 1_000_000.0
 LIFE = 30.0

@@ -3,20 +3,17 @@
 Nothing here does I/O or imports Textual; the clock is always the ``now`` parameter (epoch
 seconds), so every rule can be tested without a terminal and without waiting.
 
-One module for every rule the views apply (the agent view, the panel, the footer hint, ages,
-usage), since they share their helpers and no view may hold a rule of its own.
+One module for where rows go (the agent view, the panel, the footer hint, the header's counts,
+notifications, the filter), since those share the tree helpers and no view may hold a rule of its
+own; what one row says as text is roost/rules/row_text.py.
 """
 
 from __future__ import annotations
 
-import html
-import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from roost.models import (ACTIVE_STATES, NEEDS_INPUT_STATES, STOPPABLE_STATES, TURN_STATES, Row,
+from roost.models import (ACTIVE_STATES, FINISHED_STATES, NEEDS_INPUT_STATES, STOPPABLE_STATES, TURN_STATES, Row,
                           State)
 
 __all__ = [
@@ -25,21 +22,14 @@ __all__ = [
     "SUBAGENT_HINT",
     "AgentViewRow",
     "PanelRow",
-    "age_seconds",
-    "activity_text",
     "agent_view_rows",
-    "asked",
     "filter_rows",
-    "format_age",
     "header_counts",
     "newly_notable",
     "panel_rows",
-    "peek_line",
-    "readable_text",
     "subagent_counts",
     "subagent_hint_visible",
     "tree_running_ids",
-    "usage_text",
 ]
 
 #: Values of ``agentViewSubagents``: children left out of the agent view, or listed inline.
@@ -51,8 +41,6 @@ SUBAGENT_HINT = "/subagents to see subagents"
 
 #: States whose rows count as "running work": sorted first in the panel, stopped by ``K K``.
 _RUNNING_STATES = STOPPABLE_STATES  # starting, working, waiting, blocked
-#: States in which a job's run is over, so its age stops growing.
-_FINISHED_STATES = frozenset({State.DONE, State.FAILED, State.STOPPED})
 
 
 @dataclass(frozen=True)
@@ -224,7 +212,7 @@ def _shown_normal(row: Row, now: float, lifetime: float) -> bool:
 
 
 def _finished_recently(row: Row, now: float, lifetime: float) -> bool:
-    finished = row.state in _FINISHED_STATES or (row.state is State.IDLE and not _worker_up(row))
+    finished = row.state in FINISHED_STATES or (row.state is State.IDLE and not _worker_up(row))
     return finished and _within(row, now, lifetime)
 
 
@@ -307,92 +295,6 @@ def tree_running_ids(rows: Iterable[Row], root: str) -> list[str]:
     return [row.id for row in _descendants(_live(rows), root) if row.state in _RUNNING_STATES]
 
 
-# --------------------------------------------------------------------------- row text
-
-
-def age_seconds(row: Row, now: float) -> float:
-    """How old a job looks: a finished job (done, failed, stopped) shows its run time, which
-    no longer grows; any other job shows the time since it was created."""
-    job = row.job
-    if job.state in _FINISHED_STATES:
-        return job.state_since - job.created_at
-    return now - job.created_at
-
-
-def format_age(seconds: float) -> str:
-    """Compact age, floored to its largest unit: "5s", "3m", "2h", "4d"; negative or not a
-    number shows "0s" (clock skew must not print nonsense)."""
-    if not seconds > 0:  # also catches NaN
-        return "0s"
-    if math.isinf(seconds):
-        return "∞"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{math.floor(seconds / size)}{unit}"
-    return f"{math.floor(seconds)}s"
-
-
-def peek_line(row: Row, width: int = 60) -> str:
-    """The one-line preview of what a job said last: its last non-empty line, whitespace
-    collapsed, cut to ``width`` characters with a trailing "…" when cut; "" when there is none
-    (or when ``width`` leaves no room)."""
-    if width <= 0:
-        return ""
-    for line in reversed(row.job.last_text.splitlines()):
-        text = " ".join(line.split())
-        if text:
-            return text if len(text) <= width else text[: width - 1] + "…"
-    return ""
-
-
-def _count(value: Any) -> float | None:
-    """A usage value as a non-negative number, or None when absent or not a number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if not math.isfinite(value) or value < 0:
-        return None
-    return value
-
-
-def _compact(n: float) -> str:
-    """Token counts as people read them: 950, 1.2k, 12k, 1.5M (one decimal below 10)."""
-    if n < 1000:
-        return str(int(round(n))) if round(n) < 1000 else "1k"
-    for unit, size in (("k", 1e3), ("M", 1e6), ("B", 1e9)):
-        value = n / size
-        if round(value, 1) < 10:
-            text = f"{value:.1f}".removesuffix(".0")
-        else:
-            text = f"{round(value):.0f}"
-        if round(value) < 1000 or unit == "B":
-            return text + unit
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def usage_text(row: Row) -> str:
-    """Compact usage, "" when nothing is known.
-
-    Format: ``"<tokens> tok · ctx <pct>%"`` where tokens is ``input + output`` in compact form
-    (``950``, ``1.2k``, ``12k``, ``1.5M``) and pct is ``context_tokens / context_window``
-    rounded to a whole percent (``<1%`` when small but not zero). Each part is left out when
-    its keys are missing or not numbers; without a window the context shows as a count
-    (``ctx 3.4k``).
-    """
-    usage = row.job.usage
-    parts: list[str] = []
-    inp, out = _count(usage.get("input")), _count(usage.get("output"))
-    if inp is not None or out is not None:
-        parts.append(f"{_compact((inp or 0) + (out or 0))} tok")
-    ctx, window = _count(usage.get("context_tokens")), _count(usage.get("context_window"))
-    if ctx is not None:
-        if window:
-            pct = ctx / window * 100
-            parts.append("ctx <1%" if 0 < pct < 0.5 else f"ctx {round(pct)}%")
-        else:
-            parts.append(f"ctx {_compact(ctx)}")
-    return " · ".join(parts)
-
-
 # --------------------------------------------------------------------------- header, notifications, filter
 
 #: What ``notify`` can name, and the states each stands for.
@@ -456,45 +358,3 @@ def filter_rows(rows: Iterable[Row], query: str) -> list[Row]:
         return all(word in haystack for word in text)
 
     return [row for row in rows if keeps(row)]
-
-
-def _cut(text: str, width: int) -> str:
-    """``text`` on one line, whitespace collapsed, cut to ``width`` with a trailing "…"."""
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: max(width - 1, 0)] + "…"
-
-
-def activity_text(row: Row, width: int) -> tuple[str, bool]:
-    """What a row's activity column says, and whether it is a failure: a failed or stopped
-    job says why (its reason) before anything else, a waiting one what it asks (a permission
-    request is such a question); others their last line."""
-    if row.state in (State.FAILED, State.STOPPED) and row.job.reason:
-        return _cut(row.job.reason, width), row.state is State.FAILED
-    if row.state is State.WAITING and row.job.question:
-        return _cut(row.job.question, width), False
-    return peek_line(row, width), False
-
-
-def asked(row: Row) -> str:
-    """What a job that needs a person asks: a waiting job's question, a blocked one's last text
-    (its report); "" for any other job."""
-    if row.state not in NEEDS_INPUT_STATES:
-        return ""
-    return (row.state is State.WAITING and row.job.question) or row.job.last_text
-
-
-# --------------------------------------------------------------------------- wire text
-
-_REPORT_OPEN = re.compile(r'<roost-report child="([^"]*)" title="([^"]*)" state="([^"]*)" kind="([^"]*)">')
-_REPORT_CLOSE = re.compile(r"</roost-report>")
-
-
-def readable_text(text: str) -> str:
-    """Text an agent wrote with the report blocks it was prompted with turned back into words:
-    an agent that echoes its prompt (``noted while working: <roost-report child=…>``) shows
-    ``↩ work 2 [9zqb] waiting (question)``, not the wire text."""
-    def opened(match: re.Match[str]) -> str:
-        child, title, state, kind = (html.unescape(group) for group in match.groups())
-        return f"↩ {title} [{child}] {state}" + (" (question)" if kind == "question" else "") + ":"
-
-    return _REPORT_CLOSE.sub("", _REPORT_OPEN.sub(opened, text)).replace("&lt;/roost-report", "</roost-report")

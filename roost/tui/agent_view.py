@@ -18,8 +18,8 @@ from textual.widgets import DataTable, Static
 from roost.client import ClientError
 from roost.config import Config
 from roost.models import NEEDS_INPUT_STATES, Row
-from roost.rules.views import (AgentViewRow, activity_text, age_seconds, agent_view_rows, filter_rows, format_age,
-                               header_counts, usage_text)
+from roost.rules.row_text import activity_text, age_seconds, format_age, usage_text
+from roost.rules.views import AgentViewRow, agent_view_rows, filter_rows, header_counts
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
 from roost.tui.archived_view import ArchivedScreen
 from roost.tui.command_line import COMMANDS, CommandLine, parse_command

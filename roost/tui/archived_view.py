@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Static
 
 from roost.client import ClientError
 from roost.config import Config
-from roost.rules.views import age_seconds, format_age
+from roost.rules.row_text import age_seconds, format_age
 from roost.tui.daemon_link import DaemonLink, safe_row
 from roost.tui.looks import cell, state_text
 from roost.tui.roost_screen import RoostScreen, plural

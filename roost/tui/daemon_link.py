@@ -19,7 +19,7 @@ from textual.message import Message
 from roost import paths as paths_mod
 from roost.client import AsyncClient, ClientError, start_daemon
 from roost.models import Row
-from roost.rules.views import readable_text
+from roost.rules.row_text import readable_text
 from roost.text import safe_text
 
 #: How long the link waits after an event for more of the same burst before handing them on.

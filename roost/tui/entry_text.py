@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
-from roost.rules.views import readable_text
+from roost.rules.row_text import readable_text
 from roost.text import safe_text
 from roost.tui.looks import BOLD, Palette
 

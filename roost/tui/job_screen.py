@@ -19,8 +19,8 @@ from roost.client import ClientError
 from roost.config import Config
 from roost.models import STOPPABLE_STATES, State
 from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider
-from roost.rules.views import (SUBAGENT_HINT, age_seconds, format_age, subagent_counts, subagent_hint_visible,
-                               tree_running_ids, usage_text)
+from roost.rules.row_text import age_seconds, format_age, usage_text
+from roost.rules.views import SUBAGENT_HINT, subagent_counts, subagent_hint_visible, tree_running_ids
 from roost.tui.composer import Composer
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
 from roost.tui.diff_view import open_diff

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from roost.models import Row
-from roost.rules.views import asked
+from roost.rules.row_text import asked
 from roost.tui.looks import BOLD, Palette
 from roost.tui.entry_text import entry_text
 

@@ -17,7 +17,7 @@ from textual.widgets import RichLog, Static
 
 from roost.config import Config
 from roost.rules.provider_subagents import READ_ONLY_HINT, ProviderRow
-from roost.rules.views import age_seconds, format_age
+from roost.rules.row_text import age_seconds, format_age
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
 from roost.tui.looks import state_text
 from roost.tui.roost_screen import RoostScreen

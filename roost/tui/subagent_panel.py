@@ -27,7 +27,8 @@ from textual.widget import Widget
 
 from roost.models import STOPPABLE_STATES, Row
 from roost.rules.provider_subagents import ProviderRow, is_provider, provider_rows
-from roost.rules.views import PanelRow, activity_text, age_seconds, filter_rows, format_age, panel_rows
+from roost.rules.row_text import activity_text, age_seconds, format_age
+from roost.rules.views import PanelRow, filter_rows, panel_rows
 from roost.tui.looks import Palette, state_marks
 
 
