@@ -96,6 +96,16 @@ def line_field(data: bytes, name: str, last: bool = False) -> Any:
         return None
 
 
+def text_of(content: Any) -> str:
+    """The text blocks of a message's content (a string, or a list of blocks as pi and the
+    Messages API write them), joined."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
 class Driver:
     """One kind of agent runtime."""
 

@@ -29,7 +29,7 @@ import uuid
 from typing import Any, Callable, Mapping
 
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
-                                inherited_env, line_field)
+                                inherited_env, line_field, text_of)
 from roost.drivers.subagents import SubagentTracker
 from roost.models import Job
 from roost.protocol import encode
@@ -55,15 +55,6 @@ def mcp_config(job: Job, ctx: LaunchContext) -> dict[str, Any]:
 def after_retries(count: int) -> str:
     """How a failed turn's reason says the agent retried its model call first (shared with Codex)."""
     return f" after {count} retr{'y' if count == 1 else 'ies'}" if count else ""
-
-
-def text_of(content: Any) -> str:
-    """The text blocks of a Messages API content (a string or a list of blocks), joined."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
 class ClaudeDriver(Driver):

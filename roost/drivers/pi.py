@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
-                                inherited_env, line_field)
+                                inherited_env, line_field, text_of)
 from roost.models import Job
 from roost.protocol import encode
 from roost.worker_protocol import Oversize, note, response, text_events, turn_end
@@ -98,15 +98,6 @@ class PiDriver(Driver):
         options = self._options
         return PiAdapter(provider=str(options.get("provider") or ""), model=str(options.get("model") or ""),
                          retry=bool(options.get("retry", True)))
-
-
-def _text_of(content: Any) -> str:
-    """The text blocks of a pi message or tool result, joined."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text")
 
 
 class PiAdapter(Adapter):
@@ -254,7 +245,7 @@ class PiAdapter(Adapter):
         message = event.get("message") or {}
         if message.get("role") != "assistant":
             return []
-        text = _text_of(message.get("content")).strip()
+        text = text_of(message.get("content")).strip()
         return text_events(text) if text else []
 
     def _on_tool_start(self, event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -265,7 +256,7 @@ class PiAdapter(Adapter):
         args = self.tool_args.pop(str(event.get("toolCallId")), None)
         result = event.get("result") or {}
         return [{"type": "tool", "name": event.get("toolName"), "args": args,
-                 "result": _text_of(result.get("content") if isinstance(result, dict) else result),
+                 "result": text_of(result.get("content") if isinstance(result, dict) else result),
                  "error": bool(event.get("isError"))}]
 
     def _on_agent_end(self, event: dict[str, Any]) -> list[dict[str, Any]]:
