@@ -240,3 +240,13 @@ def pid_alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except OSError:
         return False
+
+
+def require_agent(what: str, missing: str | None) -> None:
+    """Skip a test of a real agent that is not installed here (``missing`` says why), but fail it
+    under CI, where `.ci/run` installs every agent the tests drive: those tests never skip there."""
+    if missing is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{missing} (CI is set, so the {what} tests must run)")
+    pytest.skip(missing)

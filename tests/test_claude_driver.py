@@ -14,7 +14,7 @@ import pytest
 
 from roost.client import ClientError
 
-from conftest import DaemonHarness, pid_alive
+from conftest import DaemonHarness, pid_alive, require_agent
 from fake_anthropic import FakeAnthropic, prompt_blocks
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,11 +24,9 @@ START = 30.0
 
 @pytest.fixture(scope="module")
 def claude_bin() -> Path:
-    if not CLAUDE.exists():
-        reason = "Claude Code is not installed: run `npm ci --no-audit --no-fund` in the repository"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason} (CI is set, so the Claude Code tests must run)")
-        pytest.skip(reason)
+    missing = None if CLAUDE.exists() else \
+        "Claude Code is not installed: run `npm ci --no-audit --no-fund` in the repository"
+    require_agent("Claude Code", missing)
     return CLAUDE
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from roost.client import ClientError
 
-from conftest import DaemonHarness, pid_alive
+from conftest import DaemonHarness, pid_alive, require_agent
 from fake_openai import FakeOpenAI, prompts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,11 +23,9 @@ START = 30.0
 
 @pytest.fixture(scope="module")
 def codex_bin() -> Path:
-    if not CODEX.exists():
-        reason = "Codex is not installed: run `npm ci --no-audit --no-fund` in the repository"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason} (CI is set, so the Codex tests must run)")
-        pytest.skip(reason)
+    missing = None if CODEX.exists() else \
+        "Codex is not installed: run `npm ci --no-audit --no-fund` in the repository"
+    require_agent("Codex", missing)
     return CODEX
 
 

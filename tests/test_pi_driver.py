@@ -22,7 +22,7 @@ from roost.drivers.pi import EXTENSION, PiAdapter
 from roost.protocol import ENTRY_MAX, MAX_FRAME, PROTOCOL_VERSION
 from roost.worker_protocol import OVERSIZE_KEEP, Oversize
 
-from conftest import DaemonHarness, pid_alive
+from conftest import DaemonHarness, pid_alive, require_agent
 from fakellm import FakeLLM, message_text, models_json
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,11 +42,7 @@ def _missing() -> str | None:
 
 @pytest.fixture(scope="module")
 def pi_bin() -> Path:
-    reason = _missing()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason} (CI is set, so the pi tests must run)")
-        pytest.skip(reason)
+    require_agent("pi", _missing())
     return PI
 
 
