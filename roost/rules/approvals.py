@@ -188,6 +188,40 @@ def _matches(text: str, tool: str, what: Mapping[str, Any]) -> bool:
         return False
 
 
+# -- what people read ------------------------------------------------------------------------------------
+def describe(entry: Mapping[str, Any]) -> str:
+    """One approval on one line, exactly what would run: ``shell: echo hi > f (in /repo)``, ``Edit:
+    /repo/a.py``, ``WebFetch: https://…``, or the tool and its input."""
+    tool, what = str(entry.get("tool", "?")), entry.get("what") or {}
+    subject = request_subject(what)
+    if subject is None:
+        return f"{tool}: {json.dumps(what.get('input', what), ensure_ascii=False)}"
+    key, value = subject
+    where = what.get("cwd")
+    return f"{tool}: {value}" + (f" (in {where})" if key == "command" and isinstance(where, str) else "")
+
+
+def entry_text(data: Mapping[str, Any]) -> str:
+    """An ``approval`` timeline entry as words: ``ap-x asks shell: … (the model says: …)`` or ``ap-x
+    allowed by a person (rule …)``, ``ap-x denied by a stop: stopped by a person``."""
+    head = f"{data.get('id', '?')} {describe(data)}"
+    if data.get("asked"):
+        said = f" (the model says: {data['description']})" if data.get("description") else ""
+        return f"asks {head}{said}"
+    verb = {"allow": "allowed", "deny": "denied"}.get(str(data.get("decision")), str(data.get("decision")))
+    rule = f" (rule {data['rule']})" if data.get("rule") else ""
+    reason = f": {data['reason']}" if data.get("reason") else ""
+    return f"{verb} {head} by {data.get('by', '?')}{rule}{reason}"
+
+
+def pending_line(approvals: Sequence[Mapping[str, Any]]) -> str:
+    """What a waiting job's row says of its pending approvals: the first, and how many more."""
+    if not approvals:
+        return ""
+    more = f" (+{len(approvals) - 1} more)" if len(approvals) > 1 else ""
+    return f"approve? {describe(approvals[0])}{more}"
+
+
 # -- bounds ---------------------------------------------------------------------------------------------
 def bound_what(what: Any) -> dict[str, Any]:
     """A request's ``what`` as the daemon keeps it: a JSON object of at most WHAT_KEYS keys and
