@@ -233,3 +233,73 @@ async def test_the_daemons_restart_settles_a_pending_approval_as_gone(tmp_path: 
     again = Rig(tmp_path, CFG)  # a new daemon on the same store: the worker is gone
     assert again.job(job).approvals == [] and again.state(job) == "idle"
     assert decisions(again, job)[-1]["by"] == "the daemon's restart"
+
+
+async def test_past_pending_max_the_next_request_is_denied_at_once_saying_so(rig: Rig) -> None:
+    from roost.rules.approvals import PENDING_MAX
+
+    job = await rig.spawn()
+    for i in range(PENDING_MAX):
+        rig.worker(job).ask(f"w{i}")
+    await rig.settle()
+    assert len(rig.job(job).approvals) == PENDING_MAX and rig.worker(job).answers == []
+    rig.worker(job).ask("one-more")
+    await rig.settle()
+    assert len(rig.job(job).approvals) == PENDING_MAX
+    assert rig.worker(job).answers[0]["approval"] == "one-more" and rig.worker(job).answers[0]["decision"] == "deny"
+    assert f"{PENDING_MAX} approvals already wait" in rig.worker(job).answers[0]["reason"]
+
+
+async def test_the_row_carries_the_models_words_and_the_subagent_bounded(rig: Rig) -> None:
+    from roost.rules.approvals import WHAT_MAX
+
+    job = await rig.spawn()
+    rig.worker(job).ask("w1", "x" * (4 * WHAT_MAX), description="List the files" * 1000, subagent="explorer")
+    await rig.settle()
+    [entry] = rig.sup.index.row(job)["approvals"]
+    assert entry["subagent"] == "explorer" and len(entry["description"]) == 2000
+    assert entry["what"]["cut"] > 0 and len(repr(entry["what"])) < WHAT_MAX + 100
+
+
+async def test_a_request_without_a_usable_id_is_refused_on_the_timeline(rig: Rig) -> None:
+    job = await rig.spawn()
+    rig.worker(job).on_event({"type": "approval", "approval": 7, "tool": "shell", "what": {}})
+    await rig.settle()
+    assert rig.job(job).approvals == [] and rig.state(job) == "working"
+    assert "without a usable id" in rig.store.last_entry(job, "error")["message"]
+
+
+async def test_a_message_from_another_job_denies_too_and_says_whose(rig: Rig) -> None:
+    other = await rig.spawn()
+    job = await rig.spawn()
+    await asked(rig, job)
+    result = await rig.sup.send(job, "yes, go ahead", other)
+    await rig.settle()
+    assert result["outcome"] == "denied" and rig.worker(job).answers[0]["decision"] == "deny"
+    assert decisions(rig, job)[-1]["by"] == f"a message from job {other}"
+
+
+async def test_bad_answers_are_refused_saying_what_was_wrong(rig: Rig) -> None:
+    from roost.rules.approvals import REASON_MAX
+
+    job = await rig.spawn()
+    aid = await asked(rig, job, command="$(ls *)")
+    for args, says in [((aid, "once", "", "shell:ls*"), "goes with decision \"job\""),
+                       ((aid, "job", "", "shell:"), "nothing after ':'"),
+                       ((aid, "deny", "x" * (REASON_MAX + 1), None), f"at most {REASON_MAX}"),
+                       ((aid, "job", "", None), "give the rule"),
+                       (("ap-nothere", "once", "", None), "no pending approval")]:
+        with pytest.raises(ProtocolError) as exc:
+            await rig.sup.answer_approval(*args)
+        assert exc.value.code == "bad_args" and says in exc.value.message, args
+    assert rig.worker(job).answers == [] and len(rig.job(job).approvals) == 1
+    result = await rig.sup.answer_approval(aid, "job", "", "shell")  # the person's own rule: any shell command
+    assert result["rule"] == "shell" and rig.job(job).approval_grants == ["shell"]
+    assert rig.worker(job).answers[-1]["decision"] == "allow"
+
+
+async def test_a_spawn_with_a_bad_policy_is_refused(rig: Rig) -> None:
+    with pytest.raises(ProtocolError) as exc:
+        await rig.spawn(approval_rules=["two words:x"])
+    assert exc.value.code == "bad_args" and "one word" in exc.value.message
+    assert rig.sup.index.jobs == {}

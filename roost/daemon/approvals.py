@@ -83,7 +83,8 @@ def on_asked(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
         verdict, by, reason = "deny", "stop", "the job is stopped: nothing it asks runs"
     elif verdict == "ask" and len(job.approvals) >= rules.PENDING_MAX:
         verdict, reason = "deny", f"{rules.PENDING_MAX} approvals already wait for a person: denied until they are answered"
-    words = {k: v for k in ("description", "subagent") if (v := rules.word(event.get(k), rules.DESCRIPTION_MAX))}
+    words = {k: v for k, limit in (("description", rules.DESCRIPTION_MAX), ("subagent", rules.WORD_MAX))
+             if (v := rules.word(event.get(k), limit))}
     aid = eng.approvals.new_id()
     if verdict != "ask":
         with eng.store.transaction():
@@ -141,6 +142,8 @@ def settle(eng: "Engine", job: Job, aid: str, decision: str, by: str, reason: st
     eng.approvals.done(aid, f"{verb} by {by}" + (f" ({reason})" if reason and decision == "deny" else ""))
     if not job.approvals:
         back, job.approval_back = job.approval_back, ""
+        if back == State.WORKING.value and (slot is None or slot.turn is None):
+            back = State.IDLE.value  # the turn it waited in is gone (a prompt the worker refused)
         if restore and job.state == State.WAITING:
             eng.set_state(job, State(back) if back else State.IDLE, note="no approval is pending any more")
     return wid
@@ -164,7 +167,10 @@ def on_answer(eng: "Engine", job: Job, msg: m.AnswerApproval) -> None:
         else:
             rule = None
             if msg.decision == "job":
-                rule = msg.rule or rules.rule_for(entry["tool"], entry["what"])
+                try:
+                    rule = msg.rule or rules.rule_for(entry["tool"], entry["what"])
+                except rules.RuleError as exc:
+                    raise ProtocolError(ErrorCode.BAD_ARGS, f"answer_approval: {exc}") from None
                 if rule not in job.approval_grants:
                     if len(job.approval_grants) >= rules.RULES_MAX:
                         raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} has {rules.RULES_MAX} granted rules "

@@ -115,19 +115,21 @@ def request_subject(what: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def rule_for(tool: str, what: Mapping[str, Any]) -> str:
     """The rule "approve for this job" adds unless the person edits it: the same tool with the same
-    command prefix (the program and its first word that is not an option: ``git status*``), the same
-    path or URL, or the tool alone for any other request."""
+    command prefix (the program and its next word unless that is an option: ``git status*``), the same
+    path or URL, or the tool alone for a request with none of those. A command that does not start
+    with a plain word gets a rule for exactly itself; RuleError when even that cannot be written (a
+    ``*`` in it): the person gives the rule."""
     subject = request_subject(what)
     if subject is None:
         return tool
     key, value = subject
-    if key != "command":
+    plain = [w for w in value.split()[:2] if not SHELL_CONTROL.search(w) and "*" not in w]
+    if key != "command" or not plain or not value.startswith(plain[0]):
+        if "*" in value:
+            raise RuleError(f"no rule covers exactly {value[:200]!r} (it holds '*'): give the rule to add")
         return f"{tool}:{value}"
-    words = value.split()
-    head = words[:2] if len(words) > 1 and not words[1].startswith("-") and not SHELL_CONTROL.search(words[1]) \
-        else words[:1]
-    head = [w for w in head if not SHELL_CONTROL.search(w)]
-    return f"{tool}:{' '.join(head)}*" if head else tool
+    head = plain[:2] if len(plain) > 1 and not plain[1].startswith("-") and value.split()[1] == plain[1] else plain[:1]
+    return f"{tool}:{' '.join(head)}*"
 
 
 # -- policies ------------------------------------------------------------------------------------------
@@ -226,29 +228,25 @@ def pending_line(approvals: Sequence[Mapping[str, Any]]) -> str:
 def bound_what(what: Any) -> dict[str, Any]:
     """A request's ``what`` as the daemon keeps it: a JSON object of at most WHAT_KEYS keys and
     WHAT_MAX bytes of JSON, its longest strings cut in the middle until it fits (anything nested
-    becomes its JSON text first), with ``cut`` saying how many characters were left out."""
+    becomes its JSON text first), with ``cut`` saying how many characters (and keys) were left out."""
     if not isinstance(what, dict):
         what = {"input": what}
-    out: dict[str, Any] = {}
-    cut = 0
-    for key, value in list(what.items())[:WHAT_KEYS]:
-        out[str(key)[:WORD_MAX]] = value
-    dropped = len(what) - len(out)
-    if _size(out) <= WHAT_MAX:
-        return {**out, "cut": dropped} if dropped else out
-    for key, value in out.items():
-        if not isinstance(value, (str, int, float, bool, type(None))):
-            out[key] = json.dumps(value, ensure_ascii=False)
-    while _size(out) > WHAT_MAX:
+    out = {str(key)[:WORD_MAX]: value for key, value in list(what.items())[:WHAT_KEYS]}
+    cut = len(what) - len(out)
+    if not cut and _size(out) <= WHAT_MAX:
+        return out
+    budget = WHAT_MAX - len(', "cut": ') - 20  # room for the count
+    if _size(out) > budget:
+        out = {k: v if isinstance(v, (str, int, float, bool, type(None))) else json.dumps(v, ensure_ascii=False)
+               for k, v in out.items()}
+    while (excess := _size(out) - budget) > 0:
         key = max((k for k, v in out.items() if isinstance(v, str)), key=lambda k: len(out[k]), default=None)
-        if key is None or len(out[key]) < 16:
-            break
+        if key is None or len(out[key]) <= 16:
+            break  # only short strings left: each key was cut to WORD_MAX, so it is bounded anyway
         text = out[key]
-        keep = max(8, len(text) - (_size(out) - WHAT_MAX) - 16)
-        keep = min(keep, len(text) * 3 // 4)
-        out[key] = cut_middle(text, keep)
+        out[key] = cut_middle(text, max(8, len(text) - excess - 3))  # "…" is 3 bytes
         cut += len(text) - len(out[key]) + 1
-    return {**out, "cut": cut + dropped}
+    return {**out, "cut": cut} if cut else out
 
 
 def _size(value: Any) -> int:
