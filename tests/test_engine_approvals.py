@@ -102,6 +102,8 @@ async def test_a_stop_denies_at_the_agent_before_the_abort(rig: Rig, how: str) -
     await rig.settle()
     kinds = [k for k, _ in rig.worker(job).commands]
     assert kinds.index("approval_answer") < kinds.index("abort")
+    if how == "archive":  # and its worker is closed only after both
+        assert kinds.index("abort") < kinds.index("close")
     assert rig.worker(job).answers[0]["decision"] == "deny"
     assert rig.job(job).approvals == [] and rig.state(job) == "stopped"
     assert decisions(rig, job)[-1]["by"] == ("the archive" if how == "archive" else "a stop")
@@ -128,7 +130,7 @@ async def test_close_denies_a_background_request_and_the_job_goes_back(rig: Rig)
     await rig.sup.close(job, None)
     await rig.settle()
     kinds = [k for k, _ in rig.worker(job).commands]
-    assert "approval_answer" in kinds and rig.worker(job).answers[0]["decision"] == "deny"
+    assert kinds.index("approval_answer") < kinds.index("close") and rig.worker(job).answers[0]["decision"] == "deny"
     assert rig.state(job) == "idle" and job not in rig.sup.engine.slots
 
 
@@ -295,6 +297,7 @@ async def test_bad_answers_are_refused_saying_what_was_wrong(rig: Rig) -> None:
     assert rig.worker(job).answers == [] and len(rig.job(job).approvals) == 1
     result = await rig.sup.answer_approval(aid, "job", "", "shell")  # the person's own rule: any shell command
     assert result["rule"] == "shell" and rig.job(job).approval_grants == ["shell"]
+    await rig.settle()
     assert rig.worker(job).answers[-1]["decision"] == "allow"
 
 

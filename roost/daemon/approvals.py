@@ -25,8 +25,9 @@ from roost.rules import approvals as rules
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
 
-#: Seconds the daemon waits for a worker to take an ``approval_answer``.
-ANSWER_TIMEOUT = 10.0
+#: Seconds the daemon waits for a worker to take an ``approval_answer`` (a stop's abort waits for the
+#: denials first, so no longer than an abort's own wait).
+ANSWER_TIMEOUT = 5.0
 #: How many settled approvals the daemon remembers, to say how one was settled when it is answered again.
 SETTLED_KEPT = 1000
 _ID_LETTERS = "abcdefghjkmnpqrstuvwxyz23456789"
@@ -247,16 +248,20 @@ def gone(eng: "Engine", job: Job, why: str) -> None:
 
 # -- telling the agent ------------------------------------------------------------------------------------
 async def _answer(eng: "Engine", job_id: str, worker: Any, wids: list[str], decision: str, reason: str) -> None:
-    """Send ``approval_answer`` for each of the worker's approvals; one it does not take is noted."""
-    for wid in wids:
-        try:
-            resp = await worker.request("approval_answer", timeout=ANSWER_TIMEOUT, approval=wid, decision=decision,
-                                        reason=reason)
-            ok, error = bool(resp.get("success")), str(resp.get("error") or "")
-        except (asyncio.TimeoutError, ConnectionError) as exc:
-            ok, error = False, f"the worker did not take it: {exc or 'timeout'}"
-        if not ok:
-            eng.post(job_id, m.AnswerNotTaken(worker, wid, decision, error or "refused"))
+    """Send ``approval_answer`` for each of the worker's approvals, all at once (written in this
+    order, before anything a later task sends); one it does not take is noted."""
+    await asyncio.gather(*(_answer_one(eng, job_id, worker, wid, decision, reason) for wid in wids))
+
+
+async def _answer_one(eng: "Engine", job_id: str, worker: Any, wid: str, decision: str, reason: str) -> None:
+    try:
+        resp = await worker.request("approval_answer", timeout=ANSWER_TIMEOUT, approval=wid, decision=decision,
+                                    reason=reason)
+        ok, error = bool(resp.get("success")), str(resp.get("error") or "")
+    except (asyncio.TimeoutError, ConnectionError) as exc:
+        ok, error = False, f"the worker did not take it: {exc or 'timeout'}"
+    if not ok:
+        eng.post(job_id, m.AnswerNotTaken(worker, wid, decision, error or "refused"))
 
 
 def on_answer_not_taken(eng: "Engine", job: Job, msg: m.AnswerNotTaken) -> None:

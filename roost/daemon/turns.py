@@ -140,11 +140,18 @@ def abort(eng: "Engine", job: Job, slot: Slot, bounded: bool = False,
           first: Coroutine[Any, Any, None] | None = None) -> None:
     """Cut the turn in flight short; a worker that does not answer is killed. ``first`` (the denial of
     what the agent waits on) goes to the worker before the abort, also when no turn runs."""
+    effect = abort_effect(eng, job, slot, first)
+    if effect is not None:
+        eng.spawn_task(effect, bounded=bounded)
+
+
+def abort_effect(eng: "Engine", job: Job, slot: Slot,
+                 first: Coroutine[Any, Any, None] | None = None) -> Coroutine[Any, Any, None] | None:
+    """What ``abort`` runs: ``first``, then the abort of the turn in flight; ``first`` alone (or None)
+    when no turn runs. For an effect that must come after both (closing the worker)."""
     if slot.turn is None:
-        if first is not None:
-            eng.spawn_task(first, bounded=bounded)
-        return
-    eng.spawn_task(_abort(eng, job.id, slot.worker, slot.turn.run, first), bounded=bounded)
+        return first
+    return _abort(eng, job.id, slot.worker, slot.turn.run, first)
 
 
 async def _abort(eng: "Engine", job_id: str, worker: Any, run: int,
