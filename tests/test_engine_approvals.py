@@ -306,3 +306,25 @@ async def test_a_spawn_with_a_bad_policy_is_refused(rig: Rig) -> None:
         await rig.spawn(approval_rules=["two words:x"])
     assert exc.value.code == "bad_args" and "one word" in exc.value.message
     assert rig.sup.index.jobs == {}
+
+
+async def test_an_older_question_is_not_shown_while_the_job_waits_on_an_approval(rig: Rig) -> None:
+    job = await rig.spawn()
+    rig.worker(job).on_event({"type": "turn_end", "run": rig.worker(job).prompts[-1][0], "outcome": "waiting",
+                              "question": "which branch?"})
+    await rig.settle()
+    assert rig.sup.index.row(job)["question"] == "which branch?"
+    await rig.sup.send(job, "main", None)
+    await rig.settle()
+    await asked(rig, job)  # a new turn, and now an approval: the old question is not what it asks
+    assert rig.sup.index.row(job)["question"] == ""
+
+
+async def test_a_shutdown_denies_at_the_agent_before_it_aborts_and_closes(rig: Rig) -> None:
+    job = await rig.spawn()
+    await asked(rig, job)
+    await rig.sup.shutdown()
+    kinds = [k for k, _ in rig.worker(job).commands]
+    assert kinds[kinds.index("approval_answer"):] == ["approval_answer", "abort", "close"]
+    assert rig.worker(job).answers[0]["reason"] == "the roost daemon shut down"
+    assert rig.job(job).approvals == [] and decisions(rig, job)[-1]["decision"] == "gone"
