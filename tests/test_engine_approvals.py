@@ -328,3 +328,29 @@ async def test_a_shutdown_denies_at_the_agent_before_it_aborts_and_closes(rig: R
     assert kinds[kinds.index("approval_answer"):] == ["approval_answer", "abort", "close"]
     assert rig.worker(job).answers[0]["reason"] == "the roost daemon shut down"
     assert rig.job(job).approvals == [] and decisions(rig, job)[-1]["decision"] == "gone"
+
+
+def test_the_daemon_remembers_how_the_last_settled_approvals_went_and_no_more() -> None:
+    from roost.daemon.approvals import SETTLED_KEPT, Book
+
+    book = Book()
+    ids = [book.new_id() for _ in range(SETTLED_KEPT + 1)]
+    assert len(set(ids)) == len(ids) and all(i.startswith("ap-") and len(i) == 9 for i in ids)
+    for aid in ids[:SETTLED_KEPT]:
+        book.done(aid, "allowed by a person")
+    assert "already settled: allowed by a person" in book.refusal(ids[0]).message
+    book.done(ids[-1], "denied by a stop")
+    assert len(book.settled) == SETTLED_KEPT
+    assert book.refusal(ids[0]).code == "bad_args"  # the oldest is forgotten: "no pending approval"
+    assert book.refusal(ids[-1]).code == "refused"
+
+
+async def test_a_long_tool_name_is_cut_to_its_bound(rig: Rig) -> None:
+    from roost.rules.approvals import WORD_MAX
+
+    job = await rig.spawn()
+    rig.worker(job).ask("w1", tool="T" * WORD_MAX)
+    rig.worker(job).ask("w2", tool="T" * (WORD_MAX + 50))
+    await rig.settle()
+    first, second = rig.job(job).approvals
+    assert first["tool"] == "T" * WORD_MAX and len(second["tool"]) == WORD_MAX and "…" in second["tool"]

@@ -18,14 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from roost.models import cut_middle
-from roost.protocol import APPROVAL_ANSWERS, APPROVAL_MODES
+from roost.protocol import APPROVAL_MODES
 
 MODES = APPROVAL_MODES
 #: Verdicts from the strictest down: the strictest verdict of a policy's levels is its decision.
 _STRICTNESS = {"deny": 0, "ask": 1, "allow": 2}
-#: The decisions a person may give (``answer_approval``): allow this once, allow it and what is like
-#: it for the rest of the job (adding an allow rule), or deny.
-ANSWERS = APPROVAL_ANSWERS
 #: How many bytes of JSON an approval's ``what`` keeps (its strings cut in the middle past it).
 WHAT_MAX = 8 * 1024
 #: How many keys of ``what`` are kept, and the longest tool name, id, description or subagent kept.
@@ -144,11 +141,6 @@ def child_policy(parent: Sequence[Mapping[str, Any]], mode: str | None, rules: S
     """A new job's policy: its parent's levels and one of its own (``mode`` defaults to ask). A root
     job's policy is its own level alone."""
     return [*(dict(lv) for lv in parent), level(mode or "ask", rules)]
-
-
-def effective_mode(policy: Sequence[Mapping[str, Any]]) -> str:
-    """The strictest mode of a policy's levels: what it does with a request no rule allows."""
-    return min((str(lv.get("mode", "ask")) for lv in policy), key=lambda m: _STRICTNESS.get(m, 0), default="ask")
 
 
 @dataclass(frozen=True)
