@@ -354,3 +354,15 @@ async def test_a_long_tool_name_is_cut_to_its_bound(rig: Rig) -> None:
     await rig.settle()
     first, second = rig.job(job).approvals
     assert first["tool"] == "T" * WORD_MAX and len(second["tool"]) == WORD_MAX and "…" in second["tool"]
+
+
+async def test_a_request_after_a_stop_is_denied_at_once(rig: Rig) -> None:
+    job = await rig.spawn()
+    await rig.sup.stop(job, False, None)
+    await rig.settle()
+    rig.worker(job).ask("late")  # a provider's subagent that still runs asks after the stop
+    await rig.settle()
+    assert rig.job(job).approvals == [] and rig.state(job) == "stopped"
+    assert rig.worker(job).answers == [{"approval": "late", "decision": "deny",
+                                        "reason": "denied by roost: the job is stopped: nothing it asks runs"}]
+    assert decisions(rig, job)[-1]["by"] == "a stop"

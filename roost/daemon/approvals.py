@@ -81,9 +81,10 @@ def on_asked(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
     decision = rules.decide(job.approval_policy, job.approval_grants, tool, what)
     verdict, by, reason = decision.verdict, "policy", decision.why
     if job.state == State.STOPPED or job.archived_at is not None:
-        verdict, by, reason = "deny", "stop", "the job is stopped: nothing it asks runs"
+        verdict, by, reason = "deny", "a stop", "the job is stopped: nothing it asks runs"
     elif verdict == "ask" and len(job.approvals) >= rules.PENDING_MAX:
-        verdict, reason = "deny", f"{rules.PENDING_MAX} approvals already wait for a person: denied until they are answered"
+        verdict, by = "deny", "the pending limit"
+        reason = f"{rules.PENDING_MAX} approvals already wait for a person: denied until they are answered"
     words = {k: v for k, limit in (("description", rules.DESCRIPTION_MAX), ("subagent", rules.WORD_MAX))
              if (v := rules.word(event.get(k), limit))}
     aid = eng.approvals.new_id()
@@ -91,7 +92,7 @@ def on_asked(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
         with eng.store.transaction():
             eng.timeline(job, "approval", id=aid, tool=tool, what=what, **words, decision=verdict, by=by,
                          reason=reason)
-        eng.approvals.done(aid, f"{'allowed' if verdict == 'allow' else 'denied'} by the {by} ({reason})")
+        eng.approvals.done(aid, f"{'allowed' if verdict == 'allow' else 'denied'} by {by} ({reason})")
         eng.spawn_task(_answer(eng, job.id, slot.worker, [wid], verdict, _heard(verdict, reason)))
         return
     entry = {"id": aid, "tool": tool, "what": what, **words, "asked_at": eng.clock()}
