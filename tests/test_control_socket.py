@@ -15,7 +15,7 @@ from roost.client import ClientError
 
 from conftest import DaemonHarness
 
-from roost.daemon.server import peer_uid
+from roost.socket_connect import peer_uid
 from roost.protocol import MAX_FRAME
 
 
