@@ -117,3 +117,63 @@ def test_an_empty_store_where_roost_ran_before_is_not_taken_as_new_in_silence(ro
         assert daemon.rows() == []
     finally:
         daemon.stop()
+
+
+def roost_cli(daemon: DaemonHarness, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "roost.cli", *args], env=daemon.env, capture_output=True,
+                          text=True, timeout=60, check=True)
+
+
+def replaced_store(roost_home: Path) -> tuple[Path, DaemonHarness]:
+    """A store found empty where roost ran before (every record gone), and a daemon on its new one."""
+    path = seed(roost_home, 3)
+    (path.parent / "sessions" / "j0001.jsonl").write_text('{"prompt": "say hi"}\n')
+    for extra in path.parent.glob("roost.db-*"):
+        extra.unlink()
+    path.write_bytes(b"")
+    daemon = DaemonHarness(roost_home)
+    daemon.write_config("")
+    daemon.start()
+    return path, daemon
+
+
+def test_a_replaced_store_is_said_on_stderr_of_every_command_until_acknowledged(roost_home: Path) -> None:
+    path, daemon = replaced_store(roost_home)
+    try:
+        [aside] = asides(path, "empty")
+        for args in (("ls",), ("ls", "--json"), ("spawn", "--cwd", "/", "say hi")):
+            done = roost_cli(daemon, *args)
+            [line] = done.stderr.splitlines()
+            assert line.startswith("roost: the store was found empty (0 bytes) and replaced on "), args
+            assert str(aside) in line and line.endswith("run `roost daemon status --acknowledge` once you have "
+                                                        "read this"), line
+        assert "no jobs yet" not in roost_cli(daemon, "ls").stdout, "the new job is listed"
+        roost_cli(daemon, "daemon", "status", "--acknowledge")
+        for args in (("ls",), ("ls", "--json"), ("daemon", "status")):
+            assert roost_cli(daemon, *args).stderr == "", args
+    finally:
+        daemon.stop()
+
+
+async def test_the_app_shows_a_banner_until_the_notice_is_acknowledged(roost_home: Path) -> None:
+    from roost.tui.store_banner import StoreBanner
+    from tui_helpers import SIZE, make_app, table_ids, until
+
+    _path, daemon = replaced_store(roost_home)
+    try:
+        app = make_app(daemon)
+        async with app.run_test(size=SIZE) as pilot:
+            banner = await until(pilot, lambda: next(iter(app.screen.query(StoreBanner).filter(".-shown")), None),
+                                 "the banner")
+            assert banner.region.height >= 1, "it takes room on the screen"
+            text = str(banner.render())
+            assert "the store was found empty" in text and "roost daemon status --acknowledge" in text
+        daemon.call("acknowledge")
+        job = daemon.spawn("say after")
+        app = make_app(daemon)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: job in table_ids(app), "the app to list the new job")
+            assert app.link.store_notice is None
+            assert not app.screen.query(StoreBanner).filter(".-shown"), "acknowledged: no banner"
+    finally:
+        daemon.stop()
