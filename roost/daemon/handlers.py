@@ -227,6 +227,7 @@ def status(ctx: Context, req: Request) -> dict[str, Any]:
 def acknowledge(ctx: Context, req: Request) -> None:
     """A person read the store's notice (``roost daemon status --acknowledge``)."""
     ctx.supervisor.store.acknowledge()
+    ctx.supervisor.publisher.store_notice(None)
 
 
 @handles("shutdown")

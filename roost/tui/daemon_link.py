@@ -148,7 +148,7 @@ class DaemonLink:
         self.rows: dict[str, Row] = {}
         #: How many finished root jobs the agent view's subscription left out (old ones).
         self.more = 0
-        #: The store's repair notice as of the last connect (the banner shows it).
+        #: The store's repair notice, from the hello and then its ``store_notice`` events (the banner shows it).
         self.store_notice: str | None = None
         self._held: dict[int, set[str]] = {}
 
@@ -226,6 +226,8 @@ class DaemonLink:
                     self.rows.pop(data["id"], None)
             elif kind == "timeline":
                 update.entries.append(event["entry"])
+            elif kind == "store_notice":
+                self.store_notice = event.get("text")
         return update
 
     async def batches(self, window: float = BURST_WINDOW) -> AsyncIterator[list[dict[str, Any]]]:

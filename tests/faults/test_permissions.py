@@ -168,10 +168,16 @@ def test_the_daemon_refuses_to_start_under_a_parent_others_may_write(tmp_path: P
     assert not (shared / "roost" / "run" / "roost.sock").exists()
 
 
-def test_a_directory_of_ones_own_in_a_sticky_shared_directory_is_fine(tmp_path: Path) -> None:
+def shared_sticky(tmp_path: Path) -> Path:
+    """A directory like /tmp: everyone may write it, nobody may rename what is someone else's."""
     sticky = tmp_path / "tmp"
     sticky.mkdir()
     sticky.chmod(0o1777)
+    return sticky
+
+
+def test_a_directory_of_ones_own_in_a_sticky_shared_directory_is_fine(tmp_path: Path) -> None:
+    sticky = shared_sticky(tmp_path)
     p = paths_mod.resolve({"ROOST_HOME": str(sticky / "mine" / "roost")})
     p.ensure()
     assert mode(sticky / "mine") == 0o700 and p.socket.parent.is_dir()
@@ -179,9 +185,7 @@ def test_a_directory_of_ones_own_in_a_sticky_shared_directory_is_fine(tmp_path: 
 
 
 def test_a_directory_another_user_owns_above_roost_home_is_refused(tmp_path: Path) -> None:
-    sticky = tmp_path / "tmp"
-    sticky.mkdir()
-    sticky.chmod(0o1777)
+    sticky = shared_sticky(tmp_path)
     theirs = sticky / "theirs"
     theirs.mkdir(mode=0o755)
     os.chown(theirs, NOBODY, -1)
@@ -193,9 +197,7 @@ def test_a_directory_another_user_owns_above_roost_home_is_refused(tmp_path: Pat
 
 def test_a_link_another_user_owns_in_a_sticky_directory_is_refused(tmp_path: Path) -> None:
     """The link itself could be replaced by its owner, whatever it points at."""
-    sticky = tmp_path / "tmp"
-    sticky.mkdir()
-    sticky.chmod(0o1777)
+    sticky = shared_sticky(tmp_path)
     mine = tmp_path / "mine"
     mine.mkdir(mode=0o700)
     link = sticky / "link"

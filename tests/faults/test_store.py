@@ -102,23 +102,6 @@ def test_one_bad_record_is_set_aside_and_the_rest_load(roost_home: Path) -> None
     store.close()
 
 
-def test_an_empty_store_where_roost_ran_before_is_not_taken_as_new_in_silence(roost_home: Path) -> None:
-    path = seed(roost_home, 3)
-    (path.parent / "sessions" / "j0001.jsonl").write_text('{"prompt": "say hi"}\n')
-    for extra in path.parent.glob("roost.db-*"):
-        extra.unlink()
-    path.write_bytes(b"")
-    daemon = DaemonHarness(roost_home)
-    daemon.write_config("")
-    daemon.start()
-    try:
-        notice = daemon.call("status")["store_notice"]
-        assert "empty (0 bytes)" in notice and asides(path, "empty")
-        assert daemon.rows() == []
-    finally:
-        daemon.stop()
-
-
 def roost_cli(daemon: DaemonHarness, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "roost.cli", *args], env=daemon.env, capture_output=True,
                           text=True, timeout=60, check=True)
@@ -135,6 +118,16 @@ def replaced_store(roost_home: Path) -> tuple[Path, DaemonHarness]:
     daemon.write_config("")
     daemon.start()
     return path, daemon
+
+
+def test_an_empty_store_where_roost_ran_before_is_not_taken_as_new_in_silence(roost_home: Path) -> None:
+    path, daemon = replaced_store(roost_home)
+    try:
+        notice = daemon.call("status")["store_notice"]
+        assert "empty (0 bytes)" in notice and asides(path, "empty")
+        assert daemon.rows() == []
+    finally:
+        daemon.stop()
 
 
 def test_a_replaced_store_is_said_on_stderr_of_every_command_until_acknowledged(roost_home: Path) -> None:
@@ -157,7 +150,7 @@ def test_a_replaced_store_is_said_on_stderr_of_every_command_until_acknowledged(
 
 async def test_the_app_shows_a_banner_until_the_notice_is_acknowledged(roost_home: Path) -> None:
     from roost.tui.store_banner import StoreBanner
-    from tui_helpers import SIZE, make_app, table_ids, until
+    from tui_helpers import SIZE, make_app, open_job, table_ids, until
 
     _path, daemon = replaced_store(roost_home)
     try:
@@ -168,7 +161,11 @@ async def test_the_app_shows_a_banner_until_the_notice_is_acknowledged(roost_hom
             assert banner.region.height >= 1, "it takes room on the screen"
             text = str(banner.render())
             assert "the store was found empty" in text and "roost daemon status --acknowledge" in text
-        daemon.call("acknowledge")
+            job_screen = await open_job(pilot, app, daemon.spawn("say here"))
+            assert job_screen.query_one(StoreBanner).has_class("-shown"), "on the job's screen too"
+            roost_cli(daemon, "daemon", "status", "--acknowledge")
+            await until(pilot, lambda: not job_screen.query_one(StoreBanner).has_class("-shown"),
+                        "the banner to go when acknowledged elsewhere")
         job = daemon.spawn("say after")
         app = make_app(daemon)
         async with app.run_test(size=SIZE) as pilot:
@@ -177,3 +174,22 @@ async def test_the_app_shows_a_banner_until_the_notice_is_acknowledged(roost_hom
             assert not app.screen.query(StoreBanner).filter(".-shown"), "acknowledged: no banner"
     finally:
         daemon.stop()
+
+
+def test_the_notice_stays_within_its_bound_keeping_the_newest(tmp_path: Path) -> None:
+    """It rides in every person's hello: a store repaired again and again cannot grow it."""
+    from roost.daemon.store import NOTICE_CHARS
+
+    store = Store(tmp_path / "roost.db")
+    try:
+        store.set_notice("x" * (NOTICE_CHARS - 1))
+        assert len(store.notice()) == NOTICE_CHARS - 1, "at the bound: kept whole"
+        store.set_notice("y" * (NOTICE_CHARS * 3))
+        assert store.notice() == "y" * NOTICE_CHARS, "past it: the newest, cut to the bound"
+        for i in range(100):
+            store.set_notice(f"repair {i:03d}: " + "z" * 300)
+        notice = store.notice()
+        assert len(notice) <= NOTICE_CHARS and notice.splitlines()[-1].startswith("repair 099")
+        assert not notice.startswith("repair 000"), "the oldest gave way"
+    finally:
+        store.close()
