@@ -48,10 +48,14 @@ def _hello_args(client: str, job: str | None, token: str | None) -> dict[str, An
     return args
 
 
+#: What stops the store's notice (``store_notice`` of a person's hello) from being said.
+ACKNOWLEDGE = "roost daemon status --acknowledge"
+
+
 def notice_line(notice: str) -> str:
-    """The store's repair notice (``store_notice`` of a person's hello) as one line: what the
-    CLI says on stderr of every command and the app's banner shows, until acknowledged."""
-    return f"{' | '.join(notice.splitlines())}; run `roost daemon status --acknowledge` once you have read this"
+    """The store's repair notice as one line: what the CLI says on stderr of every command until
+    it is acknowledged."""
+    return f"{' | '.join(notice.splitlines())}; run `{ACKNOWLEDGE}` once you have read this"
 
 
 def _result(frame: dict[str, Any]) -> Any:

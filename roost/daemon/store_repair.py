@@ -12,6 +12,7 @@ Nothing is copied to read it, so nothing is left behind."""
 from __future__ import annotations
 
 import logging
+import stat
 import time
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def open_store(path: Path, state_dir: Path) -> Store:
     when the store is sound but not usable (a newer schema): both are left exactly as they are."""
     for f in (path, *(path.with_name(path.name + s) for s in _SIDE_FILES)):
         check_private(f, "store file")
+        _owner_only(f)
     when = time.strftime("%Y-%m-%d %H:%M:%S")
     if path.exists() and path.stat().st_size == 0 and _ran_before(state_dir):
         aside = _move_aside(path, "empty")
@@ -59,6 +61,18 @@ def open_store(path: Path, state_dir: Path) -> Store:
     _announce(store, f"the store was damaged and replaced on {when} ({problem}): {how}; the damaged file is kept, "
                      f"as it was, in {aside}")
     return store
+
+
+def _owner_only(path: Path) -> None:
+    """Make a store file of ours that others may read 0600: SQLite gives the files it makes
+    beside the store (``-wal``, ``-shm``, ``-journal``) the store's own mode."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return
+    if mode & 0o077:
+        log.warning("the store file %s was mode %o, readable by others; made 0600", path, mode)
+        path.chmod(0o600)
 
 
 def _ran_before(state_dir: Path) -> bool:

@@ -142,6 +142,29 @@ def test_a_store_writable_by_others_is_refused_with_the_fix_and_the_daemon_does_
     assert f"{p.store} is writable by group and others" in done.stdout and f"chmod go-w {p.store}" in done.stdout
 
 
+def test_a_store_others_may_read_is_made_owner_only_and_so_is_every_file_sqlite_makes(roost_home: Path) -> None:
+    from conftest import DaemonHarness
+    from roost.daemon.store import Store
+
+    daemon = DaemonHarness(roost_home)
+    daemon.write_config("")
+    daemon.paths.ensure()
+    Store(daemon.paths.store).close()
+    daemon.paths.store.chmod(0o644)
+    old = os.umask(0)
+    try:
+        daemon.start()
+    finally:
+        os.umask(old)
+    try:
+        daemon.wait_state(daemon.spawn("say hi"), "idle")
+        files = sorted(daemon.paths.state_dir.glob("roost.db*"))
+        assert {f.name for f in files} >= {"roost.db", "roost.db-wal", "roost.db-shm"}
+        assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}
+    finally:
+        daemon.stop()
+
+
 # -- ownership all the way up (issue 18) -------------------------------------------------------------------
 def test_a_parent_of_roost_home_that_others_may_write_is_refused_with_the_fix(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
