@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -105,8 +106,9 @@ def test_a_damaged_overflow_page_loses_only_its_record(roost_home: Path) -> None
     big = "".join(f"<{i:06d}>" for i in range(4000))  # 32 KB: a chain of overflow pages
     store = Store(path)
     with store.transaction():
-        store.save_job(Job(id="jbig", title="big", driver="builtin", cwd="/", state=State.DONE,
-                           created_at=2000.0, state_since=2000.0, last_text=big))
+        for job_id, text in (("jbig", big), ("jwhole", big.replace("<", "["))):
+            store.save_job(Job(id=job_id, title=job_id, driver="builtin", cwd="/", state=State.DONE,
+                               created_at=2000.0, state_since=2000.0, last_text=text))
     store.close()
     data = path.read_bytes()
     middle = data.find(b"<002000>")
@@ -115,9 +117,33 @@ def test_a_damaged_overflow_page_loses_only_its_record(roost_home: Path) -> None
     daemon = started(roost_home)
     try:
         back = {r["id"] for r in daemon.rows()}
-        assert back == {f"j{i:04d}" for i in range(20)}, "every other record, and no garbled big one"
-        notice = daemon.call("status")["store_notice"]
-        assert "20 job records" in notice and "could not be read" in notice
+        assert back == {f"j{i:04d}" for i in range(20)} | {"jwhole"}, "every other record, no garbled big one"
+        store_text = daemon.call("status")["store_notice"]
+        assert "21 job records" in store_text and "could not be read" in store_text
+    finally:
+        daemon.stop()
+    store = Store(path)
+    try:
+        [whole] = [job for job in store.jobs() if job.id == "jwhole"]
+        assert whole.last_text == big.replace("<", "["), "a record over its own intact overflow chain comes back whole"
+    finally:
+        store.close()
+
+
+def test_rows_deleted_before_the_damage_do_not_come_back(roost_home: Path) -> None:
+    """Their pages went to the freelist, where SQLite leaves their old bytes: they are skipped."""
+    path = seed(roost_home, 400)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA secure_delete=OFF")  # some builds zero freed pages; a store from others need not
+    db.execute("DELETE FROM jobs WHERE id < 'j0300'")
+    assert db.execute("PRAGMA freelist_count").fetchone()[0] > 10
+    db.close()
+    stale = set(re.findall(rb"j0[0-2]\d\d(?=\{)", path.read_bytes()))
+    assert len(stale) > 100, "most deleted rows' bytes are still in the file"
+    garbage(path, root_page(path, "jobs"))
+    daemon = started(roost_home)
+    try:
+        assert sorted(r["id"] for r in daemon.rows()) == [f"j{i:04d}" for i in range(300, 400)]
     finally:
         daemon.stop()
 
