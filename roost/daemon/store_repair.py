@@ -12,6 +12,7 @@ Nothing is copied to read it, so nothing is left behind."""
 from __future__ import annotations
 
 import logging
+import sqlite3
 import stat
 import time
 from pathlib import Path
@@ -58,8 +59,8 @@ def open_store(path: Path, state_dir: Path) -> Store:
         store.close()
         store = _fresh(path)
         how = "nothing could be salvaged; a new, empty store was started"
-    _announce(store, f"the store was damaged and replaced on {when} ({problem}): {how}; the damaged file is kept, "
-                     f"as it was, in {aside}")
+    _announce(store, f"the store was damaged and replaced on {when} ({problem}): {how}; the damaged file is kept "
+                     f"in {aside}")
     return store
 
 
@@ -117,6 +118,9 @@ def _salvage(damaged: Path, store: Store) -> str:
                 names = ["rowid"] + [c[0] for c in cols if not c[3]]
                 values = [cell.rowid] + [v for v, c in zip(cell.values, cols) if not c[3]]
                 found[table] += store.insert_row(table, names, tuple(values))
+    except (OSError, sqlite3.Error) as exc:  # a read error, a full disk: the damaged file stays for another try
+        log.error("the salvage stopped: %s", exc)
+        return f"the salvage stopped ({exc}) and kept nothing; a new, empty store was started"
     finally:
         pages.close()
     said = (f"{found['jobs']} job records, {found['timeline']} timeline entries, {found['outbox']} reports and "
