@@ -86,18 +86,19 @@ def _new_socket() -> socket.socket:
     return sock
 
 
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a unix socket (SO_PEERCRED: Linux, which is
-    where roost runs; elsewhere the attribute is missing and every peer is refused)."""
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a unix socket (``SO_PEERCRED``: Linux, where
+    roost runs; elsewhere the attribute is missing, AttributeError, and the caller refuses the
+    peer). Both sides use it: the daemon for who connected, a client for who answers."""
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return pid, uid
 
 
 def check_peer(sock: socket.socket, socket_path: Path) -> None:
     """Refuse (closing the socket, nothing sent) a peer that is neither this user nor root."""
     try:
-        uid = peer_uid(sock)
+        _pid, uid = peer_credentials(sock)
     except (OSError, AttributeError) as exc:
         sock.close()
         raise ClientError(FOREIGN_PEER, f"cannot tell who answers on {socket_path} ({exc}); nothing was "

@@ -32,7 +32,7 @@ from roost.daemon.store_repair import open_store
 from roost.daemon.supervisor import Supervisor
 from roost.paths import Paths, UnsafePath
 from roost.protocol import MAX_CONNECTIONS, MAX_FRAME, ErrorCode, ProtocolError, encode, err
-from roost.socket_connect import peer_uid
+from roost.socket_connect import peer_credentials
 
 log = logging.getLogger("roost.daemon")
 
@@ -184,7 +184,7 @@ class Daemon:
         """Refuse peers of another uid and connections past the cap; serve the others."""
         sock.setblocking(False)
         try:
-            uid = peer_uid(sock)
+            _pid, uid = peer_credentials(sock)
         except (OSError, AttributeError):
             uid = -1
         if uid != os.getuid():
