@@ -155,8 +155,6 @@ OPS: dict[str, dict[str, Arg]] = {
     "shutdown": {},
 }
 
-#: Operations a job may call about itself only (the daemon takes the job from the hello).
-JOB_ONLY_OPS = frozenset({"report"})
 REPORT_STATUSES = ("done", "idle", "blocked")
 _ID_IN_FRAME = re.compile(rb'"id"\s*:\s*(-?\d+)')
 

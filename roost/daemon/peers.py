@@ -1,0 +1,57 @@
+"""Who is at the other end of a connection: the peer's credentials, and whether its process is one
+of the daemon's own, which is never a person (docs/protocols.md#authority).
+
+The kernel gives the pid and uid of the process that connected (``SO_PEERCRED``, Linux). That
+process is the daemon's own when the daemon is among its ancestors (workers and all they start,
+hooks, git, the ssh processes that carry hosts' sockets), or when it carries a worker's mark
+(roost/proctree.py), which its descendants keep through double forks and new sessions. A process
+that cannot be read (gone already, or hiding its environment) is not taken for a person either.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from pathlib import Path
+
+from roost.proctree import MARK_VAR, read_proc
+
+#: The most ancestors looked at; a chain longer than any real one means something is wrong.
+MAX_DEPTH = 4096
+_MARK = f"{MARK_VAR}=".encode()
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a unix socket (``SO_PEERCRED``: Linux, where
+    roost runs; elsewhere the attribute is missing, AttributeError, and the caller refuses the peer)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return pid, uid
+
+
+def daemons_own(pid: int, daemon: int | None = None) -> str | None:
+    """Why process ``pid`` is one the daemon (``daemon``, this process by default) started, so it
+    cannot be a person; None when it is not."""
+    daemon = os.getpid() if daemon is None else daemon
+    proc = read_proc(pid) if pid > 0 else None
+    if proc is None:
+        return f"process {pid} is gone or cannot be read"
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return f"the environment of process {pid} cannot be read"
+    if any(item.startswith(_MARK) for item in environ.split(b"\0")):
+        return f"process {pid} carries a worker's mark ({MARK_VAR})"
+    for _ in range(MAX_DEPTH):
+        if daemon in (proc.pid, proc.ppid):
+            return f"process {pid} descends from the daemon (pid {daemon})"
+        if proc.ppid <= 1:
+            return None
+        parent = read_proc(proc.ppid)
+        if parent is None:  # it exited between two reads: ``proc`` was re-parented, read it again
+            parent = read_proc(proc.pid)
+            if parent is None:
+                return f"process {proc.pid}, process {pid} or one of its ancestors, is gone"
+        proc = parent
+    return f"process {pid} has over {MAX_DEPTH} ancestors"
