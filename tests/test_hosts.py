@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from conftest import RawClient
+from conftest import RawClient, assert_token_in_no_argv
 from roost.config import ConfigError, parse_config
 from roost.protocol import PROTOCOL_VERSION
 from roost.socket_connect import ClientError
@@ -290,7 +290,9 @@ def test_the_forwarded_socket_takes_only_that_hosts_jobs_never_a_person(daemon_f
         client, reply = _hello(forwarded, job=job, token=token)
         assert reply["error"]["code"] == "auth" and f"job {job} is not placed on host h" in reply["error"]["message"]
         client.close()
-    # The host's own job is welcome, as a job: its own subtree, not another's transcript.
+    # The host's own job is welcome, as a job: its own subtree, not another's transcript. Its token
+    # is in its worker's environment there, on no command line (here or there: ssh's, the wrapper's).
+    assert_token_in_no_argv(far, _token_on_host(far))
     client, reply = _hello(forwarded, job=far, token=_token_on_host(far))
     assert reply["ok"] and reply["result"]["job"] == far
     client.send({"id": 2, "op": "logs", "args": {"job": here}})

@@ -24,6 +24,7 @@ async def test_a_host_job_fails_at_once_with_why_when_ssh_cannot_be_run(tmp_path
     monkeypatch.setenv("ROOST_HOME", str(tmp_path))
     monkeypatch.setattr(placement, "_links", {})
     rig = Rig(tmp_path, CFG)
+    rig.sup.engine.host_socket = lambda name: tmp_path / f"{name}.sock"  # the daemon's server opens it; none here
     job = await rig.spawn("work", host="box")
     for _ in range(500):  # until the start attempt settles (the exec of ssh fails in a real subprocess call)
         if rig.state(job) != "starting" and rig.state(job) != "queued":

@@ -15,7 +15,7 @@ import socket
 import struct
 from pathlib import Path
 
-from roost.proctree import MARK_VAR, read_proc
+from roost.proctree import MARK_VAR, Proc, read_proc
 
 #: The most ancestors looked at; a chain longer than any real one means something is wrong.
 MAX_DEPTH = 4096
@@ -37,21 +37,29 @@ def daemons_own(pid: int, daemon: int | None = None) -> str | None:
     proc = read_proc(pid) if pid > 0 else None
     if proc is None:
         return f"process {pid} is gone or cannot be read"
+    if _descends(proc, daemon):
+        return f"process {pid} descends from the daemon (pid {daemon})"
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return f"the environment of process {pid} cannot be read"
     if any(item.startswith(_MARK) for item in environ.split(b"\0")):
-        return f"process {pid} carries a worker's mark ({MARK_VAR})"
+        return f"process {pid} carries a worker's mark ({MARK_VAR}): it left a worker's tree"
+    return None
+
+
+def _descends(proc: Proc, daemon: int) -> bool:
+    """Whether the daemon is ``proc`` or one of its ancestors (a chain that breaks, or runs past
+    MAX_DEPTH, counts as the daemon's: it cannot be shown not to be)."""
     for _ in range(MAX_DEPTH):
         if daemon in (proc.pid, proc.ppid):
-            return f"process {pid} descends from the daemon (pid {daemon})"
+            return True
         if proc.ppid <= 1:
-            return None
+            return False
         parent = read_proc(proc.ppid)
         if parent is None:  # it exited between two reads: ``proc`` was re-parented, read it again
             parent = read_proc(proc.pid)
             if parent is None:
-                return f"process {proc.pid}, process {pid} or one of its ancestors, is gone"
+                return True
         proc = parent
-    return f"process {pid} has over {MAX_DEPTH} ancestors"
+    return True
