@@ -41,6 +41,16 @@ def job_identity(environ: dict[str, str] | None = None) -> tuple[str | None, str
     return (job, token) if job and token else (None, None)
 
 
+def approval_args(approval: str, decision: str, reason: str = "", rule: str | None = None) -> dict[str, Any]:
+    """The arguments of ``answer_approval``, leaving out what was not given."""
+    args: dict[str, Any] = {"approval": approval, "decision": decision}
+    if reason:
+        args["reason"] = reason
+    if rule is not None:
+        args["rule"] = rule
+    return args
+
+
 def _hello_args(client: str, job: str | None, token: str | None) -> dict[str, Any]:
     args: dict[str, Any] = {"version": PROTOCOL_VERSION, "client": client}
     if job:
@@ -229,6 +239,17 @@ class Client:
         for page in self.pages("list", **filters):
             yield from page["rows"]
 
+    def answer_approval(self, approval: str, decision: str, reason: str = "", rule: str | None = None) -> Any:
+        """A person's answer to one approval: ``once``, ``job`` (with ``rule``, or the same tool with
+        the same command prefix) or ``deny`` (``reason`` is what the agent hears)."""
+        return self.call("answer_approval", **approval_args(approval, decision, reason, rule))
+
+    def pending_approvals(self) -> Iterator[dict[str, Any]]:
+        """Every pending approval, each with its ``job``: read from the rows of waiting jobs."""
+        for row in self.rows(states=["waiting"]):
+            for entry in row.get("approvals") or ():
+                yield {**entry, "job": row["id"], "title": row.get("title", "")}
+
     def close(self) -> None:
         self._sock.close()
 
@@ -365,6 +386,10 @@ class AsyncClient:
         """One request; raises ClientError with the daemon's code and words when refused, or
         ``timeout`` when no answer came within ``timeout`` seconds."""
         return await self._exchange(op, args, timeout)
+
+    async def answer_approval(self, approval: str, decision: str, reason: str = "", rule: str | None = None) -> Any:
+        """A person's answer to one approval (``Client.answer_approval``)."""
+        return await self.call("answer_approval", **approval_args(approval, decision, reason, rule))
 
     async def subscribe(self, what: str, timeout: float = DEFAULT_TIMEOUT,
                         **args: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -39,7 +39,7 @@ def test_processes_a_job_runs_cannot_do_what_only_a_person_may(daemon, tmp_path)
     row = daemon.wait_state(job, "idle", "failed", timeout=30)
     assert row["state"] == "idle", row["reason"]
     daemon.wait_for(lambda: orphan.exists() and orphan.read_text(), what="the orphan's attempt")
-    assert as_job.read_text().startswith(f"auth: shutdown is a person's to call, and this connection is job {job}")
+    assert as_job.read_text().startswith(f"auth: shutdown is for a person only: job {job} may not call it")
     for out in (unset, root):
         said = out.read_text()
         assert said.startswith("auth: not a person: process ") and "descends from the daemon" in said, said

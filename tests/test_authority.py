@@ -31,6 +31,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "unarchive": {"job": "{t}"},
     "merge": {"job": "{t}"},
     "report": {"status": "idle", "text": "a note"},
+    "answer_approval": {"approval": "ap-zzzzzz", "decision": "deny"},
     "show": {"job": "{t}"},
     "children": {"job": "{t}"},
     "list": {"under": "{t}"},

@@ -69,6 +69,7 @@ RULES: dict[str, Rule] = {
     "unarchive": _MINE,
     "merge": _MINE,
     "report": Rule(Reach.SELF, person=False),
+    "answer_approval": _PERSON,  # no job answers an approval: not the asking one, its parent or its children
     "show": Rule(Reach.FAMILY, "job"),
     "children": _MINE,
     "list": Rule(Reach.SUBTREE, "under"),
@@ -107,8 +108,7 @@ def check(op: str, args: dict[str, Any], caller: str | None, index: JobIndex) ->
             raise ProtocolError(ErrorCode.AUTH, f"{op} is for jobs: call it from a worker (ROOST_JOB_ID is not set)")
         return
     if rule.jobs is Reach.NONE:
-        raise ProtocolError(ErrorCode.AUTH, f"{op} is a person's to call, and this connection is job {caller}: "
-                                            f"no job may call it")
+        raise ProtocolError(ErrorCode.AUTH, f"{op} is for a person only: job {caller} may not call it (no job may)")
     if rule.target is None or rule.jobs is Reach.ANY:
         return
     target = args.get(rule.target) or caller

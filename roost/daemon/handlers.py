@@ -148,6 +148,13 @@ def report(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.report(req.caller, req.args["status"], req.args.get("text", ""))
 
 
+@handles("answer_approval")
+def answer_approval(ctx: Context, req: Request) -> Any:
+    args = req.args
+    return ctx.supervisor.answer_approval(args["approval"], args["decision"], args.get("reason", ""),
+                                          args.get("rule"))
+
+
 @handles("archive")
 def archive(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.archive(req.args["job"])
