@@ -1,6 +1,7 @@
 """Attacks on authority with a real daemon and built-in agents: processes a job runs, and hooks the
-daemon runs, try what only a person may do — with the job's identity, without it, after leaving
-the job's process tree — and a child forges a report. Each is refused and nothing happens."""
+daemon runs, try what only a person may do (stop the daemon, spawn a root job, read every job,
+answer an approval) — with the job's identity, without it, after leaving the job's process tree —
+and a child forges a report. Each is refused and nothing happens."""
 
 from __future__ import annotations
 
@@ -50,15 +51,17 @@ def test_processes_a_job_runs_cannot_do_what_only_a_person_may(daemon, tmp_path)
     assert not (tmp_path / "pwned").exists()
 
 
-def test_a_hook_cannot_speak_as_a_person(daemon_factory, tmp_path):
+def test_a_hook_cannot_speak_as_a_person_nor_answer_the_approval_it_is_told_of(daemon_factory, tmp_path):
     out = tmp_path / "hook-said"
-    hook = [sys.executable, str(ATTACK), str(out), "shutdown"]
+    hook = [sys.executable, str(ATTACK), str(out), "answer_approval", json.dumps({"approval": "-", "decision": "once"})]
     daemon = daemon_factory(f"[hooks]\njob_needs_input = {json.dumps(hook)}\n")
-    job = daemon.spawn("ask may I?", cwd=str(tmp_path))
-    daemon.wait_state(job, "waiting")
+    job = daemon.spawn("ask-run echo pwned > pwned.txt", cwd=str(tmp_path))
+    [pending] = daemon.wait_row(job, lambda r: r["state"] == "waiting" and r["approvals"], what="the approval")["approvals"]
     said = daemon.wait_for(lambda: out.exists() and out.read_text(), what="the hook's attempt")
     assert said.startswith("auth: not a person: process ") and "descends from the daemon" in said, said
-    assert daemon.proc.poll() is None and daemon.show(job)["state"] == "waiting"
+    row = daemon.show(job)
+    assert row["state"] == "waiting" and [a["id"] for a in row["approvals"]] == [pending["id"]]
+    assert not (tmp_path / "pwned.txt").exists()
 
 
 def test_a_forged_report_is_read_by_the_built_in_parent_as_one_report(daemon, tmp_path):
