@@ -31,7 +31,7 @@ from roost.daemon.peers import daemons_own, peer_credentials
 from roost.daemon.store import Store, StoreError
 from roost.daemon.store_repair import open_store
 from roost.daemon.supervisor import Supervisor
-from roost.hosts.link import host_socket_path
+from roost.hosts.link import HostDown, host_socket_path
 from roost.paths import Paths, UnsafePath
 from roost.protocol import MAX_CONNECTIONS, MAX_FRAME, ErrorCode, ProtocolError, encode, err
 
@@ -107,11 +107,16 @@ class Daemon:
 
     def _host_socket(self, name: str) -> Path:
         """The socket of host ``name``'s own, listening (opened on first use): what the forward to
-        that host targets, so its connections are host connections, never a person's."""
+        that host targets, so its connections are host connections, never a person's. HostDown
+        when it cannot be opened."""
         if name not in self._host_listeners:
             path = host_socket_path(self.paths.runtime_dir, name)
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            sock = _bind(path)
+            try:
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                sock = _bind(path)
+            except OSError as exc:  # a path too long for a Unix socket, a full disk
+                raise HostDown(f"host {name}: cannot listen on {path} for its workers: {exc.strerror or exc}; "
+                               f"put roost's runtime directory somewhere shorter") from None
             self._host_listeners[name] = (sock, path)
             asyncio.get_running_loop().add_reader(sock.fileno(), self._accept, sock, name)
         return self._host_listeners[name][1]

@@ -79,10 +79,11 @@ async def prepare(eng: "Engine", job_id: str, worker: Any) -> str | None:
     if eng.host_socket is None:
         return f"host {job.host}: this daemon serves no host sockets"
     try:
-        link = link_for(eng.config.host(job.host), eng.host_socket)
+        settings = eng.config.host(job.host)
     except ConfigError as exc:
         return f"host {job.host} is gone from the config: {exc.message}"
     try:
+        link = link_for(settings, eng.host_socket)
         await link.ensure()
         worker.launch = await _remote_launch(link, job, worker.launch)
     except HostDown as exc:
