@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import click
 
 from roost import paths as paths_mod
-from roost.client import UNREACHABLE, Client, ClientError, connect, job_identity, probe, start_daemon
+from roost.client import UNREACHABLE, Client, ClientError, connect, job_identity, notice_line, probe, start_daemon
 from roost.models import record_json
 from roost.text import safe_text
 
@@ -64,10 +64,16 @@ class Ctx:
         self.config = config
 
     def client(self) -> Client:
+        """A connection to the daemon (started when none runs); a store repair it has not heard
+        acknowledged yet is said on stderr first, whatever the command."""
         try:
-            return connect(config=self.config)
+            client = connect(config=self.config)
         except ClientError as exc:
             _fail(exc.message)
+        notice = client.greeting.get("store_notice")
+        if notice:
+            _say(f"roost: {notice_line(notice)}", err=True)
+        return client
 
     def call(self, op: str, **args: Any) -> Any:
         with self.client() as client:

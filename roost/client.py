@@ -58,6 +58,16 @@ def _hello_args(client: str, job: str | None, token: str | None) -> dict[str, An
     return args
 
 
+#: What stops the store's notice (``store_notice`` of a person's hello) from being said.
+ACKNOWLEDGE = "roost daemon status --acknowledge"
+
+
+def notice_line(notice: str) -> str:
+    """The store's repair notice as one line: what the CLI says on stderr of every command until
+    it is acknowledged."""
+    return f"{' | '.join(notice.splitlines())}; run `{ACKNOWLEDGE}` once you have read this"
+
+
 def _result(frame: dict[str, Any]) -> Any:
     if frame.get("ok"):
         return frame.get("result")
@@ -114,6 +124,8 @@ class Client:
         self._buf = b""
         self._ids = itertools.count(1)
         self._events: deque[dict[str, Any]] = deque()
+        #: What the daemon said to our hello (a person's carries ``store_notice``).
+        self.greeting: dict[str, Any] = {}
 
     @classmethod
     def connect(cls, socket_path: Path, client: str = "cli", job: str | None = None,
@@ -123,7 +135,7 @@ class Client:
         sock.settimeout(timeout)
         self = cls(sock)
         try:
-            self.call("hello", timeout=timeout, **_hello_args(client, job, token))
+            self.greeting = self.call("hello", timeout=timeout, **_hello_args(client, job, token))
         except ClientError:
             sock.close()
             raise
@@ -283,6 +295,8 @@ class AsyncClient:
         #: Why the connection ended (None while it lives); ``end_code`` is ``lagged`` or ``disconnected``.
         self.end_reason: str | None = None
         self.end_code: str | None = None
+        #: What the daemon said to our hello (a person's carries ``store_notice``).
+        self.greeting: dict[str, Any] = {}
 
     @classmethod
     async def connect(cls, socket_path: Path, client: str = "app", job: str | None = None,
@@ -295,7 +309,7 @@ class AsyncClient:
         self = cls(reader, writer)
         self._reader_task = asyncio.create_task(self._read_loop())
         try:
-            await self.call("hello", timeout=timeout, **_hello_args(client, job, token))
+            self.greeting = await self.call("hello", timeout=timeout, **_hello_args(client, job, token))
         except ClientError:
             await self.close()
             raise

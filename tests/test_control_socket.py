@@ -15,7 +15,7 @@ from roost.client import ClientError
 
 from conftest import DaemonHarness
 
-from roost.daemon.peers import peer_credentials
+from roost.socket_connect import peer_credentials
 from roost.protocol import MAX_FRAME
 
 

@@ -1,18 +1,17 @@
-"""Who is at the other end of a connection: the peer's credentials, and whether its process is one
-of the daemon's own, which is never a person (docs/protocols.md#authority).
+"""Whether the process at the other end of a connection is one of the daemon's own, which is
+never a person (docs/protocols.md#authority).
 
-The kernel gives the pid and uid of the process that connected (``SO_PEERCRED``, Linux). That
-process is the daemon's own when the daemon is among its ancestors (workers and all they start,
-hooks, git, the ssh processes that carry hosts' sockets), or when it carries a worker's mark
-(roost/proctree.py), which its descendants keep through double forks and new sessions. A process
-that cannot be read (gone already, or hiding its environment) is not taken for a person either.
+The kernel gives the pid of the process that connected (``SO_PEERCRED``, Linux:
+``socket_connect.peer_credentials``). That process is the daemon's own when the daemon is among its
+ancestors (workers and all they start, hooks, git, the ssh processes that carry hosts' sockets), or
+when it carries a worker's mark (roost/proctree.py), which its descendants keep through double forks
+and new sessions. A process that cannot be read (gone already, or hiding its environment) is not
+taken for a person either.
 """
 
 from __future__ import annotations
 
 import os
-import socket
-import struct
 from pathlib import Path
 
 from roost.proctree import MARK_VAR, Proc, read_proc
@@ -20,14 +19,6 @@ from roost.proctree import MARK_VAR, Proc, read_proc
 #: The most ancestors looked at; a chain longer than any real one means something is wrong.
 MAX_DEPTH = 4096
 _MARK = f"{MARK_VAR}=".encode()
-
-
-def peer_credentials(sock: socket.socket) -> tuple[int, int]:
-    """(pid, uid) of the process at the other end of a unix socket (``SO_PEERCRED``: Linux, where
-    roost runs; elsewhere the attribute is missing, AttributeError, and the caller refuses the peer)."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", creds)
-    return pid, uid
 
 
 def daemons_own(pid: int, daemon: int | None = None) -> str | None:

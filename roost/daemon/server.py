@@ -27,13 +27,14 @@ from roost import __version__
 from roost.config import ConfigError, ConfigWatcher
 from roost.daemon.connection import Connection
 from roost.daemon.handlers import Context, handle_line
-from roost.daemon.peers import daemons_own, peer_credentials
+from roost.daemon.peers import daemons_own
 from roost.daemon.store import Store, StoreError
 from roost.daemon.store_repair import open_store
 from roost.daemon.supervisor import Supervisor
 from roost.hosts.link import HostDown, host_socket_path
 from roost.paths import Paths, UnsafePath
 from roost.protocol import MAX_CONNECTIONS, MAX_FRAME, ErrorCode, ProtocolError, encode, err
+from roost.socket_connect import peer_credentials
 
 log = logging.getLogger("roost.daemon")
 

@@ -115,7 +115,7 @@ def activity_text(row: Row, width: int) -> tuple[str, bool]:
         return _cut(row.job.reason, width), row.state is State.FAILED
     if row.state is State.WAITING and row.job.approvals:
         return _cut(pending_line(row.job.approvals), width), False
-    if row.state is State.WAITING and row.job.question:
+    if row.state is State.WAITING and row.job.question and not row.job.approvals:
         return _cut(row.job.question, width), False
     return peek_line(row, width), False
 
