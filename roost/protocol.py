@@ -161,11 +161,6 @@ OPS: dict[str, dict[str, Arg]] = {
     "shutdown": {},
 }
 
-#: Operations a job may call about itself only (the daemon takes the job from the hello).
-JOB_ONLY_OPS = frozenset({"report"})
-#: Operations only a person may call (a connection with no job identity): no job, not even the one
-#: that asks, its parent or its children, may answer an approval.
-PERSON_ONLY_OPS = frozenset({"answer_approval"})
 REPORT_STATUSES = ("done", "idle", "blocked")
 _ID_IN_FRAME = re.compile(rb'"id"\s*:\s*(-?\d+)')
 

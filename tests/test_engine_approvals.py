@@ -96,7 +96,7 @@ async def test_a_stop_denies_at_the_agent_before_the_abort(rig: Rig, how: str) -
     job = await rig.spawn()
     aid = await asked(rig, job)
     if how == "archive":
-        await rig.sup.archive(job, None)
+        await rig.sup.archive(job)
     else:
         await rig.sup.stop(job, how == "stop_tree", None)
     await rig.settle()
@@ -127,7 +127,7 @@ async def test_close_denies_a_background_request_and_the_job_goes_back(rig: Rig)
     await asked(rig, job)  # no turn in flight: a provider's background subagent asks
     assert rig.state(job) == "waiting"
     assert rig.sup.engine.next_deadline(job) == rig.clock.mono() + 600  # the reaper waits; the timeout does not
-    await rig.sup.close(job, None)
+    await rig.sup.close(job)
     await rig.settle()
     kinds = [k for k, _ in rig.worker(job).commands]
     assert kinds.index("approval_answer") < kinds.index("close") and rig.worker(job).answers[0]["decision"] == "deny"

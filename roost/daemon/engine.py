@@ -18,6 +18,7 @@ import collections
 import itertools
 import logging
 import sqlite3
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Protocol
 
 from roost.config import Config
@@ -73,6 +74,9 @@ class Engine:
         #: Which job each pending approval is of, and how recent ones were settled.
         self.approvals = Book()
         self.closing_down = False
+        #: Opens (once) the socket a host's forward targets and gives its path (the daemon's server
+        #: sets it: roost/hosts/placement.py); None where nothing serves hosts.
+        self.host_socket: Callable[[str], Path] | None = None
         self.runs = itertools.count(1)
         self.fan_out = asyncio.Semaphore(FAN_OUT)
         self._mailboxes: dict[str, collections.deque[Message]] = {}

@@ -81,11 +81,10 @@ def _char_start(data: bytes, at: int) -> int:
 
 
 # -- merge ------------------------------------------------------------------------------------------------
-async def merge(sup: "Supervisor", job_id: str, caller: str | None) -> dict[str, Any]:
+async def merge(sup: "Supervisor", job_id: str) -> dict[str, Any]:
     """Merge the job's branch into its base where the base is checked out (the main checkout),
     when that is a fast-forward or a merge without conflicts; refuse, saying what is in the way."""
     job = _reviewable(sup, job_id)
-    sup.check_caller(caller, job, "merge")
     repo, branch, base = str(job.repo), str(job.branch), str(job.base)
     if not (await git("show-ref", "--verify", "--quiet", f"refs/heads/{base}", cwd=repo, check=False)).ok:
         raise _refused(f"its base {base} is not a branch (HEAD was detached at spawn, or the branch is gone): "

@@ -84,13 +84,6 @@ class Supervisor:
         self.engine.post(job_id, message)
         return await message.reply
 
-    def check_caller(self, caller: str | None, job: Job, what: str) -> None:
-        """A job acting through its tools may act on itself and on its own subtree only;
-        a person (no job) may act on anything."""
-        if caller is None or self.index.under(job.id, caller):
-            return
-        raise ProtocolError(ErrorCode.AUTH, f"job {caller} may not {what} {job.id}: only its owner may")
-
     # -- start-up and shutdown ----------------------------------------------------------------------
     def recover(self) -> None:
         """Load every record; no job may claim a worker that did not survive the last daemon."""
@@ -236,19 +229,18 @@ class Supervisor:
             raise self.engine.approvals.refusal(approval)
         return await self._ask(job_id, m.AnswerApproval(approval, decision, reason, rule))
 
-    async def rename(self, job_id: str, title: str, caller: str | None) -> dict[str, Any]:
-        self.check_caller(caller, self.index.require(job_id), "rename")
+    async def rename(self, job_id: str, title: str) -> dict[str, Any]:
+        self.index.require(job_id)
         title = " ".join(title.split())
         if not title or len(title) > TITLE_MAX:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"rename: a title is 1 to {TITLE_MAX} characters, not {len(title)}")
         await self._ask(job_id, m.Rename(title))
         return self.index.row(job_id)
 
-    async def unarchive(self, job_id: str, caller: str | None) -> dict[str, Any]:
+    async def unarchive(self, job_id: str) -> dict[str, Any]:
         """Bring back an archived job and what was archived with it (its subtree, archived at or
         after it). A job whose parent is still archived comes back as a root."""
         job = self.index.require(job_id)
-        self.check_caller(caller, job, "unarchive")
         if job.archived_at is None:
             return self.index.row(job_id)
         since = job.archived_at
@@ -261,7 +253,6 @@ class Supervisor:
 
     async def stop(self, job_id: str, tree: bool, caller: str | None) -> dict[str, Any]:
         job = self.index.require(job_id)
-        self.check_caller(caller, job, "stop")
         targets = [job, *self.index.descendants(job.id)] if tree else [job]
         targets = [t for t in targets if t.state in STOPPABLE_STATES and t.archived_at is None]
         results = await asyncio.gather(*(self._ask(t.id, m.Stop(caller)) for t in targets))
@@ -269,17 +260,17 @@ class Supervisor:
         return {"stopped": len(stopped), "ids": stopped,
                 "already": job.state == State.STOPPED and not tree and not stopped}
 
-    async def close(self, job_id: str, caller: str | None, reason: str = "closed by its owner") -> dict[str, Any]:
-        self.check_caller(caller, self.index.require(job_id), "close")
+    async def close(self, job_id: str, reason: str = "closed by its owner") -> dict[str, Any]:
+        self.index.require(job_id)
         return await self._ask(job_id, m.Close(reason))
 
-    async def set_pinned(self, job_id: str, pinned: bool, caller: str | None) -> dict[str, Any]:
-        self.check_caller(caller, self.index.require(job_id), "pin" if pinned else "unpin")
+    async def set_pinned(self, job_id: str, pinned: bool) -> dict[str, Any]:
+        self.index.require(job_id)
         await self._ask(job_id, m.Pin(pinned))
         return self.index.row(job_id)
 
-    async def set_label(self, job_id: str, key: str, value: str | None, caller: str | None) -> dict[str, Any]:
-        self.check_caller(caller, self.index.require(job_id), "label")
+    async def set_label(self, job_id: str, key: str, value: str | None) -> dict[str, Any]:
+        self.index.require(job_id)
         await self._ask(job_id, m.Label(key, value))
         return self.index.row(job_id)
 
@@ -290,11 +281,10 @@ class Supervisor:
         self.index.require(caller)
         return await self._ask(caller, m.Report(status, text))
 
-    async def archive(self, job_id: str, caller: str | None) -> dict[str, Any]:
+    async def archive(self, job_id: str) -> dict[str, Any]:
         """Archive a job and its subtree; a child someone has open is detached instead, so it
         stays in view."""
         job = self.index.require(job_id)
-        self.check_caller(caller, job, "archive")
         archived: list[str] = []
         detached: list[str] = []
         stack = [job]
@@ -310,8 +300,8 @@ class Supervisor:
                              *(self._ask(j, m.Archive()) for j in archived))
         return {"archived": archived, "detached": detached}
 
-    async def detach(self, job_id: str, caller: str | None = None) -> dict[str, Any]:
-        self.check_caller(caller, self.index.require(job_id), "detach")
+    async def detach(self, job_id: str) -> dict[str, Any]:
+        self.index.require(job_id)
         await self._ask(job_id, m.Detach())
         return self.index.row(job_id)
 

@@ -144,4 +144,11 @@ def readable_text(text: str) -> str:
         child, title, state, kind = (html.unescape(group) for group in match.groups())
         return f"↩ {title} [{child}] {state}" + (" (question)" if kind == "question" else "") + ":"
 
-    return _REPORT_CLOSE.sub("", _REPORT_OPEN.sub(opened, text)).replace("&lt;/roost-report", "</roost-report")
+    blocks = list(_REPORT_OPEN.finditer(text))
+    if not blocks:
+        return text
+    pieces = [text[:blocks[0].start()]]  # the agent's own words before the first block, as written
+    for match, after in zip(blocks, [*blocks[1:], None]):
+        body = text[match.end():after.start() if after else len(text)]
+        pieces += [opened(match), html.unescape(_REPORT_CLOSE.sub("", body))]  # bodies are escaped
+    return "".join(pieces)
