@@ -149,7 +149,7 @@ OPS: dict[str, dict[str, Arg]] = {
     "status": {},
     "worktrees": {},
     "worktrees_prune": {},
-    "diff": {"job": _NEED_STR, "offset": Arg((int,), bounds=(0, None))},
+    "diff": {"job": _NEED_STR, "offset": Arg((int,), bounds=(0, None)), "snapshot": _OPT_STR},
     "merge": _JOB,
     "acknowledge": {},
     "shutdown": {},

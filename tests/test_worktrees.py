@@ -183,5 +183,5 @@ def test_the_cli_lists_worktrees(daemon: DaemonHarness, repo: Path) -> None:
                               text=True, check=True).stdout
 
     listed = roost("worktrees")
-    assert row["id"] in listed and row["branch"] in listed and "dirty" in listed
+    assert row["id"] in listed and row["branch"] in listed and "1 untracked" in listed
     assert "a.txt" in roost("diff", "--stat", row["id"])

@@ -280,4 +280,5 @@ HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
     m.PromptAnswer: t.on_prompt_answer, m.SteerAnswer: t.on_steer_answer, m.AbortAnswer: t.on_abort_answer,
     m.Event: t.on_event, m.Exited: w.on_exited,
     worktrees.Settled: worktrees.on_settled,
+    worktrees.Restored: worktrees.on_restored,
 }

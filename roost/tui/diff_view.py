@@ -156,7 +156,7 @@ class DiffScreen(RoostScreen):
             page = await self.link.call("diff", job=self.job_id)
             text, pages = page["text"], 1
             while page["next"] is not None and pages < MAX_PAGES:
-                page = await self.link.call("diff", job=self.job_id, offset=page["next"])
+                page = await self.link.call("diff", job=self.job_id, offset=page["next"], snapshot=page["snapshot"])
                 text, pages = text + page["text"], pages + 1
         except ClientError as exc:
             self.status.say(exc.message, error=True)
