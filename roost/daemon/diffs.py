@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -21,16 +22,28 @@ from typing import Any
 
 from roost.daemon.gitrun import git, git_chunks
 from roost.paths import make_private_dir
+from roost.protocol import MAX_FRAME
 
 #: Bytes of diff text one snapshot keeps; past it the text is cut (``cut`` says so).
 DIFF_MAX = 256 * 1024 * 1024
 #: Snapshots kept (their files deleted as they go, least recently read first).
 SNAPSHOTS_MAX = 8
-#: Bytes of ``--numstat -z`` read for the file list, and the most files it lists.
+#: Bytes of ``--numstat -z`` read for the file list; the most files it lists, and the most bytes
+#: they take as JSON (so a reply with them and a page of text stays under MAX_FRAME).
 NUMSTAT_MAX = 16 * 1024 * 1024
 FILES_MAX = 2000
-#: The diff as a person reviews it: no colour, no external diff or textconv programs.
-_DIFF = ("diff", "--no-color", "--no-ext-diff", "--no-textconv")
+FILES_BYTES = 192 * 1024
+#: The most bytes of text one page carries, and the most its JSON may take (MAX_FRAME less the
+#: file list and the rest of the reply): a page with many characters JSON escapes is shorter.
+PAGE_MAX = 768 * 1024
+PAGE_JSON_MAX = MAX_FRAME - FILES_BYTES - 16 * 1024
+#: Bytes JSON writes as two characters (``\n``, ``\"``) and as six (``\u001b``).
+_ESCAPED_SHORT = b"\b\t\n\f\r\"\\"
+_ESCAPED_LONG = bytes(c for c in range(0x20) if c not in b"\b\t\n\f\r")
+_HIGH = bytes(range(0x80, 0x100))
+#: The diff as a person reviews it: no colour, no external diff or textconv programs, names as
+#: they are (only a tab, a newline, a quote or a backslash in a name is quoted in its header).
+_DIFF = ("-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff", "--no-textconv")
 
 
 @dataclass
@@ -90,17 +103,20 @@ class DiffCache:
                 await asyncio.to_thread(shutil.copyfile, source.index, scratch / "index")
                 env = {"GIT_INDEX_FILE": str(scratch / "index")}
                 await git("add", "--intent-to-add", "--all", cwd=source.cwd, env=env)
-            files, more = await _numstat(source, env)
             out = self.where / f"{snap_id}.diff"
-            size = 0
             with open(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as sink:
-                async for chunk in git_chunks(*_DIFF, "--end-of-options", *source.against, "--", cwd=source.cwd,
-                                              env=env, limit=DIFF_MAX + 1):
-                    size += len(chunk)
-                    await asyncio.to_thread(sink.write, chunk)
+                listing = _Numstat()
+                size = 0
+                async for chunk in git_chunks(*_DIFF, "--numstat", "-z", "--patch", "--end-of-options",
+                                              *source.against, "--", cwd=source.cwd, env=env,
+                                              limit=NUMSTAT_MAX + DIFF_MAX + 1):
+                    text = listing.feed(chunk) if not listing.done else chunk
+                    size += len(text)
+                    if text:
+                        await asyncio.to_thread(sink.write, text[:max(0, DIFF_MAX + 1 - (size - len(text)))])
         finally:
             await asyncio.to_thread(shutil.rmtree, scratch, True)
-        snap = Snapshot(snap_id, out, min(size, DIFF_MAX), size > DIFF_MAX, files, more)
+        snap = Snapshot(snap_id, out, min(size, DIFF_MAX), size > DIFF_MAX, listing.files, listing.more)
         self._kept[snap_id] = snap
         while len(self._kept) > SNAPSHOTS_MAX:
             _, old = self._kept.popitem(last=False)
@@ -114,49 +130,90 @@ class DiffCache:
         self._kept.clear()
 
 
-async def _numstat(source: Source, env: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
-    """The changed files (the first FILES_MAX) and how many more, read with ``-z`` so a name is
-    exactly the name (a tab, a newline, non-ASCII); a rename is listed under its new name."""
-    files: list[dict[str, Any]] = []
-    more = 0
-    pending = b""
-    fields: list[bytes] = []
-    async for chunk in git_chunks(*_DIFF, "--numstat", "-z", "--end-of-options", *source.against, "--",
-                                  cwd=source.cwd, env=env, limit=NUMSTAT_MAX):
-        *done, pending = (pending + chunk).split(b"\0")
-        fields.extend(done)
-        while fields:
-            counts = fields[0].split(b"\t", 2)
-            if len(counts) < 3:
-                fields.pop(0)
-                continue
-            if counts[2] == b"":  # a rename: the old and the new name follow
-                if len(fields) < 3:
+class _Numstat:
+    """The file list at the head of ``git diff --numstat -z --patch`` (one git run gives both):
+    ``ADDED\tDELETED\tPATH\0`` per file (a rename: ``ADDED\tDELETED\t\0OLD\0NEW\0``), then an empty
+    field, then the patch. Names read with ``-z`` are exactly the names (a tab, a newline,
+    non-ASCII); a rename is listed under its new name. Bounded: the first FILES_MAX files, or
+    FILES_BYTES of them as JSON, are kept; the rest are counted."""
+
+    def __init__(self) -> None:
+        self.files: list[dict[str, Any]] = []
+        self.more = 0
+        self.done = False
+        self._bytes = 0
+        self._held = b""
+        self._read = 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Take ``chunk``; what of it is patch text (once the list has ended)."""
+        data = self._held + chunk
+        at = 0
+        while True:
+            end = data.find(b"\0", at)
+            if end < 0:
+                break
+            if end == at:  # the empty field: the patch follows
+                self.done = True
+                return data[end + 1:]
+            counts = data[at:end].split(b"\t", 2)
+            if len(counts) == 3 and counts[2] == b"":  # a rename: two names follow
+                old_end = data.find(b"\0", end + 1)
+                new_end = data.find(b"\0", old_end + 1) if old_end >= 0 else -1
+                if new_end < 0:
                     break
-                name, fields = fields[2], fields[3:]
+                name, at = data[old_end + 1:new_end], new_end + 1
             else:
-                name, fields = counts[2], fields[1:]
-            if len(files) < FILES_MAX:
-                added, deleted = counts[0].decode(), counts[1].decode()
-                files.append({"path": name.decode(errors="replace"),
-                              "added": int(added) if added.isdigit() else None,
-                              "deleted": int(deleted) if deleted.isdigit() else None})
-            else:
-                more += 1
-    return files, more
+                name, at = (counts[2] if len(counts) == 3 else b""), end + 1
+            self._add(counts, name)
+        self._read += at
+        self._held = data[at:]
+        if len(self._held) > NUMSTAT_MAX or self._read > NUMSTAT_MAX:  # not a numstat list: all is patch
+            self.done, held, self._held = True, self._held, b""
+            return held
+        return b""
+
+    def _add(self, counts: list[bytes], name: bytes) -> None:
+        added = counts[0].decode(errors="replace")
+        deleted = counts[1].decode(errors="replace") if len(counts) > 1 else ""
+        entry = {"path": name.decode(errors="replace"), "added": int(added) if added.isdigit() else None,
+                 "deleted": int(deleted) if deleted.isdigit() else None}
+        cost = len(json.dumps(entry, ensure_ascii=False).encode()) + 1
+        if len(self.files) < FILES_MAX and self._bytes + cost <= FILES_BYTES:
+            self.files.append(entry)
+            self._bytes += cost
+        else:
+            self.more += 1
 
 
-def read_page(snap: Snapshot, offset: int, page: int) -> tuple[int, int, bytes]:
+def read_page(snap: Snapshot, offset: int) -> tuple[int, int, bytes]:
     """The page of ``snap`` from byte ``offset`` (moved back to a UTF-8 character's start, so no
-    page splits one): where it starts, where the next starts, its bytes."""
-    lo = max(0, min(offset, snap.size) - 3)
+    page splits one), as long as its JSON fits PAGE_JSON_MAX: where it starts, where the next
+    starts, its bytes."""
+    at = min(offset, snap.size)
+    lo = max(0, at - 3)
     with open(snap.file, "rb") as source:
         source.seek(lo)
-        window = source.read(min(offset, snap.size) - lo + page + 1)
-    window = window[:snap.size - lo]
-    start = _char_start(window, min(offset, snap.size) - lo)
-    end = _char_start(window, min(start + page, len(window)))
-    return lo + start, lo + end, window[start:end]
+        window = source.read(at - lo + PAGE_MAX + 1)[:snap.size - lo]
+    start = _char_start(window, at - lo)
+    length = PAGE_MAX
+    while True:
+        end = _char_start(window, min(start + length, len(window)))
+        cost = _json_bound(window[start:end])
+        if cost <= PAGE_JSON_MAX or end - start <= 8:
+            return lo + start, lo + end, window[start:end]
+        length = max(8, (end - start) * PAGE_JSON_MAX // cost)
+
+
+def _json_bound(data: bytes) -> int:
+    """The most bytes ``data`` takes as a JSON string (decoded with errors replaced)."""
+    grow = len(data) - len(data.translate(None, _ESCAPED_SHORT))
+    grow += 5 * (len(data) - len(data.translate(None, _ESCAPED_LONG)))
+    try:
+        data.decode()
+    except UnicodeDecodeError:  # each bad byte may become U+FFFD, three bytes
+        grow += 2 * (len(data) - len(data.translate(None, _HIGH)))
+    return len(data) + grow + 2
 
 
 def _char_start(data: bytes, at: int) -> int:

@@ -113,7 +113,8 @@ async def git_chunks(*args: str, cwd: str | Path, env: dict[str, str], limit: in
             _kill(proc)
             await proc.wait()
     if code != 0 and not cut:
-        raise GitError(f"git {' '.join(args[:2])} failed: {tail(err.decode(errors='replace'))}")
+        named = [a for a in args if not a.startswith("-") and "=" not in a][:1]
+        raise GitError(f"git {' '.join(named)} failed: {tail(err.decode(errors='replace'))}")
 
 
 async def shell(command: str, cwd: str | Path, timeout: float, env: dict[str, str]) -> None:

@@ -19,11 +19,6 @@ from roost.protocol import ErrorCode, ProtocolError
 if TYPE_CHECKING:
     from roost.daemon.supervisor import Supervisor
 
-#: Bytes of diff text one reply carries. JSON escaping can make text up to six times longer
-#: (control characters), so this stays far enough under MAX_FRAME whatever the diff holds.
-DIFF_PAGE = 128 * 1024
-
-
 def _refused(message: str) -> ProtocolError:
     return ProtocolError(ErrorCode.REFUSED, message)
 
@@ -58,7 +53,7 @@ async def diff(sup: "Supervisor", job_id: str, offset: int = 0, snapshot: str | 
             raise _refused(str(exc)) from None
         if snapshot and snap.id != snapshot:
             raise _refused(f"job {job.id}'s diff changed since its first page was read: read it again from offset 0")
-    start, end, text = await asyncio.to_thread(read_page, snap, offset, DIFF_PAGE)
+    start, end, text = await asyncio.to_thread(read_page, snap, offset)
     return {"job": job.id, "branch": job.branch, "base": job.base, "files": snap.files, "files_more": snap.files_more,
             "size": snap.size, "cut": snap.cut, "snapshot": snap.id, "offset": start,
             "text": text.decode(errors="replace"), "next": end if end < snap.size else None}
