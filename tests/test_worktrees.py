@@ -14,7 +14,7 @@ import pytest
 from roost.client import ClientError
 from roost.daemon import diffs
 from tests.conftest import DaemonHarness
-from tests.gitrepo import git, make_repo
+from tests.gitrepo import daemon_logging_git, git, make_repo
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -133,12 +133,16 @@ def test_prune_removes_what_is_safe_and_says_what_it_kept(daemon: DaemonHarness,
 
 def test_a_worktree_deleted_by_hand_is_noticed(daemon: DaemonHarness, repo: Path) -> None:
     row = spawn_in(daemon, repo, "say hi")
+    git(Path(row["worktree"]), "checkout", "-q", "--detach")
+    commit(Path(row["worktree"]), "lost.txt", "mine\n", "on a detached HEAD, then the directory was deleted")
+    made = git(Path(row["worktree"]), "rev-parse", "HEAD").strip()
     shutil.rmtree(row["worktree"])
     listed = daemon.call("worktrees")["rows"]
     assert [(r["job"], r["exists"]) for r in listed] == [(row["id"], False)]
     daemon.wait_row(row["id"], lambda r: r["worktree"] is None)
     assert "deleted by hand" in entries(daemon, row["id"], "worktree")[0]["message"]
     assert row["worktree"] not in git(repo, "worktree", "list")
+    assert git(repo, "for-each-ref", "--contains", made, "--format=%(refname)") == f"refs/roost/archive/{row['id']}\n"
     daemon.call("send", job=row["id"], text="say again")  # it takes messages; nothing crashed
     assert daemon.call("status")["jobs"] == 1
 
@@ -235,3 +239,14 @@ def test_diff_pages_of_escaped_text_and_long_file_lists_stay_under_the_frame(dae
             break
         page = daemon.call("diff", job=row["id"], offset=page["next"], snapshot=page["snapshot"])
     assert len(text.encode()) == page["size"] and text.count("\x1b\x01" * 60) == 20000 and pages > 3
+
+
+def test_merge_never_puts_the_title_on_a_command_line(roost_home: Path, tmp_path: Path, repo: Path) -> None:
+    with daemon_logging_git(roost_home, tmp_path) as (daemon, calls):
+        title = "a title only the merge message may hold"
+        row = spawn_in(daemon, repo, "write a.txt a\nrun git add -A && git commit -qm a", title=title)
+        commit(repo, "b.txt", "b\n", "main moves on")
+        assert daemon.call("merge", job=row["id"])["outcome"] == "merged"
+        assert title in git(repo, "log", "-1", "--format=%B")
+        logged = calls.read_text()
+        assert "merge --no-ff" in logged and title not in logged

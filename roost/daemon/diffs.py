@@ -33,10 +33,11 @@ SNAPSHOTS_MAX = 8
 NUMSTAT_MAX = 16 * 1024 * 1024
 FILES_MAX = 2000
 FILES_BYTES = 192 * 1024
-#: The most bytes of text one page carries, and the most its JSON may take (MAX_FRAME less the
-#: file list and the rest of the reply): a page with many characters JSON escapes is shorter.
-PAGE_MAX = 768 * 1024
-PAGE_JSON_MAX = MAX_FRAME - FILES_BYTES - 16 * 1024
+#: The most bytes of text one page carries; its JSON may take MAX_FRAME less the snapshot's file
+#: list and REPLY_REST for the rest of the reply, so a page with many characters JSON escapes
+#: is shorter.
+PAGE_MAX = 960 * 1024
+REPLY_REST = 16 * 1024
 #: Bytes JSON writes as two characters (``\n``, ``\"``) and as six (``\u001b``).
 _ESCAPED_SHORT = b"\b\t\n\f\r\"\\"
 _ESCAPED_LONG = bytes(c for c in range(0x20) if c not in b"\b\t\n\f\r")
@@ -56,6 +57,8 @@ class Snapshot:
     cut: bool
     files: list[dict[str, Any]] = field(default_factory=list)
     files_more: int = 0
+    #: The most bytes a page's text may take as JSON in a reply with these files.
+    page_json: int = MAX_FRAME - FILES_BYTES - REPLY_REST
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,8 @@ class DiffCache:
                         await asyncio.to_thread(sink.write, text[:max(0, DIFF_MAX + 1 - (size - len(text)))])
         finally:
             await asyncio.to_thread(shutil.rmtree, scratch, True)
-        snap = Snapshot(snap_id, out, min(size, DIFF_MAX), size > DIFF_MAX, listing.files, listing.more)
+        snap = Snapshot(snap_id, out, min(size, DIFF_MAX), size > DIFF_MAX, listing.files, listing.more,
+                        MAX_FRAME - listing.json_bytes - REPLY_REST)
         self._kept[snap_id] = snap
         while len(self._kept) > SNAPSHOTS_MAX:
             _, old = self._kept.popitem(last=False)
@@ -141,7 +145,8 @@ class _Numstat:
         self.files: list[dict[str, Any]] = []
         self.more = 0
         self.done = False
-        self._bytes = 0
+        #: The files' size as JSON.
+        self.json_bytes = 0
         self._held = b""
         self._read = 0
 
@@ -179,17 +184,17 @@ class _Numstat:
         entry = {"path": name.decode(errors="replace"), "added": int(added) if added.isdigit() else None,
                  "deleted": int(deleted) if deleted.isdigit() else None}
         cost = len(json.dumps(entry, ensure_ascii=False).encode()) + 1
-        if len(self.files) < FILES_MAX and self._bytes + cost <= FILES_BYTES:
+        if len(self.files) < FILES_MAX and self.json_bytes + cost <= FILES_BYTES:
             self.files.append(entry)
-            self._bytes += cost
+            self.json_bytes += cost
         else:
             self.more += 1
 
 
 def read_page(snap: Snapshot, offset: int) -> tuple[int, int, bytes]:
     """The page of ``snap`` from byte ``offset`` (moved back to a UTF-8 character's start, so no
-    page splits one), as long as its JSON fits PAGE_JSON_MAX: where it starts, where the next
-    starts, its bytes."""
+    page splits one), as long as its JSON fits the snapshot's ``page_json``: where it starts,
+    where the next starts, its bytes."""
     at = min(offset, snap.size)
     lo = max(0, at - 3)
     with open(snap.file, "rb") as source:
@@ -200,9 +205,9 @@ def read_page(snap: Snapshot, offset: int) -> tuple[int, int, bytes]:
     while True:
         end = _char_start(window, min(start + length, len(window)))
         cost = _json_bound(window[start:end])
-        if cost <= PAGE_JSON_MAX or end - start <= 8:
+        if cost <= snap.page_json or end - start <= 8:
             return lo + start, lo + end, window[start:end]
-        length = max(8, (end - start) * PAGE_JSON_MAX // cost)
+        length = max(8, (end - start) * snap.page_json // cost)
 
 
 def _json_bound(data: bytes) -> int:

@@ -116,22 +116,21 @@ async def _count(cwd: str, *revisions: str) -> int | None:
 
 
 # -- removing -----------------------------------------------------------------------------------------------
-async def save(job: Job, seen: Look) -> str:
+async def save(job: Job, head: str, tips: tuple[str, ...]) -> str:
     """Write ``refs/roost/archive/ID``: a commit of roost's whose first parent is the worktree's
     HEAD and whose other parents are every commit its reflogs (and an earlier archive) name that
     HEAD lacks, so none of them depends on the worktree any longer. Its message says the branch
     and the path, for ``restore``."""
-    path, repo = str(job.worktree), str(job.repo)
-    head = (await git("rev-parse", "--verify", "HEAD", cwd=path)).out.strip()
+    repo = str(job.repo)
     earlier = await git("rev-parse", "--verify", "--quiet", "--end-of-options", archive_ref(job), cwd=repo,
                         check=False)
-    tips = [*seen.tips, *earlier.out.split()]
     parents = [head]
-    if tips:
-        lone = (await git("merge-base", "--independent", head, *tips, cwd=repo)).out.split()
+    rest = [*tips, *earlier.out.split()]
+    if rest:
+        lone = (await git("merge-base", "--independent", head, *rest, cwd=repo)).out.split()
         parents += [t for t in lone if t != head]
     message = (f"roost: the worktree of job {job.id} as it was archived\n\n"
-               f"branch: {job.branch}\npath: {path}\n").encode()
+               f"branch: {job.branch}\npath: {job.worktree}\n").encode()
     argv = ["commit-tree"]
     for parent in parents:
         argv += ["-p", parent]
@@ -139,6 +138,27 @@ async def save(job: Job, seen: Look) -> str:
                         env=_IDENTITY)).out.strip()
     await git("update-ref", "-m", "roost: archived", "--end-of-options", archive_ref(job), commit, cwd=repo)
     return commit
+
+
+async def forget(job: Job) -> str:
+    """A worktree deleted by hand: its HEAD and HEAD's reflog (still in git's note of it) are
+    saved under the archive ref, then git's note of this worktree (only this one) is removed."""
+    repo = str(job.repo)
+    common = Path((await git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo)).out.strip())
+    names = [d.name for d in (common / "worktrees").glob("*")
+             if (d / "gitdir").is_file() and (d / "gitdir").read_text().strip() == f"{job.worktree}/.git"]
+    said = f"its worktree {job.worktree} was deleted by hand"
+    if not names:
+        return said
+    head = await git("rev-parse", "--verify", "--quiet", "--end-of-options", f"worktrees/{names[0]}/HEAD", cwd=repo,
+                     check=False)
+    if head.ok:
+        log = await git("log", "-g", "--format=%H", f"-n{REFLOG_MAX}", "--end-of-options",
+                        f"worktrees/{names[0]}/HEAD", "--", cwd=repo, check=False)
+        saved = await save(job, head.out.strip(), tuple(dict.fromkeys(log.out.split())))
+        said += f"; the commits it had are kept as {archive_ref(job)} ({saved[:12]})"
+    await git("worktree", "remove", "--end-of-options", str(job.worktree), cwd=repo)
+    return said + "; git's note of it is removed"
 
 
 async def checked_out(repo: str, branch: str) -> str | None:
@@ -157,7 +177,8 @@ async def remove(job: Job, seen: Look, delete_branch: bool) -> list[str]:
     when anything would be lost, and GitError keeps it); the branch goes only when its base has
     every commit of it and it is checked out nowhere else. What was done, for the timeline."""
     path, repo = str(job.worktree), str(job.repo)
-    saved = await save(job, seen)
+    head = (await git("rev-parse", "--verify", "HEAD", cwd=path)).out.strip()
+    saved = await save(job, head, seen.tips)
     for name in seen.copies:
         await asyncio.to_thread((Path(path) / name).unlink, missing_ok=True)
     await git("worktree", "remove", "--end-of-options", path, cwd=repo)

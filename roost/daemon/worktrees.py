@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 from roost.config import Config, DriverProfile, WorktreeSettings
 from roost.daemon.gitrun import GitError, git, shell
 from roost.daemon.messages import Message
-from roost.daemon.worktree_teardown import (READY_MARK, REFLOG_MAX, Back, Look, archive_ref, gitdir, look, remove,
-                                            restore)
+from roost.daemon.worktree_teardown import (READY_MARK, REFLOG_MAX, Back, Look, archive_ref, forget, gitdir, look,
+                                            remove, restore)
 from roost.models import Job
 from roost.paths import Paths, make_private_dir
 from roost.protocol import ErrorCode, ProtocolError
@@ -38,6 +38,8 @@ WORKER_GONE_WAIT = 15.0
 LOOK_AT_ONCE = 8
 #: The most rows ``worktrees`` answers with.
 LIST_MAX = 1000
+#: The longest branch or base a spawn may name.
+NAME_MAX = 255
 
 #: Worktrees being settled now (an archive and a prune never remove the same one twice).
 _busy: set[str] = set()
@@ -92,6 +94,8 @@ async def _checked_branch(given: str | None, job_id: str, repo: str) -> str:
     such as ``@{-1}``) and no branch has it yet. Refused with what was wrong otherwise."""
     if given is None:
         return f"roost/{job_id}"
+    if len(given) > NAME_MAX:
+        raise _refuse(f"spawn: a branch name is at most {NAME_MAX} characters, not {len(given)}")
     if given.startswith("-"):
         raise _refuse(f"spawn: branch {given!r} starts with '-': a branch name may not look like an option")
     checked = await git("check-ref-format", "--branch", given, cwd=repo, check=False)
@@ -108,6 +112,8 @@ async def _checked_base(given: str | None, cwd: str) -> str:
     (``rev-parse --verify --end-of-options BASE^{commit}``), else HEAD's branch (or commit)."""
     if given is None:
         return await _current_ref(cwd)
+    if len(given) > NAME_MAX:
+        raise _refuse(f"spawn: a base is at most {NAME_MAX} characters, not {len(given)}")
     if given.startswith("-") or not (await git("rev-parse", "--verify", "--quiet", "--end-of-options",
                                               f"{given}^{{commit}}", cwd=cwd, check=False)).ok:
         raise _refuse(f"spawn: base {given!r} does not name a commit in this repository")
@@ -219,8 +225,7 @@ async def settle(job: Job, settings: WorktreeSettings, used_by: tuple[str, ...] 
         seen = await look(job, used_by)
         decision = decide(seen.facts)
         if decision.action == "forget":
-            await git("worktree", "prune", cwd=job.repo or ".", check=False)
-            return Settled(path, True, False, f"its worktree {path} was deleted by hand; git's note of it is pruned")
+            return Settled(path, True, False, await forget(job))
         if seen.reflog_over:
             decision = Decision("keep", f"its reflog has over {REFLOG_MAX} entries; git reflog shows them")
         if decision.action == "keep":
