@@ -94,3 +94,11 @@ def test_a_good_name_and_base_still_work(daemon: DaemonHarness, repo: Path) -> N
     row = daemon.wait_state(job, "idle")
     assert row["branch"] == "topic/one" and row["base"] == "feature"
     assert (Path(row["worktree"]) / "feature.txt").exists()
+
+
+def test_a_base_that_is_not_a_branch_is_kept_as_its_commit(daemon: DaemonHarness, repo: Path) -> None:
+    row = daemon.wait_state(daemon.spawn("write a.txt a\nrun git add -A && git commit -qm a", cwd=str(repo),
+                                         worktree=True, base="HEAD"), "idle")
+    assert row["base"] == git(repo, "rev-parse", "main").strip()  # not "HEAD": that would be the worktree's own
+    listed = next(r for r in daemon.call("worktrees")["rows"] if r["job"] == row["id"])
+    assert listed["ahead"] == 1 and listed["merged"] is False

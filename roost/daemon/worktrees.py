@@ -108,16 +108,22 @@ async def _checked_branch(given: str | None, job_id: str, repo: str) -> str:
 
 
 async def _checked_base(given: str | None, cwd: str) -> str:
-    """Where the branch starts and what it merges into: the given name when it names a commit
-    (``rev-parse --verify --end-of-options BASE^{commit}``), else HEAD's branch (or commit)."""
+    """Where the branch starts and what it merges into: HEAD's branch (or commit) by default; a
+    given local branch by its name; anything else that names a commit (``rev-parse --verify
+    --end-of-options BASE^{commit}``: a tag, ``HEAD~2``, ``origin/main``) as that commit, so what
+    "merged" is measured against never moves with a HEAD."""
     if given is None:
         return await _current_ref(cwd)
     if len(given) > NAME_MAX:
         raise _refuse(f"spawn: a base is at most {NAME_MAX} characters, not {len(given)}")
-    if given.startswith("-") or not (await git("rev-parse", "--verify", "--quiet", "--end-of-options",
-                                              f"{given}^{{commit}}", cwd=cwd, check=False)).ok:
+    commit = None if given.startswith("-") else await git(
+        "rev-parse", "--verify", "--quiet", "--end-of-options", f"{given}^{{commit}}", cwd=cwd, check=False)
+    if commit is None or not commit.ok:
         raise _refuse(f"spawn: base {given!r} does not name a commit in this repository")
-    return given
+    if (await git("show-ref", "--verify", "--quiet", "--end-of-options", f"refs/heads/{given}", cwd=cwd,
+                  check=False)).ok:
+        return given
+    return commit.out.strip()
 
 
 async def _current_ref(cwd: str) -> str:
