@@ -119,3 +119,13 @@ def test_a_submodule_commit_keeps_the_worktree(daemon: DaemonHarness, repo: Path
     assert "kept its worktree" in kept and "submodule" in kept and "lib" in kept
     assert git(path / "lib", "cat-file", "-t", commit) == "commit\n"
     assert daemon.show(row["id"])["worktree"] == str(path)
+
+
+def test_a_parent_archived_with_its_child_working_in_its_worktree_loses_it_once(daemon: DaemonHarness,
+                                                                                 repo: Path) -> None:
+    parent = spawn_in(daemon, repo, "spawn say I work here\nwait-children")
+    child = daemon.children(parent["id"])[0]
+    assert set(daemon.call("archive", job=parent["id"])["archived"]) == {parent["id"], child["id"]}
+    daemon.wait_row(parent["id"], lambda r: r["worktree"] is None, timeout=30)
+    said = notes(daemon, parent["id"])
+    assert len(said) == 1 and said[0].startswith("removed its worktree"), said

@@ -91,30 +91,46 @@ async def git_chunks(*args: str, cwd: str | Path, env: dict[str, str], limit: in
         "git", *args, cwd=cwd, env={**os.environ, **_GIT_ENV, **env}, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     assert proc.stdout is not None and proc.stderr is not None
-    deadline = asyncio.get_running_loop().time() + timeout
+    errors = asyncio.ensure_future(_tail_of(proc.stderr))  # read alongside, so git never blocks on it
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     given, cut = 0, False
     try:
-        while given < limit:
-            left = deadline - asyncio.get_running_loop().time()
-            chunk = await asyncio.wait_for(proc.stdout.read(min(1 << 20, limit - given)), max(left, 0.001))
+        while True:
+            if given >= limit:
+                cut = True
+                _kill(proc)
+                break
+            chunk = await asyncio.wait_for(proc.stdout.read(min(1 << 20, limit - given)),
+                                           max(deadline - loop.time(), 0.001))
             if not chunk:
                 break
             given += len(chunk)
             yield chunk
-        else:
-            cut = True
-            _kill(proc)
-        err = await asyncio.wait_for(proc.stderr.read(OUTPUT_TAIL), max(deadline - asyncio.get_running_loop().time(), 0.001))
-        code = await proc.wait()
+        code = await asyncio.wait_for(proc.wait(), max(deadline - loop.time(), 0.001))
+        err = await errors
     except asyncio.TimeoutError:
-        raise GitError(f"git {args[0]} did not finish within {timeout:g}s") from None
+        raise GitError(f"git {_named(args)} did not finish within {timeout:g}s") from None
     finally:
         if proc.returncode is None:
             _kill(proc)
             await proc.wait()
+        errors.cancel()
     if code != 0 and not cut:
-        named = [a for a in args if not a.startswith("-") and "=" not in a][:1]
-        raise GitError(f"git {' '.join(named)} failed: {tail(err.decode(errors='replace'))}")
+        raise GitError(f"git {_named(args)} failed: {tail(err)}")
+
+
+async def _tail_of(stream: asyncio.StreamReader) -> str:
+    """What a stream says, up to its end; only its last OUTPUT_TAIL bytes are kept."""
+    kept = b""
+    while chunk := await stream.read(65536):
+        kept = (kept + chunk)[-OUTPUT_TAIL:]
+    return kept.decode(errors="replace")
+
+
+def _named(args: tuple[str, ...]) -> str:
+    """The git command ``args`` runs (``diff`` of ``-c core.quotePath=false diff …``)."""
+    return next((a for a in args if not a.startswith("-") and "=" not in a), "")
 
 
 async def shell(command: str, cwd: str | Path, timeout: float, env: dict[str, str]) -> None:

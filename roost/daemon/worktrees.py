@@ -43,6 +43,8 @@ NAME_MAX = 255
 
 #: Worktrees being settled now (an archive and a prune never remove the same one twice).
 _busy: set[str] = set()
+#: Worktrees an archive will look at, and whether another archive asked for a look after that one.
+_queued: dict[str, bool] = {}
 
 
 def place(paths: Paths, config: Config) -> Path:
@@ -253,22 +255,43 @@ async def settle(job: Job, settings: WorktreeSettings, used_by: tuple[str, ...] 
 
 def after_archive(eng: "Engine", job: Job) -> None:
     """The job was archived: its worktree goes once its worker has, and so does an archived
-    job's worktree it was working in (an effect; the outcome is posted back)."""
+    job's worktree it was working in (an effect; the outcome is posted back). One look at a
+    worktree at a time: an archive while one is under way asks for another look after it."""
     owners = [o for o in eng.index.jobs.values() if o.worktree is not None and o.archived_at is not None
               and (o.id == job.id or Path(job.cwd).is_relative_to(o.worktree))]
     for owner in owners:
-        eng.spawn_task(_settle_archived(eng, Job.from_dict(owner.to_dict()), {job.id, owner.id}))
+        path = str(owner.worktree)
+        if path in _queued:
+            _queued[path] = True
+            continue
+        _queued[path] = False
+        eng.spawn_task(_settle_archived(eng, owner.id, path))
 
 
-async def _settle_archived(eng: "Engine", job: Job, workers: set[str]) -> None:
+async def _settle_archived(eng: "Engine", job_id: str, path: str) -> None:
+    """Once the workers of the owner and of every archived job that worked in the worktree are
+    gone (up to WORKER_GONE_WAIT), settle it; again if another archive asked meanwhile."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + WORKER_GONE_WAIT
-    while (workers & eng.slots.keys() or str(job.worktree) in _busy) and loop.time() < deadline:
-        await asyncio.sleep(0.05)
-    current = eng.index.get(job.id)
-    if current is None or current.archived_at is None or current.worktree != job.worktree:
-        return  # unarchived meanwhile, or settled already
-    eng.post(job.id, await settle(job, eng.config.worktree, users(eng.index.jobs.values(), job)))
+    try:
+        while True:
+            workers = {job_id, *(j.id for j in eng.index.jobs.values()
+                                 if j.archived_at is not None and Path(j.cwd).is_relative_to(path))}
+            deadline = loop.time() + WORKER_GONE_WAIT
+            while (workers & eng.slots.keys() or path in _busy) and loop.time() < deadline:
+                await asyncio.sleep(0.05)
+            current = eng.index.get(job_id)
+            if current is None or current.archived_at is None or current.worktree != path:
+                return  # unarchived meanwhile, or settled already
+            outcome = await settle(Job.from_dict(current.to_dict()), eng.config.worktree,
+                                   users(eng.index.jobs.values(), current))
+            outcome.reply = loop.create_future()
+            eng.post(job_id, outcome)
+            await outcome.reply  # the record has it before anyone looks again
+            if not _queued.get(path):
+                return
+            _queued[path] = False
+    finally:
+        _queued.pop(path, None)
 
 
 async def bring_back(job: Job) -> Message | None:
