@@ -76,6 +76,8 @@ class DiffCache:
 
     def __init__(self, where: Path) -> None:
         self.where = where
+        for left in where.glob("*.diff"):  # an earlier daemon's; no snapshot of them is kept
+            left.unlink(missing_ok=True)
         self._kept: OrderedDict[str, Snapshot] = OrderedDict()
         self._making: dict[str, asyncio.Task[Snapshot]] = {}
 
