@@ -16,6 +16,7 @@ from pathlib import Path
 
 from roost.daemon.gitrun import GitError, git, git_chunks
 from roost.models import Job
+from roost.paths import make_private_dir
 from roost.rules.teardown import WorktreeFacts
 
 #: The file in a worktree's private git directory that says its setup ran (and what was copied in).
@@ -130,7 +131,7 @@ async def save(job: Job, head: str, tips: tuple[str, ...]) -> str:
         lone = (await git("merge-base", "--independent", head, *rest, cwd=repo)).out.split()
         parents += [t for t in lone if t != head]
     message = (f"roost: the worktree of job {job.id} as it was archived\n\n"
-               f"branch: {job.branch}\npath: {job.worktree}\n").encode()
+               f"branch: {job.branch or ''}\npath: {job.worktree}\n").encode()
     argv = ["commit-tree"]
     for parent in parents:
         argv += ["-p", parent]
@@ -213,13 +214,13 @@ async def restore(job: Job) -> Back | str | None:
         return None
     body = (await git("log", "-1", "--format=%B", "--end-of-options", ref, "--", cwd=repo)).out
     said = dict(line.split(": ", 1) for line in body.splitlines() if ": " in line)
-    path, branch = said.get("path", ""), said.get("branch")
+    path, branch = said.get("path", ""), said.get("branch") or None
     if not path or Path(path).exists():
         return f"its worktree was not made again: {path or 'its old path'} is taken; {ref} holds its commits"
     head = (await git("rev-parse", "--verify", "--end-of-options", f"{ref}^1", cwd=repo)).out.strip()
     tip = await git("rev-parse", "--verify", "--quiet", "--end-of-options", f"refs/heads/{branch}", cwd=repo,
-                    check=False) if branch and branch != "None" else None
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                    check=False) if branch else None
+    make_private_dir(Path(path).parent)
     if tip is not None and tip.ok and tip.out.strip() == head:
         argv, on = ["worktree", "add", "--end-of-options", path, str(branch)], branch
     elif tip is not None and not tip.ok:
