@@ -90,6 +90,8 @@ def test_uncommitted_and_untracked_files_keep_the_worktree(daemon: DaemonHarness
     path = Path(row["worktree"])
     assert (path / "README").read_text() == "changed\n" and (path / "new.txt").read_text() == "new\n"
     assert daemon.show(row["id"])["worktree"] == str(path)
+    assert daemon.call("unarchive", job=row["id"])["worktree"] == str(path)  # back as it was
+    assert (path / "new.txt").read_text() == "new\n" and len(notes(daemon, row["id"])) == 1
 
 
 def test_a_worktree_another_job_works_in_stays_until_that_job_is_archived(daemon: DaemonHarness,
