@@ -113,9 +113,12 @@ def test_a_submodule_commit_keeps_the_worktree(daemon: DaemonHarness, repo: Path
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "lib")
     git(repo, "commit", "-qm", "add lib")
     row = spawn_in(daemon, repo, "run git -c protocol.file.allow=always submodule -q update --init && "
-                                 "cd lib && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m sub")
+                                 "cd lib && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m sub\n"
+                                 "run git commit -qam 'lib moves on'")
     path = Path(row["worktree"])
     commit = git(path / "lib", "rev-parse", "HEAD").strip()
+    assert daemon.call("merge", job=row["id"])["outcome"] == "fast-forward"  # clean and merged, but ...
+    assert listed(daemon, row["id"])["submodules"] == 1
     daemon.call("archive", job=row["id"])
     kept = settled(daemon, row["id"])[0]
     assert "kept its worktree" in kept and "submodule" in kept and "lib" in kept
