@@ -45,3 +45,8 @@ def test_the_words() -> None:
     assert condition(2, 1, 0) == "2 changed, 1 untracked"
     assert condition(0, 3, 2) == "3 untracked, 2 unmerged"
     assert condition(0, 0, None, 1) == "base gone, 1 submodule"
+
+
+def test_a_reflog_longer_than_roost_reads_keeps_it() -> None:
+    long = decide(WorktreeFacts(exists=True, reflog_over=True))
+    assert long.action == "keep" and "reflog" in long.why

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import filecmp
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from roost.daemon.gitrun import GitError, git, git_chunks
@@ -39,8 +39,7 @@ class Look:
 
     facts: WorktreeFacts
     copies: tuple[str, ...] = ()
-    tips: tuple[str, ...] = field(default_factory=tuple)
-    reflog_over: bool = False
+    tips: tuple[str, ...] = ()
 
 
 def archive_ref(job: Job) -> str:
@@ -78,8 +77,8 @@ async def look(job: Job, users: tuple[str, ...] = ()) -> Look:
     facts = WorktreeFacts(exists=True, changed=tuple(changed), untracked=tuple(untracked),
                           branch_ahead=await _count(job.repo, *branch, f"^{job.base}") if branch else None,
                           ahead=await _count(str(path), "HEAD", *branch, f"^{job.base}"),
-                          submodules=submodules, users=users)
-    return Look(facts, copies, tuple(dict.fromkeys(tips)), over)
+                          submodules=submodules, users=users, reflog_over=over)
+    return Look(facts, copies, tuple(dict.fromkeys(tips)))
 
 
 async def status(path: Path) -> tuple[list[str], list[str]]:

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Iterable
 from roost.config import Config, DriverProfile, WorktreeSettings
 from roost.daemon.gitrun import GitError, git, shell
 from roost.daemon.messages import Message
-from roost.daemon.worktree_teardown import (READY_MARK, REFLOG_MAX, Back, Look, archive_ref, forget, gitdir, look,
+from roost.daemon.worktree_teardown import (READY_MARK, Back, Look, archive_ref, forget, gitdir, look,
                                             remove, restore)
 from roost.models import Job
 from roost.paths import Paths, make_private_dir
 from roost.protocol import ErrorCode, ProtocolError
-from roost.rules.teardown import Decision, decide, merged
+from roost.rules.teardown import decide, merged
 
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
@@ -234,8 +234,6 @@ async def settle(job: Job, settings: WorktreeSettings, used_by: tuple[str, ...] 
         decision = decide(seen.facts)
         if decision.action == "forget":
             return Settled(path, True, False, await forget(job))
-        if seen.reflog_over:
-            decision = Decision("keep", f"its reflog has over {REFLOG_MAX} entries; git reflog shows them")
         if decision.action == "keep":
             return Settled(path, False, False, f"kept its worktree {path}: {decision.why}")
         notes = []

@@ -5,7 +5,7 @@ Commits are never a reason to keep a worktree: before one goes, roost writes
 ``refs/roost/archive/ID`` (its HEAD and every commit its reflogs name), and its branch is deleted
 only when the base has all of the branch's commits. What a ref cannot hold keeps the worktree:
 uncommitted or untracked files, initialized submodules (their commits live in the worktree's
-own git directory), and another live job working in it.
+own git directory), another live job working in it, and a reflog longer than roost reads.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ class WorktreeFacts:
     submodules: tuple[str, ...] = ()
     #: Other jobs, not archived, whose cwd is inside the worktree.
     users: tuple[str, ...] = ()
+    #: A reflog (HEAD's or the branch's) has more entries than roost reads (REFLOG_MAX).
+    reflog_over: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ def decide(facts: WorktreeFacts) -> Decision:
     files = unsaved(facts)
     if files:
         return Decision("keep", f"{files} not committed")
+    if facts.reflog_over:
+        return Decision("keep", "its reflog has more entries than roost saves; `git reflog` shows them")
     return Decision("remove", delete_branch=facts.branch_ahead == 0)
 
 
