@@ -26,8 +26,10 @@ from roost.protocol import MAX_FRAME
 
 #: Bytes of diff text one snapshot keeps; past it the text is cut (``cut`` says so).
 DIFF_MAX = 256 * 1024 * 1024
-#: Snapshots kept (their files deleted as they go, least recently read first).
+#: Snapshots kept, and the most bytes their files take together (beyond either, files are
+#: deleted least recently read first; the newest is always kept).
 SNAPSHOTS_MAX = 8
+SNAPSHOTS_BYTES = 512 * 1024 * 1024
 #: Bytes of ``--numstat -z`` read for the file list; the most files it lists, and the most bytes
 #: they take as JSON (so a reply with them and a page of text stays under MAX_FRAME).
 NUMSTAT_MAX = 16 * 1024 * 1024
@@ -108,8 +110,8 @@ class DiffCache:
                 await asyncio.to_thread(shutil.copyfile, source.index, scratch / "index")
                 env = {"GIT_INDEX_FILE": str(scratch / "index")}
                 await git("add", "--intent-to-add", "--all", cwd=source.cwd, env=env)
-            out = self.where / f"{snap_id}.diff"
-            with open(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as sink:
+            made = scratch / "diff"  # moved into place whole, or deleted with the scratch directory
+            with open(os.open(made, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as sink:
                 listing = _Numstat()
                 size = 0
                 async for chunk in git_chunks(*_DIFF, "--numstat", "-z", "--patch", "--end-of-options",
@@ -119,12 +121,15 @@ class DiffCache:
                     size += len(text)
                     if text:
                         await asyncio.to_thread(sink.write, text[:max(0, DIFF_MAX + 1 - (size - len(text)))])
+            out = self.where / f"{snap_id}.diff"
+            made.replace(out)
         finally:
             await asyncio.to_thread(shutil.rmtree, scratch, True)
         snap = Snapshot(snap_id, out, min(size, DIFF_MAX), size > DIFF_MAX, listing.files, listing.more,
                         MAX_FRAME - listing.json_bytes - REPLY_REST)
         self._kept[snap_id] = snap
-        while len(self._kept) > SNAPSHOTS_MAX:
+        while len(self._kept) > 1 and (len(self._kept) > SNAPSHOTS_MAX
+                                       or sum(k.size for k in self._kept.values()) > SNAPSHOTS_BYTES):
             _, old = self._kept.popitem(last=False)
             old.file.unlink(missing_ok=True)
         return snap
