@@ -120,7 +120,7 @@ class DiffCache:
                     text = listing.feed(chunk) if not listing.done else chunk
                     size += len(text)
                     if text:
-                        await asyncio.to_thread(sink.write, text[:max(0, DIFF_MAX + 1 - (size - len(text)))])
+                        await asyncio.to_thread(sink.write, text[:max(0, DIFF_MAX - (size - len(text)))])
             out = self.where / f"{snap_id}.diff"
             made.replace(out)
         finally:
