@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -134,3 +135,16 @@ def test_a_parent_archived_with_its_child_working_in_its_worktree_loses_it_once(
     daemon.wait_row(parent["id"], lambda r: r["worktree"] is None, timeout=30)
     said = notes(daemon, parent["id"])
     assert len(said) == 1 and said[0].startswith("removed its worktree"), said
+
+
+def test_a_worktree_git_will_not_remove_is_kept_with_its_copies(
+        daemon_factory: Callable[[str], DaemonHarness], repo: Path) -> None:
+    (repo / ".env").write_text("SECRET=1\n")
+    daemon = daemon_factory('[worktree]\ncopy = [".env"]\n')
+    row = spawn_in(daemon, repo, "say hi")
+    path = Path(row["worktree"])
+    git(repo, "worktree", "lock", str(path))  # git refuses to remove a locked worktree
+    daemon.call("archive", job=row["id"])
+    kept = settled(daemon, row["id"])[0]
+    assert kept.startswith("kept its worktree") and "locked" in kept
+    assert (path / ".env").read_text() == "SECRET=1\n" and daemon.show(row["id"])["worktree"] == str(path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import filecmp
+import shutil
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,12 @@ def _unchanged(repo: Path, path: Path, names: list[str]) -> list[str]:
     return [n for n in names if (repo / n).is_file() and filecmp.cmp(repo / n, path / n, shallow=False)]
 
 
+def _copy_back(repo: Path, path: Path, names: tuple[str, ...]) -> None:
+    for name in names:
+        if not (path / name).exists():
+            shutil.copy2(repo / name, path / name)
+
+
 async def _count(cwd: str, *revisions: str) -> int | None:
     ran = await git("rev-list", "--count", "--end-of-options", *revisions, "--", cwd=cwd, check=False)
     return int(ran.out.strip()) if ran.ok else None
@@ -181,7 +188,11 @@ async def remove(job: Job, seen: Look, delete_branch: bool) -> list[str]:
     saved = await save(job, head, seen.tips)
     for name in seen.copies:
         await asyncio.to_thread((Path(path) / name).unlink, missing_ok=True)
-    await git("worktree", "remove", "--end-of-options", path, cwd=repo)
+    try:
+        await git("worktree", "remove", "--end-of-options", path, cwd=repo)
+    except GitError:  # kept after all: it gets its copies back
+        await asyncio.to_thread(_copy_back, Path(repo), Path(path), seen.copies)
+        raise
     notes = [f"removed its worktree {path}; its commits are kept as {archive_ref(job)} ({saved[:12]}): "
              f"roost unarchive {job.id} brings it back"]
     if delete_branch and job.branch and await checked_out(repo, job.branch) is None:
