@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
 def snapshot_of(repo: Path, where: Path, state: str) -> Snapshot:
-    source = Source(str(repo), (git(repo, "rev-parse", "HEAD").strip(),), repo / ".git" / "index")
+    source = Source("j1", str(repo), (git(repo, "rev-parse", "HEAD").strip(),), repo / ".git" / "index")
     return asyncio.run(DiffCache(where).snapshot(state, source))
 
 
@@ -53,10 +53,11 @@ def test_the_numstat_list_however_it_is_split(step: int) -> None:
 def test_a_page_of_escaped_text_fits_its_budget(tmp_path: Path) -> None:
     body = (b"\x1b[31m" + "é".encode() * 20 + b"\xff\"\\\n") * 40000
     (tmp_path / "d").write_bytes(body)
-    snap = Snapshot("x", tmp_path / "d", len(body), False, page_json=100_000)
+    snap = Snapshot("x", "j1", tmp_path / "d", len(body), False, page_json=100_000)
     offset, pages, text = 0, 0, b""
     while offset < snap.size:
         start, end, page = read_page(snap, offset)
-        assert start == offset and len(json.dumps(page.decode(errors="replace"), ensure_ascii=False).encode()) <= 100_000
+        as_json = json.dumps(page.decode(errors="replace"), ensure_ascii=False).encode()
+        assert start == offset and len(as_json) <= 100_000
         text, offset, pages = text + page, end, pages + 1
     assert text == body and pages > len(body) // 100_000

@@ -54,6 +54,7 @@ class Snapshot:
     """One state's diff: its text in ``file`` (``size`` bytes), its changed files."""
 
     id: str
+    job: str
     file: Path
     size: int
     cut: bool
@@ -65,9 +66,11 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Source:
-    """Where and what to diff: in ``cwd``, ``against`` (the fork, and the branch's tip when the
-    worktree is gone), with ``index`` (a worktree's index file) when untracked files count."""
+    """Whose and where and what to diff: ``job``'s, in ``cwd``, ``against`` (the fork, and the
+    branch's tip when the worktree is gone), with ``index`` (a worktree's index file) when
+    untracked files count."""
 
+    job: str
     cwd: str
     against: tuple[str, ...]
     index: Path | None
@@ -125,7 +128,7 @@ class DiffCache:
             made.replace(out)
         finally:
             await asyncio.to_thread(shutil.rmtree, scratch, True)
-        snap = Snapshot(snap_id, out, min(size, DIFF_MAX), size > DIFF_MAX, listing.files, listing.more,
+        snap = Snapshot(snap_id, source.job, out, min(size, DIFF_MAX), size > DIFF_MAX, listing.files, listing.more,
                         MAX_FRAME - listing.json_bytes - REPLY_REST)
         self._kept[snap_id] = snap
         while len(self._kept) > 1 and (len(self._kept) > SNAPSHOTS_MAX

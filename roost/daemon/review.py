@@ -1,5 +1,6 @@
 """Reviewing a job's work: its diff against its base (made once per state, paged so no reply is
-over MAX_FRAME) and merging its branch into its base when that is a fast-forward or a clean merge (docs/worktrees.md)."""
+over MAX_FRAME) and merging its branch into its base when that is a fast-forward or a clean
+merge (docs/worktrees.md)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 from roost.daemon.diffs import Source, read_page
 from roost.daemon.gitrun import GitError, git, tail
 from roost.daemon.worktree_teardown import checked_out, gitdir, look, status
-from roost.rules.teardown import unsaved
 from roost.models import Job
 from roost.protocol import ErrorCode, ProtocolError
+from roost.rules.teardown import unsaved
 
 if TYPE_CHECKING:
     from roost.daemon.supervisor import Supervisor
+
 
 def _refused(message: str) -> ProtocolError:
     return ProtocolError(ErrorCode.REFUSED, message)
@@ -45,7 +47,7 @@ async def diff(sup: "Supervisor", job_id: str, offset: int = 0, snapshot: str | 
     git runs once per state of the worktree (diffs.py); ``snapshot`` pages one state's diff."""
     job = _reviewable(sup, job_id)
     snap = sup.diffs.get(snapshot) if snapshot else None
-    if snap is None:
+    if snap is None or snap.job != job.id:
         try:
             state, source = await _state(job)
             snap = await sup.diffs.snapshot(state, source)
@@ -69,11 +71,11 @@ async def _state(job: Job) -> tuple[str, Source]:
         changed, untracked = await status(Path(path))
         stats = await asyncio.to_thread(_stats, Path(path), [*changed, *untracked])
         state = "\0".join([job.id, head, fork, *stats])
-        return state, Source(path, (fork,), await gitdir(path) / "index")
+        return state, Source(job.id, path, (fork,), await gitdir(path) / "index")
     repo = str(job.repo)
     tip = (await git("rev-parse", "--verify", "--end-of-options", f"refs/heads/{job.branch}", cwd=repo)).out.strip()
     fork = (await git("merge-base", "--end-of-options", str(job.base), tip, cwd=repo)).out.strip()
-    return "\0".join([job.id, fork, tip]), Source(repo, (fork, tip), None)
+    return "\0".join([job.id, fork, tip]), Source(job.id, repo, (fork, tip), None)
 
 
 def _stats(path: Path, names: list[str]) -> list[str]:
