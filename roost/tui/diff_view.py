@@ -163,7 +163,7 @@ class DiffScreen(RoostScreen):
             return
         self._read_in = state
         self._header = page
-        cut = page["next"] is not None
+        cut = page["next"] is not None or page.get("cut", False)  # cut here, or by the daemon (DIFF_MAX)
         self._more = " · ".join(part for part in (
             f"{plural(page['files_more'], 'more file')} not listed" if page["files_more"] else "",
             f"the diff is cut after {len(text.encode()) // 1024:,} KB: roost diff {self.job_id} has it all" if cut else "",
