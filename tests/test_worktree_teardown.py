@@ -148,3 +148,13 @@ def test_a_worktree_git_will_not_remove_is_kept_with_its_copies(
     kept = settled(daemon, row["id"])[0]
     assert kept.startswith("kept its worktree") and "locked" in kept
     assert (path / ".env").read_text() == "SECRET=1\n" and daemon.show(row["id"])["worktree"] == str(path)
+
+
+def test_a_copied_file_the_agent_changed_is_its_work(daemon_factory: Callable[[str], DaemonHarness],
+                                                     repo: Path) -> None:
+    (repo / ".env").write_text("SECRET=1\n")
+    daemon = daemon_factory('[worktree]\ncopy = [".env"]\n')
+    row = spawn_in(daemon, repo, "write .env SECRET=2")
+    daemon.call("archive", job=row["id"])
+    assert "1 untracked file (.env) not committed" in settled(daemon, row["id"])[0]
+    assert (Path(row["worktree"]) / ".env").read_text() == "SECRET=2\n"
