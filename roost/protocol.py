@@ -153,7 +153,7 @@ OPS: dict[str, dict[str, Arg]] = {
     "status": {},
     "worktrees": {},
     "worktrees_prune": {},
-    "diff": {"job": _NEED_STR, "offset": Arg((int,), bounds=(0, None))},
+    "diff": {"job": _NEED_STR, "offset": Arg((int,), bounds=(0, None)), "snapshot": _OPT_STR},
     "merge": _JOB,
     "answer_approval": {"approval": _NEED_STR, "decision": Arg((str,), required=True, choices=APPROVAL_ANSWERS),
                         "reason": _STR, "rule": _OPT_STR},

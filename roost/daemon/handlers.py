@@ -265,7 +265,7 @@ def worktrees_prune(ctx: Context, req: Request) -> Any:
 
 @handles("diff")
 def diff(ctx: Context, req: Request) -> Any:
-    return review.diff(ctx.supervisor, req.args["job"], req.args.get("offset", 0))
+    return review.diff(ctx.supervisor, req.args["job"], req.args.get("offset", 0), req.args.get("snapshot"))
 
 
 @handles("merge")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from roost.config import Config, ConfigError
 from roost.daemon import messages as m
+from roost.daemon.diffs import DiffCache
 from roost.daemon.engine import Engine
 from roost.daemon.hooks import Hooks
 from roost.daemon.index import JobIndex
@@ -73,6 +74,8 @@ class Supervisor:
                              make_worker or process_factory(paths, config, self.spares), clock, monotonic,
                              hooks=self.hooks)
         self._lost: list[Job] = []
+        #: Each job's diff, made once per state of its worktree (roost/daemon/diffs.py).
+        self.diffs = DiffCache(paths.state_dir / "diffs")
 
     @property
     def config(self) -> Config:
@@ -125,6 +128,7 @@ class Supervisor:
         flight is aborted first, so the agent saves what it has."""
         eng = self.engine
         eng.closing_down = True
+        self.diffs.close()
         if self.spares is not None:
             await self.spares.close()
         waits = []
@@ -249,6 +253,10 @@ class Supervisor:
                 if j.archived_at is not None and j.archived_at >= since]
         await self._ask(job.id, m.Unarchive(detach=parent is not None and parent.archived_at is not None))
         await asyncio.gather(*(self._ask(j.id, m.Unarchive(detach=False)) for j in back))
+        for member in (job, *back):  # a worktree roost removed is made again from its archive ref
+            told = await worktrees.bring_back(member)
+            if told is not None:
+                await self._ask(member.id, told)
         return self.index.row(job_id)
 
     async def stop(self, job_id: str, tree: bool, caller: str | None) -> dict[str, Any]:

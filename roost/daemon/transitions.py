@@ -291,4 +291,5 @@ HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
     m.Event: t.on_event, m.Exited: w.on_exited,
     m.AnswerApproval: approvals.on_answer, m.AnswerNotTaken: approvals.on_answer_not_taken,
     worktrees.Settled: worktrees.on_settled,
+    worktrees.Restored: worktrees.on_restored,
 }
