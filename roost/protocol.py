@@ -39,6 +39,9 @@ ID_SCAN = 4096
 #: What a client that stopped reading gets, best effort, before the daemon closes it.
 LAGGED = {"event": "lagged", "dropped": True}
 SUBSCRIPTIONS = ("agent_view", "subtree", "timeline")
+#: A job's approval policy, and a person's answers to an approval (roost/rules/approvals.py).
+APPROVAL_MODES = ("ask", "deny", "allow")
+APPROVAL_ANSWERS = ("once", "job", "deny")
 
 
 class ErrorCode:
@@ -123,7 +126,8 @@ OPS: dict[str, dict[str, Arg]] = {
     "spawn": {"prompt": _NEED_STR, "parent": _OPT_STR, "driver": _OPT_STR, "cwd": _OPT_STR, "title": _OPT_STR,
               "lifetime": _OPT_STR, "labels": Arg((dict,)),
               "worktree": Arg((bool, type(None))), "branch": _OPT_STR, "base": _OPT_STR,
-              "host": _OPT_STR},
+              "host": _OPT_STR, "approvals": Arg((str, type(None)), choices=APPROVAL_MODES),
+              "approval_rules": Arg((list,), items=str)},
     "send": {"job": _NEED_STR, "text": _NEED_STR},
     "stop": {"job": _NEED_STR, "tree": _BOOL},
     "close": _JOB,
@@ -151,12 +155,17 @@ OPS: dict[str, dict[str, Arg]] = {
     "worktrees_prune": {},
     "diff": {"job": _NEED_STR, "offset": Arg((int,), bounds=(0, None))},
     "merge": _JOB,
+    "answer_approval": {"approval": _NEED_STR, "decision": Arg((str,), required=True, choices=APPROVAL_ANSWERS),
+                        "reason": _STR, "rule": _OPT_STR},
     "acknowledge": {},
     "shutdown": {},
 }
 
 #: Operations a job may call about itself only (the daemon takes the job from the hello).
 JOB_ONLY_OPS = frozenset({"report"})
+#: Operations only a person may call (a connection with no job identity): no job, not even the one
+#: that asks, its parent or its children, may answer an approval.
+PERSON_ONLY_OPS = frozenset({"answer_approval"})
 REPORT_STATUSES = ("done", "idle", "blocked")
 _ID_IN_FRAME = re.compile(rb'"id"\s*:\s*(-?\d+)')
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from roost import __version__
 from roost.daemon import review, worktrees
 from roost.models import State
-from roost.protocol import (JOB_ONLY_OPS, LIST_LIMIT, LOGS_LIMIT, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode,
-                            parse_request)
+from roost.protocol import (JOB_ONLY_OPS, LIST_LIMIT, LOGS_LIMIT, PERSON_ONLY_OPS, PROTOCOL_VERSION, ErrorCode,
+                            ProtocolError, decode, parse_request)
 
 if TYPE_CHECKING:
     from roost.daemon.connection import Connection
@@ -76,6 +76,9 @@ async def handle_line(ctx: Context, conn: Connection, line: bytes) -> None:
                                 f"send hello first: {{\"op\": \"hello\", \"args\": {{\"version\": {PROTOCOL_VERSION}}}}}")
         if op in JOB_ONLY_OPS and conn.job is None:
             raise ProtocolError(ErrorCode.AUTH, f"{op} is for jobs: call it from a worker (ROOST_JOB_ID is not set)")
+        if op in PERSON_ONLY_OPS and conn.job is not None:
+            raise ProtocolError(ErrorCode.AUTH, f"{op} is for a person only: job {conn.job} may not call it "
+                                                "(no job answers an approval, not even its own)")
         result = HANDLERS[op](ctx, Request(conn, req_id, op, args))
         if inspect.isawaitable(result):
             result = await result
@@ -137,6 +140,13 @@ def label(ctx: Context, req: Request) -> Any:
 @handles("report")
 def report(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.report(req.caller, req.args["status"], req.args.get("text", ""))
+
+
+@handles("answer_approval")
+def answer_approval(ctx: Context, req: Request) -> Any:
+    args = req.args
+    return ctx.supervisor.answer_approval(args["approval"], args["decision"], args.get("reason", ""),
+                                          args.get("rule"))
 
 
 @handles("archive")

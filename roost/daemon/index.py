@@ -335,6 +335,10 @@ class JobIndex:
 def _row_size(job: Job, full: bool) -> int:
     """About how many bytes a row takes on the wire (texts in UTF-8, the rest estimated)."""
     size = _ROW_OVERHEAD + len(job.title.encode()) + len(job.cwd.encode()) + 64 * len(job.labels)
+    if job.approvals:  # each at most about WHAT_MAX bytes (roost/rules/approvals.py)
+        size += len(repr(job.approvals))
+    if full:
+        size += len(repr(job.approval_policy)) + len(repr(job.approval_grants))
     if full:
         size += (len(job.last_text.encode()) + len(job.reason.encode()) + len(job.question.encode())
                  + len(repr(job.driver_opts)) + len(repr(job.usage)))

@@ -114,6 +114,18 @@ class Resync(Message):
 
 
 @dataclass
+class AnswerApproval(Message):
+    """A person's answer to one of the job's pending approvals (``answer_approval``)."""
+
+    approval: str
+    #: "once", "job" or "deny" (roost.rules.approvals.ANSWERS).
+    decision: str
+    reason: str = ""
+    #: With "job": the allow rule to add (None: the same tool with the same command prefix).
+    rule: str | None = None
+
+
+@dataclass
 class Due(Message):
     """A deadline may have passed, or something a time rule reads changed: look again."""
 
@@ -166,6 +178,15 @@ class AbortAnswer(WorkerMessage):
 @dataclass
 class Event(WorkerMessage):
     event: dict[str, Any]
+
+
+@dataclass
+class AnswerNotTaken(WorkerMessage):
+    """The worker refused (or never answered) an ``approval_answer``."""
+
+    approval: str
+    decision: str
+    error: str
 
 
 @dataclass

@@ -32,6 +32,7 @@ from roost.drivers.base import DriverError
 from roost.models import LIFETIMES, RESUMABLE_STATES, STOPPABLE_STATES, Job, State
 from roost.paths import Paths
 from roost.protocol import MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
+from roost.rules import approvals as approval_rules
 
 if TYPE_CHECKING:
     from roost.daemon.publisher import Publisher
@@ -178,12 +179,13 @@ class Supervisor:
         if lifetime not in LIFETIMES:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"lifetime {lifetime!r} is not one of {', '.join(LIFETIMES)}")
         labels = {str(k): str(v) for k, v in (args.get("labels") or {}).items()}
+        policy = _policy(args, profile, parent, caller)
         _check_prompt(args["prompt"])
         now = self.clock()
         job = Job(id=self._new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
                   cwd=cwd, host=host, parent=parent.id if parent else None, state=State.QUEUED,
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
-                  driver_opts=profile.to_dict())
+                  driver_opts=profile.to_dict(), approval_policy=policy)
         await worktrees.prepare(job, args, profile, self.paths, config)
         eng = self.engine
         try:
@@ -215,6 +217,23 @@ class Supervisor:
         _check_prompt(text)
         result = await self._ask(job_id, m.Send(text, caller))
         return {**result, "outcome": "restarted"} if restarts else result
+
+    async def answer_approval(self, approval: str, decision: str, reason: str, rule: str | None) -> dict[str, Any]:
+        """A person's answer to one pending approval (handlers let only a person call this)."""
+        if rule is not None:
+            if decision != "job":
+                raise ProtocolError(ErrorCode.BAD_ARGS, "answer_approval: a rule goes with decision \"job\" only")
+            try:
+                rule = str(approval_rules.parse_rule(rule))
+            except approval_rules.RuleError as exc:
+                raise ProtocolError(ErrorCode.BAD_ARGS, f"answer_approval: {exc}") from None
+        if len(reason) > approval_rules.REASON_MAX:
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"answer_approval: a reason is at most "
+                                                    f"{approval_rules.REASON_MAX} characters, got {len(reason)}")
+        job_id = self.engine.approvals.jobs.get(approval)
+        if job_id is None:
+            raise self.engine.approvals.refusal(approval)
+        return await self._ask(job_id, m.AnswerApproval(approval, decision, reason, rule))
 
     async def rename(self, job_id: str, title: str, caller: str | None) -> dict[str, Any]:
         self.check_caller(caller, self.index.require(job_id), "rename")
@@ -348,6 +367,23 @@ class Supervisor:
         return {"jobs": len(self.index.jobs), "workers": len(self.engine.slots),
                 "queued": self.engine.queue.queued_count(), "store_notice": self.store.notice(),
                 "spares": self.spares.status() if self.spares is not None else None}
+
+
+def _policy(args: dict[str, Any], profile: Any, parent: Job | None, caller: str | None) -> list[dict[str, Any]]:
+    """A new job's approval policy: its parent's levels, then its own — the spawn's ``approvals`` and
+    ``approval_rules``, else its driver profile's. A job that spawns cannot loosen the profile either:
+    when it overrides one that says something, the profile stays a level above the child's own."""
+    asked = args.get("approvals") is not None or args.get("approval_rules") is not None
+    configured = profile.approvals is not None or bool(profile.approval_rules)
+    mode = args.get("approvals") or profile.approvals
+    rules = args.get("approval_rules") if args.get("approval_rules") is not None else profile.approval_rules
+    try:
+        above = list(parent.approval_policy) if parent is not None else []
+        if asked and configured and caller is not None:
+            above.append(approval_rules.level(profile.approvals or "ask", profile.approval_rules))
+        return approval_rules.child_policy(above, mode, rules)
+    except approval_rules.RuleError as exc:
+        raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {exc}") from None
 
 
 def _check_prompt(text: str) -> None:
