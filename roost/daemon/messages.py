@@ -171,7 +171,7 @@ class SteerAnswer(WorkerMessage):
 
 @dataclass
 class AbortAnswer(WorkerMessage):
-    run: int
+    run: int | None  # None: no turn ran (the abort stopped the agent's own subagents)
     ok: bool
 
 

@@ -29,7 +29,7 @@ from roost.daemon.workers import WorkerFactory, process_factory
 from roost.hosts.placement import place
 from roost.drivers import driver_for
 from roost.drivers.base import DriverError
-from roost.models import LIFETIMES, RESUMABLE_STATES, STOPPABLE_STATES, Job, State
+from roost.models import LIFETIMES, RESUMABLE_STATES, Job, State
 from roost.paths import Paths
 from roost.protocol import MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
 from roost.rules import approvals as approval_rules
@@ -262,7 +262,7 @@ class Supervisor:
         job = self.index.require(job_id)
         self.check_caller(caller, job, "stop")
         targets = [job, *self.index.descendants(job.id)] if tree else [job]
-        targets = [t for t in targets if t.state in STOPPABLE_STATES and t.archived_at is None]
+        targets = [t for t in targets if t.stoppable()]
         results = await asyncio.gather(*(self._ask(t.id, m.Stop(caller)) for t in targets))
         stopped = [t.id for t, did in zip(targets, results) if did]
         return {"stopped": len(stopped), "ids": stopped,

@@ -139,15 +139,17 @@ def on_steer_answer(eng: "Engine", job: Job, msg: SteerAnswer) -> None:
 def abort(eng: "Engine", job: Job, slot: Slot, bounded: bool = False,
           first: Coroutine[Any, Any, None] | None = None) -> None:
     """Cut the turn in flight short; a worker that does not answer is killed. ``first`` (the denial of
-    what the agent waits on) goes to the worker before the abort, also when no turn runs."""
-    if slot.turn is None:
+    what the agent waits on) goes to the worker before the abort, also when no turn runs. With no turn
+    but subagents of the agent's own that run, the abort goes too: it stops them (docs/protocols.md)."""
+    if slot.turn is None and not job.provider_running:
         if first is not None:
             eng.spawn_task(first, bounded=bounded)
         return
-    eng.spawn_task(_abort(eng, job.id, slot.worker, slot.turn.run, first), bounded=bounded)
+    run = slot.turn.run if slot.turn is not None else None
+    eng.spawn_task(_abort(eng, job.id, slot.worker, run, first), bounded=bounded)
 
 
-async def _abort(eng: "Engine", job_id: str, worker: Any, run: int,
+async def _abort(eng: "Engine", job_id: str, worker: Any, run: int | None,
                  first: Coroutine[Any, Any, None] | None = None) -> None:
     if first is not None:
         await first
