@@ -32,7 +32,7 @@ def edit_diff(path: str, edits: Iterable[tuple[str, str]]) -> str:
     out: list[str] = []
     for old, new in edits:
         out += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                    fromfile=f"a/{path}", tofile=f"b/{path}", lineterm="", n=0)
+                                    fromfile=path, tofile=path, lineterm="", n=0)
     return "\n".join(line.rstrip("\n") for line in out)
 
 
