@@ -5,6 +5,8 @@ daemon against tests/fake_anthropic.py, whose model asks for a Bash call that wo
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -162,8 +164,9 @@ def test_a_background_subagent_is_stopped_by_roost_stop_and_its_row_says_so(clau
     job = daemon.spawn(background_task("SLOW"), driver="claude")
     daemon.wait_row(job, lambda r: r["state"] == "idle" and r["provider_running"] == 1, timeout=START,
                     what="the parent idle while its subagent streams")
-    result = daemon.call("stop", job=job)
-    assert result["stopped"] == 1 and result["ids"] == [job], "not 'nothing was running'"
+    said = subprocess.run([sys.executable, "-m", "roost.cli", "stop", job], env=daemon.env, capture_output=True,
+                          text=True, timeout=60)
+    assert said.stdout.strip() == f"stopped 1 job: {job} (and 1 subagent of the agent's own)", said
     row = daemon.wait_row(job, lambda r: r["provider_running"] == 0, timeout=START, what="the subagent stopped")
     assert row["state"] == "stopped"
     last = timeline(daemon, job, "subagent")[-1]

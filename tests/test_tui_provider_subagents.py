@@ -58,6 +58,20 @@ def with_counts(subagents: int, running: int) -> dict[str, Any]:
     return {**root, "provider_subagents": subagents, "provider_running": running}
 
 
+class Stoppable(FixedRows):
+    """Fixed rows that take a stop, saying it stopped the job and its agent's own running subagents."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.stops: list[dict[str, Any]] = []
+
+    async def call(self, op: str, **args: Any) -> Any:
+        if op != "stop":
+            return await super().call(op, **args)
+        self.stops.append(args)
+        return {"stopped": 1, "ids": [args["job"]], "subagents": 1, "already": False}
+
+
 def home_activity(app: RoostApp) -> str:
     return app.screen.table.get_cell(ROOT, "activity").plain
 
@@ -65,7 +79,7 @@ def home_activity(app: RoostApp) -> str:
 async def test_provider_subagents_are_read_only_rows_of_the_panel_counted_and_aging_out():
     clock = Clock()
     rows = [with_counts(3, 1) if r["id"] == ROOT else r for r in ROWS]
-    source = FixedRows(rows, {ROOT: [*LOGS[ROOT], *ENTRIES]})
+    source = Stoppable(rows, {ROOT: [*LOGS[ROOT], *ENTRIES]})
     app = RoostApp(source, Config(), clock=clock, select=ROOT)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
@@ -92,9 +106,11 @@ async def test_provider_subagents_are_read_only_rows_of_the_panel_counted_and_ag
         keys = shown_keys(app)
         assert "m" not in keys and "r" not in keys and "enter" in keys  # no composer, no rename
         assert screen.status.hint == READ_ONLY_HINT
-        # x on a running provider row stops nothing (the fixed source refuses any stop): it says how
+        # x on a running provider row stops it through its parent, the job whose agent runs it
         await press_alone(pilot, "x")
-        assert "stops the parent's turn" in notice(app)
+        await until(pilot, lambda: source.stops, "the stop asked")
+        assert source.stops == [{"job": ROOT}]
+        await until(pilot, lambda: "stopped count the files, with the other subagents" in notice(app), "the notice")
         assert "count the files" in panel_labels(screen)
         # opened: a read-only view of its entries, live
         await pilot.press("enter")

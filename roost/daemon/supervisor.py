@@ -263,9 +263,10 @@ class Supervisor:
         self.check_caller(caller, job, "stop")
         targets = [job, *self.index.descendants(job.id)] if tree else [job]
         targets = [t for t in targets if t.stoppable()]
+        running = {t.id: t.provider_running for t in targets}  # the agents' own subagents the stop ends too
         results = await asyncio.gather(*(self._ask(t.id, m.Stop(caller)) for t in targets))
         stopped = [t.id for t, did in zip(targets, results) if did]
-        return {"stopped": len(stopped), "ids": stopped,
+        return {"stopped": len(stopped), "ids": stopped, "subagents": sum(running[i] for i in stopped),
                 "already": job.state == State.STOPPED and not tree and not stopped}
 
     async def close(self, job_id: str, caller: str | None, reason: str = "closed by its owner") -> dict[str, Any]:

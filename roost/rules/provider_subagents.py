@@ -20,7 +20,7 @@ __all__ = ["PROVIDER_DRIVER", "READ_ONLY_HINT", "ProviderRow", "ended_with_worke
 #: The ``driver`` of a provider subagent's row: it has no driver of its own in roost.
 PROVIDER_DRIVER = "provider"
 #: What the footer says while a provider subagent's row is under the cursor.
-READ_ONLY_HINT = "read-only: the agent's own subagent · /stop stops the parent's turn, and it with it"
+READ_ONLY_HINT = "read-only: the agent's own subagent · x stops it, with its parent's other ones (and its turn)"
 
 #: The entry's ``state`` word and the state its row shows.
 _STATES = {"working": State.WORKING, "done": State.DONE, "failed": State.FAILED, "stopped": State.STOPPED}
