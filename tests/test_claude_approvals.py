@@ -14,6 +14,7 @@ import pytest
 
 from roost.client import ClientError
 
+from approval_checks import asked, nothing_runs_after
 from conftest import DaemonHarness
 from test_claude_driver import START, claude_bin, claude_daemon, fake, timeline  # noqa: F401 (fixtures)
 from test_races import token_of
@@ -29,12 +30,13 @@ def workdir(daemon: DaemonHarness) -> Path:
     return work
 
 
-def asked(daemon: DaemonHarness, job: str) -> dict[str, Any]:
-    """The one approval the job waits on, once it is asked."""
-    row = daemon.wait_row(job, lambda r: r["approvals"], timeout=START, what="an approval asked")
-    assert row["state"] == "waiting"
-    [pending] = row["approvals"]
-    return pending
+def asking(daemon: DaemonHarness, prompt: str = CALL) -> tuple[str, Path, dict[str, Any]]:
+    """A Claude Code job spawned with ``prompt`` in its own directory, and the approval it then waits on
+    (a background subagent's comes while the job is idle)."""
+    work = workdir(daemon)
+    job = daemon.spawn(prompt, driver="claude", cwd=str(work))
+    ended = ("failed",) if prompt.startswith("CALL Task") else ("idle", "failed")
+    return job, work, asked(daemon, job, START, ended)
 
 
 def decisions(daemon: DaemonHarness, job: str) -> list[dict[str, Any]]:
@@ -49,9 +51,7 @@ def background_task(prompt: str) -> str:
 @pytest.mark.claude
 def test_the_approval_shows_the_command_and_a_persons_approval_runs_it_at_once(claude_daemon, fake):
     daemon = claude_daemon()
-    work = workdir(daemon)
-    job = daemon.spawn(CALL, driver="claude", cwd=str(work))
-    pending = asked(daemon, job)
+    job, work, pending = asking(daemon)
     assert pending["tool"] == "Bash"
     assert pending["what"] == {"command": PWN, "cwd": str(work)}, "what runs, not the model's words"
     assert pending["description"] == "List the files"
@@ -69,9 +69,7 @@ def test_the_approval_shows_the_command_and_a_persons_approval_runs_it_at_once(c
 @pytest.mark.claude
 def test_a_denial_runs_nothing_and_claude_hears_the_reason(claude_daemon, fake):
     daemon = claude_daemon()
-    work = workdir(daemon)
-    job = daemon.spawn(CALL, driver="claude", cwd=str(work))
-    pending = asked(daemon, job)
+    job, work, pending = asking(daemon)
     daemon.call("answer_approval", approval=pending["id"], decision="deny", reason="write nothing, list them")
     row = daemon.wait_state(job, "idle", timeout=START)
     assert not (work / "pwned.txt").exists()
@@ -90,7 +88,7 @@ def test_a_message_sent_before_the_question_approves_nothing(claude_daemon, fake
     daemon.wait_for(lambda: fake.bodies_with("LATER 2") and daemon.show(job)["state"] == "working", timeout=START,
                     what="the turn to work before it asks")
     assert daemon.call("send", job=job, text="ok")["outcome"] == "queued"
-    pending = asked(daemon, job)
+    pending = asked(daemon, job, START)
     assert not (work / "pwned.txt").exists()
     assert [e["text"] for e in timeline(daemon, job, "prompt")] == [f"LATER 2 {CALL}"], "ok was not handed over"
     daemon.call("answer_approval", approval=pending["id"], decision="deny", reason="no")
@@ -102,29 +100,20 @@ def test_a_message_sent_before_the_question_approves_nothing(claude_daemon, fake
 @pytest.mark.claude
 def test_after_a_stop_the_next_message_runs_nothing(claude_daemon, fake):
     daemon = claude_daemon()
-    work = workdir(daemon)
-    job = daemon.spawn(CALL, driver="claude", cwd=str(work))
-    pending = asked(daemon, job)
+    job, work, pending = asking(daemon)
     assert daemon.call("stop", job=job)["stopped"] == 1
     row = daemon.wait_state(job, "stopped", timeout=START)
     assert row["approvals"] == []
     assert decisions(daemon, job)[-1]["by"] == "a stop"
     daemon.wait_for(lambda: [e["outcome"] for e in timeline(daemon, job, "turn_end")] == ["aborted"],
                     timeout=START, what="the turn cut")
-    daemon.call("send", job=job, text="ok")
-    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: ok", timeout=START)
-    assert not (work / "pwned.txt").exists()
-    with pytest.raises(ClientError):
-        daemon.call("answer_approval", approval=pending["id"], decision="once")
-    assert not (work / "pwned.txt").exists()
+    nothing_runs_after(daemon, job, pending, work / "pwned.txt", START)
 
 
 @pytest.mark.claude
 def test_no_job_answers_an_approval_not_a_child_nor_a_sibling(claude_daemon, fake):
     daemon = claude_daemon()
-    work = workdir(daemon)
-    job = daemon.spawn(CALL, driver="claude", cwd=str(work))
-    pending = asked(daemon, job)
+    job, work, pending = asking(daemon)
     child = daemon.spawn("say ready", parent=job)
     sibling = daemon.spawn("say ready")
     for other in (child, sibling):
@@ -142,11 +131,9 @@ def test_no_job_answers_an_approval_not_a_child_nor_a_sibling(claude_daemon, fak
 @pytest.mark.claude
 def test_a_background_subagents_request_after_its_parents_turn_reaches_the_person(claude_daemon, fake):
     daemon = claude_daemon()
-    work = workdir(daemon)
-    job = daemon.spawn(background_task(f"LATER 3 {CALL}"), driver="claude", cwd=str(work))
-    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"].startswith("tool said: Async agent"),
-                    timeout=START, what="the parent's turn to end while its subagent works")
-    pending = asked(daemon, job)
+    job, work, pending = asking(daemon, background_task(f"LATER 3 {CALL}"))
+    kinds = [e["kind"] for e in daemon.timeline(job)]
+    assert kinds.index("turn_end") < kinds.index("approval"), "asked after the parent's turn ended"
     [entry] = {e["id"]: e for e in timeline(daemon, job, "subagent")}.values()
     assert pending["subagent"] == entry["id"], "the subagent that asks, by the id its entries have"
     assert pending["what"] == {"command": PWN, "cwd": str(work)}
@@ -176,16 +163,9 @@ def test_a_background_subagent_is_stopped_by_roost_stop_and_its_row_says_so(clau
 @pytest.mark.claude
 def test_a_stop_of_a_background_subagent_waiting_on_a_request_denies_it_at_the_agent(claude_daemon, fake):
     daemon = claude_daemon()
-    work = workdir(daemon)
-    job = daemon.spawn(background_task(f"LATER 3 {CALL}"), driver="claude", cwd=str(work))
-    pending = asked(daemon, job)
+    job, work, pending = asking(daemon, background_task(f"LATER 3 {CALL}"))
     assert daemon.call("stop", job=job, tree=True)["ids"] == [job]
     daemon.wait_row(job, lambda r: r["state"] == "stopped" and r["provider_running"] == 0, timeout=START,
                     what="the subagent stopped")
     assert decisions(daemon, job)[-1]["by"] == "a stop"
-    daemon.call("send", job=job, text="ok")
-    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: ok", timeout=START)
-    assert not (work / "pwned.txt").exists()
-    with pytest.raises(ClientError):
-        daemon.call("answer_approval", approval=pending["id"], decision="once")
-    assert not (work / "pwned.txt").exists()
+    nothing_runs_after(daemon, job, pending, work / "pwned.txt", START)

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from roost.client import ClientError
-
+from approval_checks import asked, nothing_runs_after
 from conftest import DaemonHarness
 from test_codex_driver import START, codex_bin, codex_daemon, fake, timeline  # noqa: F401 (fixtures)
 
@@ -31,19 +30,15 @@ def call(target: Path) -> str:
         "sandbox_permissions": "require_escalated", "justification": "to list the files"})
 
 
-def asked(daemon: DaemonHarness, job: str) -> dict[str, Any]:
-    row = daemon.wait_row(job, lambda r: r["approvals"] or r["state"] in ("idle", "failed"), timeout=START,
-                          what="an approval asked")
-    assert row["state"] == "waiting", (row["state"], row["last_text"])
-    [pending] = row["approvals"]
-    return pending
+def asking(daemon: DaemonHarness, prompt: str, work: Path) -> tuple[str, dict[str, Any]]:
+    job = daemon.spawn(prompt, driver="codex", cwd=str(work))
+    return job, asked(daemon, job, START)
 
 
 @pytest.mark.codex
 def test_the_approval_shows_the_command_and_cwd_and_a_persons_approval_runs_it(codex_daemon, fake):
     work, target = places(codex_daemon)
-    job = codex_daemon.spawn(call(target), driver="codex", cwd=str(work))
-    pending = asked(codex_daemon, job)
+    job, pending = asking(codex_daemon, call(target), work)
     assert pending["tool"] == "exec_command"
     assert pending["what"] == {"command": f"/bin/bash -c 'echo pwned > {target}'", "cwd": str(work)}
     assert pending["description"] == "to list the files", "the model's words, beside what runs"
@@ -57,8 +52,7 @@ def test_the_approval_shows_the_command_and_cwd_and_a_persons_approval_runs_it(c
 @pytest.mark.codex
 def test_a_denial_runs_nothing_and_codex_hears_the_reason(codex_daemon, fake):
     work, target = places(codex_daemon)
-    job = codex_daemon.spawn(call(target), driver="codex", cwd=str(work))
-    pending = asked(codex_daemon, job)
+    job, pending = asking(codex_daemon, call(target), work)
     codex_daemon.call("answer_approval", approval=pending["id"], decision="deny", reason="stay in the workspace")
     codex_daemon.wait_state(job, "idle", timeout=START)
     assert not target.exists()
@@ -73,7 +67,7 @@ def test_a_message_sent_before_the_question_approves_nothing(codex_daemon, fake)
     codex_daemon.wait_for(lambda: fake.bodies_with("LATER 2") and codex_daemon.show(job)["state"] == "working",
                           timeout=START, what="the turn to work before it asks")
     assert codex_daemon.call("send", job=job, text="ok")["outcome"] == "queued"
-    pending = asked(codex_daemon, job)
+    pending = asked(codex_daemon, job, START)
     assert not target.exists()
     codex_daemon.call("answer_approval", approval=pending["id"], decision="deny", reason="no")
     codex_daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: ok", timeout=START,
@@ -84,16 +78,10 @@ def test_a_message_sent_before_the_question_approves_nothing(codex_daemon, fake)
 @pytest.mark.codex
 def test_after_a_stop_the_next_message_runs_nothing(codex_daemon, fake):
     work, target = places(codex_daemon)
-    job = codex_daemon.spawn(call(target), driver="codex", cwd=str(work))
-    pending = asked(codex_daemon, job)
+    job, pending = asking(codex_daemon, call(target), work)
     assert codex_daemon.call("stop", job=job)["stopped"] == 1
     row = codex_daemon.wait_state(job, "stopped", timeout=START)
     assert row["approvals"] == []
     codex_daemon.wait_for(lambda: [e["outcome"] for e in timeline(codex_daemon, job, "turn_end")] == ["aborted"],
                           timeout=START, what="the turn cut")
-    codex_daemon.call("send", job=job, text="ok")
-    codex_daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: ok", timeout=START)
-    assert not target.exists()
-    with pytest.raises(ClientError):
-        codex_daemon.call("answer_approval", approval=pending["id"], decision="once")
-    assert not target.exists()
+    nothing_runs_after(codex_daemon, job, pending, target, START)
