@@ -218,8 +218,8 @@ class ClaudeAdapter(Adapter):
             return events
         frame = events[0]
         handler = {"control_response": self._on_control_response, "control_request": self._on_control_request,
-                   "control_cancel_request": self._on_cancel, "assistant": self._on_assistant, "user": self._on_user, "result": self._on_result,
-                   "system": self._on_system}.get(frame["type"])
+                   "control_cancel_request": self._on_cancel, "assistant": self._on_assistant, "user": self._on_user,
+                   "result": self._on_result, "system": self._on_system}.get(frame["type"])
         return handler(frame) if handler else []
 
     def oversize(self, line: Oversize) -> list[dict[str, Any]]:
