@@ -209,3 +209,13 @@ def test_codex_resolving_a_request_withdraws_it_and_an_abort_declines_what_is_pe
     assert {"type": "approval_withdrawn", "approval": "2"} in rig.emitted
     rig.command({"type": "approval_answer", "id": 10, "approval": "2", "decision": "allow"})
     assert rig.emitted[-1]["success"] is False and len(rig.written) == 2
+
+
+def test_a_codex_request_still_pending_at_its_turns_end_is_withdrawn() -> None:
+    rig = codex_in_a_turn()
+    rig.frame({"jsonrpc": "2.0", "id": 4, "method": "item/commandExecution/requestApproval", "params": {
+        "threadId": "th-1", "turnId": "turn-1", "itemId": "c", "kind": "command", "startedAtMs": 1, "command": "ls"}})
+    events = rig.frame({"jsonrpc": "2.0", "method": "turn/completed",
+                        "params": {"threadId": "th-1", "turn": {"id": "turn-1", "status": "completed"}}})
+    assert [e["type"] for e in events] == ["approval_withdrawn", "turn_end"]
+    assert events[0]["approval"] == "4" and events[1]["outcome"] == "ok"

@@ -328,7 +328,12 @@ class CodexAdapter(Adapter):
         return [note(f"Codex: {_error_text(error)}")]
 
     def _on_turn_completed(self, params: dict[str, Any]) -> list[dict[str, Any]]:
-        turn = params.get("turn") or {}
+        """The turn's end; a request of it still pending is moot (Codex asks within a turn only)."""
+        gone = [approval_withdrawn(wid) for wid in self.pending]
+        self.pending.clear()
+        return gone + self._turn_end(params.get("turn") or {})
+
+    def _turn_end(self, turn: dict[str, Any]) -> list[dict[str, Any]]:
         self.turn = None
         if self.run is None:
             return []
