@@ -3,6 +3,8 @@ nothing released it later (tests/test_claude_approvals.py, tests/test_codex_appr
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,14 @@ import pytest
 from roost.client import ClientError
 
 from conftest import DaemonHarness
+
+
+def roost(daemon: DaemonHarness, *args: str) -> str:
+    """What the ``roost`` CLI, run as a person against the daemon, says (it must succeed)."""
+    done = subprocess.run([sys.executable, "-m", "roost.cli", *args], env=daemon.env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout.strip()
 
 
 def asked(daemon: DaemonHarness, job: str, timeout: float,

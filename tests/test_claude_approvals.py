@@ -5,8 +5,6 @@ daemon against tests/fake_anthropic.py, whose model asks for a Bash call that wo
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,7 @@ import pytest
 
 from roost.client import ClientError
 
-from approval_checks import asked, nothing_runs_after
+from approval_checks import asked, nothing_runs_after, roost
 from conftest import DaemonHarness
 from test_claude_driver import START, claude_bin, claude_daemon, fake, timeline  # noqa: F401 (fixtures)
 from test_races import token_of
@@ -57,8 +55,7 @@ def test_the_approval_shows_the_command_and_a_persons_approval_runs_it_at_once(c
     assert pending["description"] == "List the files"
     assert "subagent" not in pending
     assert not (work / "pwned.txt").exists()
-    result = daemon.call("answer_approval", approval=pending["id"], decision="once")
-    assert result["decision"] == "allow"
+    assert roost(daemon, "approve", job) == f"allowed {pending['id']} ({job})", "a job's one approval, by the job's id"
     row = daemon.wait_state(job, "idle", timeout=START)
     assert (work / "pwned.txt").read_text() == "pwned\n"
     assert row["last_text"] == "tool said: (Bash completed with no output)"
@@ -70,7 +67,7 @@ def test_the_approval_shows_the_command_and_a_persons_approval_runs_it_at_once(c
 def test_a_denial_runs_nothing_and_claude_hears_the_reason(claude_daemon, fake):
     daemon = claude_daemon()
     job, work, pending = asking(daemon)
-    daemon.call("answer_approval", approval=pending["id"], decision="deny", reason="write nothing, list them")
+    roost(daemon, "deny", pending["id"], "write nothing, list them")
     row = daemon.wait_state(job, "idle", timeout=START)
     assert not (work / "pwned.txt").exists()
     assert row["last_text"] == "tool said: write nothing, list them", "the model heard the reason"
@@ -151,9 +148,7 @@ def test_a_background_subagent_is_stopped_by_roost_stop_and_its_row_says_so(clau
     job = daemon.spawn(background_task("SLOW"), driver="claude")
     daemon.wait_row(job, lambda r: r["state"] == "idle" and r["provider_running"] == 1, timeout=START,
                     what="the parent idle while its subagent streams")
-    said = subprocess.run([sys.executable, "-m", "roost.cli", "stop", job], env=daemon.env, capture_output=True,
-                          text=True, timeout=60)
-    assert said.stdout.strip() == f"stopped 1 job: {job} (and 1 subagent of the agent's own)", said
+    assert roost(daemon, "stop", job) == f"stopped 1 job: {job} (and 1 subagent of the agent's own)"
     row = daemon.wait_row(job, lambda r: r["provider_running"] == 0, timeout=START, what="the subagent stopped")
     assert row["state"] == "stopped"
     last = timeline(daemon, job, "subagent")[-1]

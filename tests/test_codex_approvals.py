@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from approval_checks import asked, nothing_runs_after
+from approval_checks import asked, nothing_runs_after, roost
 from conftest import DaemonHarness
 from test_codex_driver import START, codex_bin, codex_daemon, fake, timeline  # noqa: F401 (fixtures)
 
@@ -43,7 +43,7 @@ def test_the_approval_shows_the_command_and_cwd_and_a_persons_approval_runs_it(c
     assert pending["what"] == {"command": f"/bin/bash -c 'echo pwned > {target}'", "cwd": str(work)}
     assert pending["description"] == "to list the files", "the model's words, beside what runs"
     assert not target.exists()
-    codex_daemon.call("answer_approval", approval=pending["id"], decision="once")
+    roost(codex_daemon, "approve", pending["id"])
     row = codex_daemon.wait_state(job, "idle", timeout=START)
     assert target.read_text() == "pwned\n"
     assert row["last_text"].startswith("tool said:")
@@ -53,7 +53,7 @@ def test_the_approval_shows_the_command_and_cwd_and_a_persons_approval_runs_it(c
 def test_a_denial_runs_nothing_and_codex_hears_the_reason(codex_daemon, fake):
     work, target = places(codex_daemon)
     job, pending = asking(codex_daemon, call(target), work)
-    codex_daemon.call("answer_approval", approval=pending["id"], decision="deny", reason="stay in the workspace")
+    roost(codex_daemon, "deny", job, "stay in the workspace")
     codex_daemon.wait_state(job, "idle", timeout=START)
     assert not target.exists()
     heard = [b for b in fake.requests if "stay in the workspace" in json.dumps(b.get("input"))]
