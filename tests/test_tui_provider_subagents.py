@@ -22,7 +22,7 @@ from roost.tui.provider_view import ProviderView
 from roost.tui.transcript import entry_text
 
 from test_tui_snapshots import LOGS, NOW, ROOT, ROWS, FixedRows
-from tui_helpers import SIZE, notice, panel_labels, press_alone, shown_keys, until
+from tui_helpers import SIZE, notice, panel_labels, press_alone, shown_keys, type_text, until
 
 
 def sub(seq: int, ident: str, state: str, text: str, title: str, ago: float) -> dict[str, Any]:
@@ -154,3 +154,19 @@ def test_the_parents_transcript_reads_each_subagent_entry_as_one_short_line() ->
     assert done.plain == "⑂ survey ✓ done: 42 files"
     assert failed.style == red and "✗ failed" in failed.plain and "\x1b" not in failed.plain
     assert len(failed.plain) < 200
+
+
+async def test_subagents_stop_stops_the_parent_while_only_its_agents_own_subagents_run():
+    root = {**with_counts(1, 1), "state": "idle", "descendants": 0, "running": 0}  # idle: only its own one runs
+    source = Stoppable([root], {ROOT: [*LOGS[ROOT], ENTRIES[0]]})
+    app = RoostApp(source, Config(), clock=Clock(), select=ROOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen, "the job screen")
+        await until(pilot, lambda: screen.loaded, "the transcript")
+        await type_text(pilot, "/subagents stop")
+        await pilot.press("enter")
+        await until(pilot, lambda: source.stops, "the stop asked")
+        assert source.stops == [{"job": ROOT}], "its agent's own subagent stops with it: not 'no subagent is running'"
+        await until(pilot, lambda: "stopped 1 subagent" in notice(app), "what the stop did")
