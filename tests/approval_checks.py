@@ -38,6 +38,8 @@ def nothing_runs_after(daemon: DaemonHarness, job: str, pending: dict[str, Any],
                        timeout: float) -> None:
     """The approval was settled without running (a stop, a denial): the next message is a turn of its
     own, a late answer to the approval is refused, and the file its command would write stays absent."""
+    notes = [e["data"]["message"] for e in daemon.timeline(job) if e["kind"] == "note"]
+    assert not [n for n in notes if "did not take" in n], "the agent took the denial: it was still pending there"
     daemon.call("send", job=job, text="ok")
     daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: ok", timeout=timeout,
                     what="the next message, a turn of its own")
