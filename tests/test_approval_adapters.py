@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from roost.drivers.approvals import WHAT_TEXT_MAX
+from roost.drivers.approvals import WHAT_TEXT_MAX, WORDS_MAX
 from roost.drivers.claude import ClaudeAdapter
 from roost.drivers.codex import CodexAdapter
 from roost.protocol import MAX_FRAME
@@ -151,6 +151,12 @@ def test_an_approval_too_big_for_a_frame_is_cut_saying_how_much() -> None:
     assert isinstance(other["what"]["input"], str) and "characters cut by roost" in other["what"]["input"]
     rig.command({"type": "approval_answer", "id": 2, "approval": "r-1", "decision": "allow"})
     assert rig.written[-1]["response"]["response"]["updatedInput"] == {"command": command}, "it runs as asked"
+    def said(n: int) -> list[dict[str, Any]]:
+        return claude_in_a_turn().frame(can_use_tool("r-4", "Bash", {"command": "ls"}, description="d" * n))
+
+    assert said(WORDS_MAX)[0]["description"] == "d" * WORDS_MAX, "the model's words, at the bound, whole"
+    longer = said(WORDS_MAX + 1)[0]["description"]
+    assert longer.startswith("d" * 100) and "1 characters cut by roost" in longer
 
 
 # -- Codex ---------------------------------------------------------------------------------------------------

@@ -15,6 +15,9 @@ from typing import Any, Iterable, Mapping
 #: The most characters of one text of ``what`` an approval event carries (far below MAX_FRAME even
 #: escaped as JSON, with the few texts one carries).
 WHAT_TEXT_MAX = 16 * 1024
+#: The most characters of the model's own words for a request (its description, Codex's reason) an
+#: approval event carries, and of a denial's reason a steer gives Codex.
+WORDS_MAX = 2000
 
 
 def cut(text: str, limit: int = WHAT_TEXT_MAX) -> str:
@@ -24,6 +27,11 @@ def cut(text: str, limit: int = WHAT_TEXT_MAX) -> str:
     head = limit // 2
     gone = len(text) - 2 * head
     return f"{text[:head]}\n[… {gone} characters cut by roost …]\n{text[len(text) - head:]}"
+
+
+def words(text: Any) -> str | None:
+    """The model's words for a request, cut to WORDS_MAX; None when it gave none."""
+    return cut(text, WORDS_MAX) if isinstance(text, str) and text.strip() else None
 
 
 def edit_diff(path: str, edits: Iterable[tuple[str, str]]) -> str:

@@ -34,7 +34,7 @@ import sys
 import uuid
 from typing import Any, Callable, Mapping
 
-from roost.drivers.approvals import claude_what, cut
+from roost.drivers.approvals import claude_what, words
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env, line_field, text_of)
 from roost.drivers.subagents import SubagentTracker
@@ -311,10 +311,8 @@ class ClaudeAdapter(Adapter):
             return []
         agent = request.get("agent_id")
         subagent = next((call for call, task in self.tasks.items() if task == agent), agent) if agent else None
-        description = request.get("description")
         return [approval(request_id, tool, claude_what(tool, args, self.cwd),
-                         description=cut(description, 2000) if isinstance(description, str) and description else None,
-                         subagent=str(subagent) if subagent else None)]
+                         description=words(request.get("description")), subagent=str(subagent) if subagent else None)]
 
     def _on_cancel(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
         """Claude Code no longer waits on a request (its turn or its subagent was stopped)."""

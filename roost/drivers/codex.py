@@ -26,7 +26,7 @@ import json
 import os
 from typing import Any, Callable, Mapping
 
-from roost.drivers.approvals import bounded, codex_file_what, cut
+from roost.drivers.approvals import bounded, codex_file_what, words
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env, line_field)
 from roost.drivers.claude import MCP_NAME, after_retries, mcp_config
@@ -188,7 +188,7 @@ class CodexAdapter(Adapter):
         self._emit(response(req_id, "approval_answer", True))
         out = self._decision(wid, allow)
         if not allow and self.turn and command.get("reason"):
-            text = f"(roost) the person denied that: {cut(str(command['reason']), 2000)}"
+            text = f"(roost) the person denied that: {words(str(command['reason']))}"
             out += self._call("turn/steer", {"threadId": self.thread, "expectedTurnId": self.turn,
                                              "input": [{"type": "text", "text": text}]}, lambda answer: [])
         return out
@@ -261,7 +261,6 @@ class CodexAdapter(Adapter):
             return []
         wid = str(request_id)
         self.pending[wid] = (request_id, method)
-        reason = params.get("reason") if isinstance(params.get("reason"), str) and params["reason"] else None
         if method == "item/commandExecution/requestApproval":
             tool, what = "exec_command", bounded({"command": str(params.get("command") or ""),
                                                   "cwd": str(params.get("cwd") or self.params.get("cwd") or "")})
@@ -270,7 +269,7 @@ class CodexAdapter(Adapter):
         else:
             server = str(params.get("serverName") or "?")
             tool, what = f"mcp__{server}", bounded({"input": {"server": server, "message": params.get("message")}})
-        return [approval(wid, tool, what, description=cut(reason, 2000) if reason else None)]
+        return [approval(wid, tool, what, description=words(params.get("reason")))]
 
     def _on_item_started(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         item = params.get("item") or {}
