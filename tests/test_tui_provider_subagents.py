@@ -8,7 +8,8 @@ Claude Code worker to write such entries (tests/test_claude_driver.py has that).
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, AsyncIterator
 
 from rich.style import Style
 
@@ -156,8 +157,11 @@ def test_the_parents_transcript_reads_each_subagent_entry_as_one_short_line() ->
     assert len(failed.plain) < 200
 
 
-async def test_subagents_stop_stops_the_parent_while_only_its_agents_own_subagents_run():
-    root = {**with_counts(1, 1), "state": "idle", "descendants": 0, "running": 0}  # idle: only its own one runs
+
+@contextlib.asynccontextmanager
+async def idle_parent_screen() -> AsyncIterator[tuple[Any, Stoppable, RoostApp]]:
+    """The job screen of an idle job whose agent's own subagent still runs; its source takes stops."""
+    root = {**with_counts(1, 1), "state": "idle", "descendants": 0, "running": 0}
     source = Stoppable([root], {ROOT: [*LOGS[ROOT], ENTRIES[0]]})
     app = RoostApp(source, Config(), clock=Clock(), select=ROOT)
     async with app.run_test(size=SIZE) as pilot:
@@ -165,8 +169,20 @@ async def test_subagents_stop_stops_the_parent_while_only_its_agents_own_subagen
         await pilot.press("enter")
         screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen, "the job screen")
         await until(pilot, lambda: screen.loaded, "the transcript")
+        yield pilot, source, app
+
+
+async def test_subagents_stop_stops_the_parent_while_only_its_agents_own_subagents_run():
+    async with idle_parent_screen() as (pilot, source, app):
         await type_text(pilot, "/subagents stop")
         await pilot.press("enter")
         await until(pilot, lambda: source.stops, "the stop asked")
         assert source.stops == [{"job": ROOT}], "its agent's own subagent stops with it: not 'no subagent is running'"
         await until(pilot, lambda: "stopped 1 subagent" in notice(app), "what the stop did")
+
+
+async def test_slash_stop_says_it_stopped_the_agents_own_subagents_too():
+    async with idle_parent_screen() as (pilot, source, app):
+        await type_text(pilot, "/stop")
+        await pilot.press("enter")
+        await until(pilot, lambda: "stopped this job and 1 subagent of its agent's own" in notice(app), "the notice")

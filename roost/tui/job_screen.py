@@ -366,8 +366,10 @@ class JobScreen(RoostScreen):
     @on(Composer.Command)
     def _command(self, message: Composer.Command) -> None:
         if message.name == "stop" and not message.argument:
-            self.request("stop", {"job": self.job_id},
-                         lambda result: "stopped this job" if result["stopped"] else "this job was not running")
+            self.request("stop", {"job": self.job_id}, lambda result: (
+                "this job was not running" if not result["stopped"] else "stopped this job" + (
+                    f" and {plural(result['subagents'], 'subagent')} of its agent's own" if result.get("subagents")
+                    else "")))
             return
         if message.name == "diff" and not message.argument:
             row = self.link.rows.get(self.job_id)
