@@ -198,7 +198,7 @@ class ClaudeAdapter(Adapter):
         """Stop what the agent does: deny what it still waits on (the daemon denies first; this is so
         none is ever left pending), stop its subagents, and interrupt the turn in flight. With no turn,
         answered at once."""
-        denied = [wid for wid in self.pending]
+        denied = list(self.pending)
         out = b"".join(self._verdict(wid, False, STOPPED) for wid in denied)
         for wid in denied:
             self._emit(approval_withdrawn(wid))
