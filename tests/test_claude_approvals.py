@@ -164,3 +164,18 @@ def test_a_stop_of_a_background_subagent_waiting_on_a_request_denies_it_at_the_a
                     what="the subagent stopped")
     assert decisions(daemon, job)[-1]["by"] == "a stop"
     nothing_runs_after(daemon, job, pending, work / "pwned.txt", START)
+
+
+@pytest.mark.claude
+def test_the_cwd_an_approval_shows_is_where_the_command_runs_after_a_cd_too(claude_daemon, fake):
+    daemon = claude_daemon()
+    work = workdir(daemon)
+    (work / "sub").mkdir()
+    job = daemon.spawn('CALL Bash {"command": "cd sub"}', driver="claude", cwd=str(work))  # allowed: it writes nothing
+    daemon.wait_state(job, "idle", timeout=START)
+    daemon.call("send", job=job, text='CALL Bash {"command": "pwd > where.txt"}')
+    pending = asked(daemon, job, START, ended=("failed",))
+    assert pending["what"] == {"command": "pwd > where.txt", "cwd": str(work)}
+    daemon.call("answer_approval", approval=pending["id"], decision="once")
+    daemon.wait_for(lambda: (work / "where.txt").exists(), timeout=START, what="the command to run")
+    assert (work / "where.txt").read_text() == f"{work}\n" and not (work / "sub" / "where.txt").exists()

@@ -100,6 +100,8 @@ class ClaudeDriver(Driver):
         argv += ["--resume", session] if job.session else ["--session-id", session]
         env = inherited_env({"CLAUDE_CONFIG_DIR": str(config_dir or configured), **extra_env, **ctx.roost_env(job)})
         env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        # Each Bash command in the job's directory (a `cd` does not carry over, measured): the cwd its approval shows.
+        env.setdefault("CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR", "1")
         return Launch(argv=argv, env=env, cwd=cwd, session=session, record=ctx.record(job))
 
     def adapter(self, job: Job) -> Adapter:
