@@ -331,8 +331,15 @@ class JobScreen(RoostScreen):
     def _unread(self) -> None:
         self._after_change()
 
+    def _running_ids(self) -> list[str]:
+        """The running rows of the tree, and this job when subagents of its agent's own run: they stop
+        with it (a stop of the job's agent stops them, its turn too if one runs)."""
+        row = self.link.rows.get(self.job_id)
+        own = [self.job_id] if row is not None and row.job.provider_running else []
+        return tree_running_ids(self.link.rows.values(), self.job_id) + own
+
     def action_stop_subagents(self) -> None:
-        running = tree_running_ids(self.link.rows.values(), self.job_id)
+        running = self._running_ids()
         if not running:
             self.status.say("no subagent is running")
             return
@@ -341,10 +348,11 @@ class JobScreen(RoostScreen):
     @work(group="requests")
     async def _stop_subagents(self) -> None:
         """Stop every running row of the tree, nested ones too, as they are now; say how many."""
-        ids = tree_running_ids(self.link.rows.values(), self.job_id)
+        ids = self._running_ids()
         results = await asyncio.gather(*(self.link.call("stop", job=job_id) for job_id in ids),
                                        return_exceptions=True)
-        stopped = sum(result["stopped"] for result in results if isinstance(result, dict))
+        stopped = sum(result.get("subagents", 0) if job_id == self.job_id else result["stopped"]
+                      for job_id, result in zip(ids, results) if isinstance(result, dict))
         self.status.say(f"stopped {plural(stopped, 'subagent')}")
 
     # -- what the composer and the panel ask for ------------------------------------------------------
@@ -358,8 +366,10 @@ class JobScreen(RoostScreen):
     @on(Composer.Command)
     def _command(self, message: Composer.Command) -> None:
         if message.name == "stop" and not message.argument:
-            self.request("stop", {"job": self.job_id},
-                         lambda result: "stopped this job" if result["stopped"] else "this job was not running")
+            self.request("stop", {"job": self.job_id}, lambda result: (
+                "this job was not running" if not result["stopped"] else "stopped this job" + (
+                    f" and {plural(result['subagents'], 'subagent')} of its agent's own" if result.get("subagents")
+                    else "")))
             return
         if message.name == "diff" and not message.argument:
             row = self.link.rows.get(self.job_id)
@@ -371,7 +381,7 @@ class JobScreen(RoostScreen):
             self.status.say(f"unknown command /{message.name} {message.argument}".rstrip()
                             + f": try {COMPOSER_COMMANDS}", error=True)
         elif what == "stop":
-            if tree_running_ids(self.link.rows.values(), self.job_id):
+            if self._running_ids():
                 self._stop_subagents()
             else:
                 self.status.say("no subagent is running")
@@ -434,8 +444,10 @@ class JobScreen(RoostScreen):
         if line is None:
             return
         row = line.row
-        if row.state in STOPPABLE_STATES and is_provider(row):
-            self.status.say(f"{row.job.title} is the agent's own subagent: /stop stops the parent's turn, and it with it")
+        if row.state in STOPPABLE_STATES and is_provider(row):  # it stops with its parent's agent
+            self.request("stop", {"job": self.job_id}, lambda result: (
+                f"stopped {row.job.title}, with the other subagents of the agent's own (and its turn, if one ran)"
+                if result["stopped"] else f"{row.job.title} was not running"))
         elif row.state in STOPPABLE_STATES:
             self.request("stop", {"job": row.id},
                          lambda result: f"stopped {row.job.title}" if result["stopped"] else f"{row.job.title} was not running")
