@@ -6,6 +6,7 @@ are widgets of their own."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 from rich.text import Text
@@ -21,6 +22,8 @@ from roost.models import NEEDS_INPUT_STATES, Row
 from roost.rules.row_text import activity_text, age_seconds, format_age, usage_text
 from roost.rules.views import AgentViewRow, agent_view_rows, filter_rows, header_counts
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
+from roost.tui.approval_keys import APPROVAL_KEYS, ShownApprovals, answer, key_target
+from roost.tui.approval_text import APPROVAL_MARK, row_approvals, row_line
 from roost.tui.archived_view import ArchivedScreen
 from roost.tui.command_line import COMMANDS, CommandLine, parse_command
 from roost.tui.dialogs import ConfirmBox, ScriptBox
@@ -38,6 +41,9 @@ class AgentViewScreen(RoostScreen):
     CSS_PATH = "agent_view.tcss"
     # In the order of the footer, which a narrow terminal cuts: the most used first (? lists all).
     BINDINGS = [
+        Binding("y", "answer('once')", "approve", key_display="y"),
+        Binding("Y", "answer('job')", "approve for job", key_display="Y"),
+        Binding("N", "answer('deny')", "deny", key_display="N"),
         Binding("n", "new", "new"),
         Binding("m", "message", "message"),
         Binding("slash", "filter", "filter"),
@@ -73,6 +79,7 @@ class AgentViewScreen(RoostScreen):
         self.command_line = CommandLine(placeholder=" · ".join(COMMANDS), id="command", select_on_focus=False)
         self.filter_box = FilterBox(id="filter")
         self.peek = PeekPane(id="peek")
+        self.shown = ShownApprovals()
 
     def compose(self) -> ComposeResult:
         yield self.topbar
@@ -112,6 +119,10 @@ class AgentViewScreen(RoostScreen):
         if update.rows:
             self._layout(self.size.width)
             self._sync(self.table.selected_id())
+            row = self._selected()
+            if (row is not None and self.peek.display and row.id in update.rows
+                    and tuple(approval.id for approval in row_approvals(row)) != self.peek.approvals):
+                self._read_peek(row.id)  # what it asks came or went: peek shows it now
 
     def tick(self) -> None:
         self._sync(self.table.selected_id())
@@ -137,8 +148,11 @@ class AgentViewScreen(RoostScreen):
             if current != wanted[: len(current)]:
                 table.clear()  # the order changed (a new job sorts first): lay the rows out again
                 self._cells.clear()
+            now = time.monotonic()
             for item in listed:
                 self._put(item)
+                self.shown.show(item.row.id, next(iter(row_approvals(item.row)), None), now)
+            self.shown.keep(wanted)
             if self._select in self._cells:
                 selected, self._select = self._select, None
             if selected in self._cells:
@@ -172,6 +186,12 @@ class AgentViewScreen(RoostScreen):
         if usage and "usage" not in widths:
             activity.append(usage)
         tone = palette.error if failed else palette.text if asks else palette.muted
+        approvals = row_approvals(row)
+        if approvals:  # what it asks to run comes first, and takes what the summary leaves
+            room = widths["activity"] - len(item.summary) - 3
+            summary = [item.summary] if item.summary and room >= 16 else []
+            activity = [row_line(approvals, room if summary else widths["activity"]), *summary]
+            tone = palette.warning
         cells = {
             "state": state_text(row, palette),
             "id": cell(row.id, palette.muted),
@@ -194,6 +214,10 @@ class AgentViewScreen(RoostScreen):
             asking = counts["needs you"]
             bar.append("  ·  ")
             bar.append(f"{asking} need{'s' if asking == 1 else ''} you", style=self.palette.warning + BOLD)
+        approvals = sum(len(row_approvals(item.row)) for item in listed)
+        if approvals:
+            bar.append("  ·  ")
+            bar.append(f"{APPROVAL_MARK} {plural(approvals, 'approval')}", style=self.palette.warning + BOLD)
         if counts["failed"]:
             bar.append("  ·  ")
             bar.append(f"{counts['failed']} failed", style=self.palette.error + BOLD)
@@ -211,6 +235,9 @@ class AgentViewScreen(RoostScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek", "diff") and self._selected() is None:
             return None
+        if action == "answer":  # only where the selected row waits on an approval
+            row = self._selected()
+            return row is not None and bool(row_approvals(row)) and self.focused is self.table
         if action == "clear_filter":
             return bool(self.filter_text)
         return super().check_action(action, parameters)
@@ -219,6 +246,18 @@ class AgentViewScreen(RoostScreen):
         row = self._selected()
         if row is not None:
             self.open_job(row.id)
+
+    def single_press_keys(self) -> frozenset[str]:
+        """With an approval on the selected row, its keys act only alone: typed in a burst
+        (``yes``) they are text, which the agent view takes none of."""
+        row = self._selected()
+        return APPROVAL_KEYS if row is not None and row_approvals(row) and self.focused is self.table else frozenset()
+
+    def action_answer(self, decision: str) -> None:
+        """``y``, ``Y``, ``N``: answer the approval the selected row showed when the key was made."""
+        row = self._selected()
+        if row is not None:
+            answer(self, key_target(self.shown, row.id, self.key_time, self.focus_since), decision)
 
     @on(DataTable.RowSelected)
     def _clicked(self, event: DataTable.RowSelected) -> None:

@@ -23,10 +23,11 @@ def table_columns(width: int, usage: bool) -> list[Column]:
 
     The id always stays (it is what every command takes); narrow tables cut the title. Usage
     (when some job has any) gets a column of its own only on wide ones, and is shown in the
-    activity column otherwise.
+    activity column otherwise. Below 70 cells the title is cut shorter still, so the activity
+    column (what a row asks, its last line) stays on screen.
     """
     wide = width >= 110 and usage
-    title = 32 if width >= 110 else 26 if width >= 90 else 20
+    title = 32 if width >= 110 else 26 if width >= 90 else 20 if width >= 70 else 14
     columns = [Column("state", "state", STATE_CELL_WIDTH), Column("id", "id", 6),
                Column("title", "job", title), Column("age", "age", 4)]
     if wide:

@@ -10,9 +10,13 @@ it, still in order — so they reach the screen that opened, never the one below
 
 Two kinds of screen and widget take keys specially (see docs/keys.md, "Typing ahead"):
 - a ``FreshKeysScreen`` (a confirmation) drops keys made before it was on screen;
-- keys in a RoostScreen's ``single_press_keys()`` (the subagent panel's ``x``, ``m``, ``K``) act only
-  when no other printable key follows within SINGLE_PRESS_WINDOW; followed by one, they are the
-  start of text, which the screen's ``take_text`` puts in the composer.
+- keys in a RoostScreen's ``single_press_keys()`` (the subagent panel's ``x``, ``m``, ``K``, the
+  approval keys ``y``, ``Y``, ``N``) act only when no other printable key follows within
+  SINGLE_PRESS_WINDOW; followed by one, they are the start of text, which the screen's
+  ``take_text`` puts in the composer.
+
+A binding runs with the screen told when its key was made (``RoostScreen.key_time``), so an
+approval key answers the approval that was on screen then.
 """
 
 from __future__ import annotations
@@ -86,7 +90,7 @@ class KeyRouter:
             return
         if isinstance(screen, FreshKeysScreen) and not screen.made_after_shown(event):
             return  # typed before this screen was there: not an answer to it
-        if await app._check_bindings(event.key, priority=True):
+        if await self._bindings(event, priority=True):
             return
         if self._type(event):
             return
@@ -94,7 +98,7 @@ class KeyRouter:
             self._pending = event
             app.set_timer(SINGLE_PRESS_WINDOW, lambda: app.call_later(self._settle, event))
             return
-        if await app._check_bindings(event.key):
+        if await self._bindings(event):
             return
         character = _character(event)
         if character:
@@ -109,7 +113,19 @@ class KeyRouter:
     async def _act(self, event: events.Key) -> None:
         """Run a single-press key's binding, if the focus still offers it."""
         if event.character in self._single_press_keys():
-            await self.app._check_bindings(event.key)
+            await self._bindings(event)
+
+    async def _bindings(self, event: events.Key, priority: bool = False) -> bool:
+        """Run ``event``'s binding, the screen told when the key was made (an approval key answers
+        what was on screen then, roost/tui/approval_keys.py)."""
+        screen = self.app.screen
+        if not isinstance(screen, RoostScreen):
+            return await self.app._check_bindings(event.key, priority=priority)
+        screen.key_time = event.time
+        try:
+            return await self.app._check_bindings(event.key, priority=priority)
+        finally:
+            screen.key_time = None
 
     def _type(self, event: events.Key) -> bool:
         """Text for the focused text box goes in now, so the keys behind it find it there."""

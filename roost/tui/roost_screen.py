@@ -3,6 +3,7 @@ the status line and footer, requests that say what they did, and where typed tex
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,8 @@ def send_outcome(row: Row, result: dict[str, Any]) -> str:
         return f"resumed {title} with your message"
     if outcome == "restarted":
         return f"restarted {title} with your message"
+    if outcome == "denied":
+        return f"denied {title}'s request: your message is the reason it hears"
     return f"sent to {title}"
 
 
@@ -72,6 +75,10 @@ class RoostScreen(Screen[None]):
         self.palette: Palette | None = None
         self.stop_press = DoublePress(clock)
         self.status = StatusLine(id="status")
+        #: When the key whose binding runs now was made (the key router sets it; None otherwise),
+        #: and when the focus last moved: an approval key answers what was on screen then.
+        self.key_time: float | None = None
+        self.focus_since = time.monotonic()
 
     def compose_bottom(self) -> ComposeResult:
         yield self.status
@@ -83,6 +90,12 @@ class RoostScreen(Screen[None]):
         # change ever reaches a screen that is not there.
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         self.set_interval(TICK_SECONDS, self.tick)
+
+    def on_descendant_focus(self) -> None:
+        self.focus_since = time.monotonic()
+
+    def on_screen_resume(self) -> None:
+        self.focus_since = time.monotonic()
 
     def _theme_changed(self, _theme: object) -> None:
         self.palette = Palette.from_variables(self.app.get_css_variables())

@@ -1,0 +1,69 @@
+"""The block above a job screen's composer while the job waits on approvals: the oldest one
+whole (what will run, exactly; the model's words beside it), and how many more wait.
+
+``↑`` from the composer selects it; then ``y``, ``Y`` and ``N`` answer it (the job screen's keys,
+roost/tui/approval_keys.py), ``↑``/``↓`` scroll a long one (``↓`` at its end, or ``Esc``, goes back
+to the composer). Typing selects the composer again, the text in it.
+"""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from textual.actions import SkipAction
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from roost.tui.approval_text import APPROVAL_MARK, Approval, approval_text
+from roost.tui.looks import Palette
+
+
+class ApprovalBlock(VerticalScroll):
+    """Shows what ``show`` was given; the job screen keeps it current and answers from it."""
+
+    BINDINGS = [
+        Binding("up", "scroll_up", "scroll", show=False),
+        Binding("down", "down_or_leave", show=False),
+    ]
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.body = Static()
+        self.shown: Approval | None = None
+        self._count = 0
+        self.display = False
+
+    def compose(self) -> ComposeResult:
+        yield self.body
+
+    def show(self, approvals: tuple[Approval, ...], palette: Palette) -> None:
+        """The oldest of ``approvals`` whole (none: the block goes)."""
+        self._count = len(approvals)
+        self.display = bool(approvals)
+        first = approvals[0] if approvals else None
+        if first is not None and first != self.shown:
+            self.body.update(approval_text(first, palette))
+            self.scroll_home(animate=False)
+        self.shown = first
+        self._title()
+
+    def _title(self) -> None:
+        """The tool, how many more wait, and the keys (they answer only while the block has the focus)."""
+        if self.shown is None:
+            return
+        more = f" · {self._count - 1} more after it" if self._count > 1 else ""
+        keys = "y approve · Y approve for this job · N deny" if self.has_focus else "↑ to answer"
+        self.border_title = escape(f"{APPROVAL_MARK} {self.shown.tool} asks{more} · {keys}")
+
+    def on_focus(self) -> None:
+        self._title()
+
+    def on_blur(self) -> None:
+        self._title()
+
+    def action_down_or_leave(self) -> None:
+        """``↓`` scrolls; at the end it is the screen's (back to the composer)."""
+        if self.scroll_y >= self.max_scroll_y:
+            raise SkipAction()
+        self.scroll_down(animate=False)
