@@ -32,7 +32,7 @@ from roost.tui.filter_box import FilterBox
 from roost.tui.job_screen import JobScreen
 from roost.tui.job_table import Column, JobTable, table_columns
 from roost.tui.peek_pane import PEEK_ENTRIES, PeekPane
-from roost.tui.looks import BOLD, cell, state_text
+from roost.tui.looks import BOLD, STATE_CELL_WIDTH, cell, state_marks, state_text
 from roost.tui.roost_screen import RoostScreen, plural, send_outcome, stopped_text
 
 class AgentViewScreen(RoostScreen):
@@ -193,7 +193,8 @@ class AgentViewScreen(RoostScreen):
             activity = [row_line(approvals, room if summary else widths["activity"]), *summary]
             tone = palette.warning
         cells = {
-            "state": state_text(row, palette),
+            "state": (state_text(row, palette) if widths["state"] >= STATE_CELL_WIDTH
+                      else cell(state_marks(row), palette.for_state(row.state))),
             "id": cell(row.id, palette.muted),
             "title": cell(item.prefix + row.job.title, palette.warning + BOLD if asks else palette.text),
             "age": cell(format_age(age_seconds(row, self.clock())), palette.muted),

@@ -56,10 +56,7 @@ class ApprovalBlock(VerticalScroll):
         keys = "y approve · Y approve for this job · N deny" if self.has_focus else "↑ to answer"
         self.border_title = escape(f"{APPROVAL_MARK} {self.shown.tool} asks{more} · {keys}")
 
-    def on_focus(self) -> None:
-        self._title()
-
-    def on_blur(self) -> None:
+    def watch_has_focus(self) -> None:
         self._title()
 
     def action_down_or_leave(self) -> None:

@@ -95,7 +95,8 @@ def row_line(approvals: Iterable[Approval], width: int) -> str:
 def approval_text(approval: Approval, palette: Palette, diff_lines: int | None = None) -> Text:
     """What will run, exactly, then the model's own words (marked as its words): the command and
     its cwd, the path and the diff (its first ``diff_lines`` lines, or all of it), the URL, or the
-    tool's input. Bounded by BLOCK_CHARS and BLOCK_LINES, saying how much was left out."""
+    tool's input, bounded by BLOCK_CHARS and BLOCK_LINES (saying how much was left out), so the
+    words below it always show."""
     what = approval.what
     out = Text(end="")
     ask = palette.warning + BOLD
@@ -128,6 +129,7 @@ def approval_text(approval: Approval, palette: Palette, diff_lines: int | None =
     else:
         out.append(f"it asks to use {approval.tool}: ", style=ask)
         out.append(_json(what.get("input", dict(what))), style=palette.text)
+    out = _bounded(out, palette)
     if isinstance(what.get("cut"), int) and what["cut"]:
         out.append(f"\n({what['cut']:,} characters of it were cut before it reached roost's record)",
                    style=palette.muted)
@@ -136,7 +138,7 @@ def approval_text(approval: Approval, palette: Palette, diff_lines: int | None =
     if approval.description:
         out.append("\nthe model's words: ", style=palette.muted)
         out.append(f"“{approval.description}”", style=palette.muted + Style(italic=True))
-    return _bounded(out, palette)
+    return out
 
 
 def _bounded(text: Text, palette: Palette) -> Text:

@@ -56,8 +56,6 @@ class JobScreen(RoostScreen):
         Binding("y", "answer('once')", "approve", key_display="y"),
         Binding("Y", "answer('job')", "approve for job", key_display="Y"),
         Binding("N", "answer('deny')", "deny", key_display="N"),
-        Binding("up", "enter_block", "answer the request", key_display="↑"),
-        Binding("escape,down", "leave_block", "back to the composer", key_display="esc"),
         Binding("enter", "open_subagent", "open"),
         Binding("m", "message_subagent", "message"),
         Binding("x", "stop_or_hide", "stop / hide"),
@@ -76,6 +74,9 @@ class JobScreen(RoostScreen):
         Binding("end", "follow", "follow", key_display="End"),
         Binding("ctrl+t", "stamp", "times", key_display="^t"),
         Binding("d", "diff_subagent", "diff"),
+        # Last, so the footer keeps its order when no approval waits (keys already bound keep their place).
+        Binding("up", "enter_block", "answer the request", key_display="↑"),
+        Binding("escape,down", "leave_block", "back to the composer", key_display="esc"),
     ]
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str) -> None:

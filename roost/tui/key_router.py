@@ -13,7 +13,8 @@ Two kinds of screen and widget take keys specially (see docs/keys.md, "Typing ah
 - keys in a RoostScreen's ``single_press_keys()`` (the subagent panel's ``x``, ``m``, ``K``, the
   approval keys ``y``, ``Y``, ``N``) act only when no other printable key follows within
   SINGLE_PRESS_WINDOW; followed by one, they are the start of text, which the screen's
-  ``take_text`` puts in the composer.
+  ``take_text`` puts in the composer. One made within SINGLE_PRESS_WINDOW of a key that went in
+  as text (typed in a text box, or a burst) is text too, so no burst ends on a command.
 
 A binding runs with the screen told when its key was made (``RoostScreen.key_time``), so an
 approval key answers the approval that was on screen then.
@@ -52,6 +53,8 @@ class KeyRouter:
         self._away: list[tuple[Screen[object], events.Key]] = []
         #: A single-press key waiting to learn whether text follows it.
         self._pending: events.Key | None = None
+        #: When the last key that went in as text was made: a single-press key right behind it is text too.
+        self._text_at = float("-inf")
 
     async def key(self, event: events.Key) -> bool:
         """Handle ``event``; False for a key this router did not send away (Textual's own)."""
@@ -69,6 +72,7 @@ class KeyRouter:
             character = _character(event)
             double = event.key == pending.key and event.key in DOUBLE_PRESS_KEYS
             if character and not double and event.time - pending.time <= SINGLE_PRESS_WINDOW:
+                self._text_at = event.time
                 self._take_text(f"{pending.character}{character}")
                 return True
             await self._act(pending)
@@ -93,8 +97,14 @@ class KeyRouter:
         if await self._bindings(event, priority=True):
             return
         if self._type(event):
+            self._text_at = event.time
             return
-        if event.is_printable and event.character in self._single_press_keys():
+        single = event.is_printable and event.character in self._single_press_keys()
+        if single and event.time - self._text_at <= SINGLE_PRESS_WINDOW:
+            self._text_at = event.time  # the burst goes on: ``YNy`` is text, its last key no command
+            self._take_text(event.character or "")
+            return
+        if single:
             self._pending = event
             app.set_timer(SINGLE_PRESS_WINDOW, lambda: app.call_later(self._settle, event))
             return
