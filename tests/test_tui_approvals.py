@@ -23,6 +23,7 @@ from roost.tui.approval_keys import ANSWER_GRACE
 from roost.tui.approval_text import BLOCK_CHARS
 from roost.tui.composer import DENY_HINT
 from roost.tui.dialogs import AnswerBox
+from roost.tui.help_screen import key_lines
 from roost.tui.job_screen import JobScreen
 
 from test_tui_snapshots import LOGS, NOW, ROOT, ROWS, FixedRows, row
@@ -106,6 +107,7 @@ async def test_the_row_shows_the_mark_tool_and_command_cut_to_fit_and_the_top_ba
         assert COMMAND.startswith(shown.removeprefix("⚑ shell: ").removesuffix(" (+1)").rstrip("…"))
         assert "⚑ 2 approvals" in str(screen.topbar.render()) or width < 80  # 60 columns cut the bar
         assert {"y": "approve", "Y": "approve for job", "N": "deny"}.items() <= footer_keys(app).items()
+        assert {("y", "approve"), ("Y", "approve for job"), ("N", "deny")} <= set(key_lines(screen)), "in ?"
 
 
 @pytest.mark.parametrize("width", [60, 80, 100])
@@ -145,6 +147,8 @@ async def test_the_job_screen_shows_the_whole_request_above_the_composer_and_wha
         assert screen.composer.border_title == DENY_HINT
         assert screen.approval_block.region.y + screen.approval_block.region.height <= screen.composer.region.y
         assert footer_keys(app).get("up") == "answer the request"
+        await pilot.press("up")
+        assert {("y", "approve"), ("Y", "approve for job"), ("N", "deny")} <= set(key_lines(screen)), "in ?"
 
 
 async def test_the_panel_shows_a_subagents_request_and_answers_it():
