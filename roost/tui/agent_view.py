@@ -22,7 +22,7 @@ from roost.models import NEEDS_INPUT_STATES, Row
 from roost.rules.row_text import activity_text, age_seconds, format_age, usage_text
 from roost.rules.views import AgentViewRow, agent_view_rows, filter_rows, header_counts
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
-from roost.tui.approval_keys import APPROVAL_KEYS, ShownApprovals, answer, key_target
+from roost.tui.approval_keys import APPROVAL_KEYS
 from roost.tui.approval_text import APPROVAL_MARK, row_approvals, row_line
 from roost.tui.archived_view import ArchivedScreen
 from roost.tui.command_line import COMMANDS, CommandLine, parse_command
@@ -41,9 +41,6 @@ class AgentViewScreen(RoostScreen):
     CSS_PATH = "agent_view.tcss"
     # In the order of the footer, which a narrow terminal cuts: the most used first (? lists all).
     BINDINGS = [
-        Binding("y", "answer('once')", "approve", key_display="y"),
-        Binding("Y", "answer('job')", "approve for job", key_display="Y"),
-        Binding("N", "answer('deny')", "deny", key_display="N"),
         Binding("n", "new", "new"),
         Binding("m", "message", "message"),
         Binding("slash", "filter", "filter"),
@@ -79,7 +76,6 @@ class AgentViewScreen(RoostScreen):
         self.command_line = CommandLine(placeholder=" · ".join(COMMANDS), id="command", select_on_focus=False)
         self.filter_box = FilterBox(id="filter")
         self.peek = PeekPane(id="peek")
-        self.shown = ShownApprovals()
 
     def compose(self) -> ComposeResult:
         yield self.topbar
@@ -236,9 +232,6 @@ class AgentViewScreen(RoostScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek", "diff") and self._selected() is None:
             return None
-        if action == "answer":  # only where the selected row waits on an approval
-            row = self._selected()
-            return row is not None and bool(row_approvals(row)) and self.focused is self.table
         if action == "clear_filter":
             return bool(self.filter_text)
         return super().check_action(action, parameters)
@@ -248,17 +241,14 @@ class AgentViewScreen(RoostScreen):
         if row is not None:
             self.open_job(row.id)
 
+    def answer_place(self) -> str | None:
+        row = self._selected()
+        return row.id if row is not None and row_approvals(row) and self.focused is self.table else None
+
     def single_press_keys(self) -> frozenset[str]:
         """With an approval on the selected row, its keys act only alone: typed in a burst
         (``yes``) they are text, which the agent view takes none of."""
-        row = self._selected()
-        return APPROVAL_KEYS if row is not None and row_approvals(row) and self.focused is self.table else frozenset()
-
-    def action_answer(self, decision: str) -> None:
-        """``y``, ``Y``, ``N``: answer the approval the selected row showed when the key was made."""
-        row = self._selected()
-        if row is not None:
-            answer(self, key_target(self.shown, row.id, self.key_time, self.focus_since), decision)
+        return APPROVAL_KEYS if self.answer_place() is not None else frozenset()
 
     @on(DataTable.RowSelected)
     def _clicked(self, event: DataTable.RowSelected) -> None:

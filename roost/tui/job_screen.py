@@ -23,7 +23,7 @@ from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider
 from roost.rules.row_text import age_seconds, format_age, usage_text
 from roost.rules.views import SUBAGENT_HINT, subagent_counts, subagent_hint_visible, tree_running_ids
 from roost.tui.approval_block import ApprovalBlock
-from roost.tui.approval_keys import APPROVAL_KEYS, ShownApprovals, answer, key_target
+from roost.tui.approval_keys import APPROVAL_KEYS
 from roost.tui.approval_text import Approval, row_approvals
 from roost.tui.composer import Composer
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
@@ -53,9 +53,6 @@ class JobScreen(RoostScreen):
 
     CSS_PATH = "job_screen.tcss"
     BINDINGS = [
-        Binding("y", "answer('once')", "approve", key_display="y"),
-        Binding("Y", "answer('job')", "approve for job", key_display="Y"),
-        Binding("N", "answer('deny')", "deny", key_display="N"),
         Binding("enter", "open_subagent", "open"),
         Binding("m", "message_subagent", "message"),
         Binding("x", "stop_or_hide", "stop / hide"),
@@ -95,7 +92,6 @@ class JobScreen(RoostScreen):
         self.panel = SubagentPanel(job_id, clock, config.finished_row_lifetime, id="panel")
         self.filter_box = FilterBox(id="panel-filter")
         self.approval_block = ApprovalBlock(id="approval")
-        self.shown = ShownApprovals()
         self.composer = Composer(placeholder="message this job · /subagents · /subagents all · /subagents stop · /stop",
                                  id="composer")
         #: Titles from the root down to this job's parent (the breadcrumb), read once on open.
@@ -258,8 +254,8 @@ class JobScreen(RoostScreen):
             self.shown.show(line.row.id, next(iter(self.panel.approvals_of(line.row)), None), now)
         self.shown.keep(["block", *(line.row.id for line in self.panel.lines)])
 
-    def _answer_place(self) -> str | None:
-        """Where the focus shows an approval now: the block, the selected panel row, or nowhere."""
+    def answer_place(self) -> str | None:
+        """The approval block, or the selected panel row, when it shows an approval and has the focus."""
         if self.focused is self.approval_block and self.approval_block.shown is not None:
             return "block"
         line = self.panel.selected() if self.focused is self.panel else None
@@ -292,8 +288,6 @@ class JobScreen(RoostScreen):
     # -- keys ----------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         in_panel = self.focused is self.panel
-        if action == "answer":
-            return self._answer_place() is not None
         if action == "enter_block":
             return self.focused is self.composer and self.approval_block.shown is not None
         if action == "leave_block":
@@ -358,11 +352,6 @@ class JobScreen(RoostScreen):
         self.set_focus(self.composer)
         self.refresh_bindings()
 
-    def action_answer(self, decision: str) -> None:
-        """``y``, ``Y``, ``N``: answer the approval the focused place showed when the key was made."""
-        place = self._answer_place()
-        if place is not None:
-            answer(self, key_target(self.shown, place, self.key_time, self.focus_since), decision)
 
     def action_scroll(self, pages: int) -> None:
         if pages < 0:
