@@ -48,8 +48,8 @@ def waiting(*approvals: dict[str, Any], job: str = JOB, **fields: Any) -> dict[s
 class Answering(FixedRows):
     """Fixed rows that take the calls a person's keys make, and keep them."""
 
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
-        super().__init__(rows, LOGS)
+    def __init__(self, rows: list[dict[str, Any]], logs: dict[str, list[dict[str, Any]]] = LOGS) -> None:
+        super().__init__(rows, logs)
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     async def call(self, op: str, **args: Any) -> Any:
@@ -174,6 +174,30 @@ async def test_the_panel_shows_a_subagents_request_and_answers_it():
         assert source.answers() == [{"approval": "ap-child", "decision": "once"}]
 
 
+async def test_a_request_of_the_agents_own_subagent_shows_on_its_row_and_is_answered_there():
+    asks = {**SHELL, "id": "ap-task", "tool": "Bash", "what": {"command": "ls -la", "cwd": CWD}, "subagent": "toolu_1"}
+    said = {"seq": 1, "job": JOB, "ts": NOW - 30, "kind": "subagent",
+            "data": {"id": "toolu_1", "title": "explore the repo", "state": "working", "text": "looking around"}}
+    source = Answering([waiting(asks)], logs={JOB: [said]})
+    app = app_on(source)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot, app)
+        screen = await open_it(pilot, app)
+        body = " ".join(str(screen.approval_block.body.render()).split())
+        assert "asked by the agent's own subagent explore the repo [toolu_1]" in body
+        await until(pilot, lambda: screen.panel.lines, "the subagent's row")
+        await pilot.press("down")
+        assert screen.panel.cursor == "toolu_1"
+        assert "⚑ Bash: ls -la" in str(screen.panel.render()), "on the subagent's row, not read-only"
+        await pilot.pause(ANSWER_GRACE)
+        await press_alone(pilot, "N")
+        box = await until(pilot, lambda: isinstance(app.screen, AnswerBox) and app.screen, "the reason box")
+        await answer(pilot, "enter")
+        await until(pilot, lambda: source.answers(), "the answer")
+        assert source.answers() == [{"approval": "ap-task", "decision": "deny"}]
+        assert app.screen is not box
+
+
 # -- the keys ---------------------------------------------------------------------------------------------
 async def test_y_approves_once_the_approval_on_the_selected_row():
     source = Answering([waiting(SHELL, EDIT), *ROWS[:2]])
@@ -284,6 +308,18 @@ async def test_a_burst_of_text_in_the_block_or_on_the_row_approves_nothing():
         assert app.focused is screen.composer
         await pilot.pause(0.4)
         assert source.calls == []
+
+
+async def test_y_in_the_agent_views_filter_line_is_text():
+    source = Answering([waiting(SHELL)])
+    app = app_on(source)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot, app)
+        await pilot.press("slash")
+        await pilot.pause(ANSWER_GRACE)
+        await press_alone(pilot, "y")
+        assert screen.filter_box.value == "y" and source.answers() == []
+        assert "y" not in footer_keys(app)
 
 
 async def test_a_y_right_behind_the_key_that_selected_the_block_is_no_answer():

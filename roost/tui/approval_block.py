@@ -8,6 +8,8 @@ to the composer). Typing selects the composer again, the text in it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.markup import escape
 from textual.actions import SkipAction
 from textual.app import ComposeResult
@@ -32,20 +34,26 @@ class ApprovalBlock(VerticalScroll):
         self.body = Static()
         self.shown: Approval | None = None
         self._count = 0
+        #: What the shown one was drawn with: the title of the agent's own subagent that asks (it
+        #: comes with the timeline, after the row) and the palette (the theme can change).
+        self._drawn: tuple[str | None, Palette] | None = None
         self.display = False
 
     def compose(self) -> ComposeResult:
         yield self.body
 
-    def show(self, approvals: tuple[Approval, ...], palette: Palette) -> None:
-        """The oldest of ``approvals`` whole (none: the block goes)."""
+    def show(self, approvals: tuple[Approval, ...], palette: Palette, subagents: Mapping[str, str]) -> None:
+        """The oldest of ``approvals`` whole (none: the block goes); ``subagents`` names the
+        agent's own subagents by id."""
         self._count = len(approvals)
         self.display = bool(approvals)
         first = approvals[0] if approvals else None
-        if first is not None and first != self.shown:
-            self.body.update(approval_text(first, palette))
-            self.scroll_home(animate=False)
-        self.shown = first
+        drawn = (subagents.get(first.subagent), palette) if first is not None else None
+        if first is not None and (first != self.shown or drawn != self._drawn):
+            self.body.update(approval_text(first, palette, subagents=subagents))
+            if first != self.shown:
+                self.scroll_home(animate=False)
+        self.shown, self._drawn = first, drawn
         self._title()
 
     def _title(self) -> None:

@@ -92,11 +92,13 @@ def row_line(approvals: Iterable[Approval], width: int) -> str:
     return head + _cut(summary(pending[0]), max(width - len(head) - len(more), 1)) + more
 
 
-def approval_text(approval: Approval, palette: Palette, diff_lines: int | None = None) -> Text:
+def approval_text(approval: Approval, palette: Palette, diff_lines: int | None = None,
+                  subagents: Mapping[str, str] | None = None) -> Text:
     """What will run, exactly, then the model's own words (marked as its words): the command and
     its cwd, the path and the diff (its first ``diff_lines`` lines, or all of it), the URL, or the
     tool's input, bounded by BLOCK_CHARS and BLOCK_LINES (saying how much was left out), so the
-    words below it always show."""
+    words below it always show. An agent's own subagent that asks is named by its title in
+    ``subagents`` (by id), where the caller knows it."""
     what = approval.what
     out = Text(end="")
     ask = palette.warning + BOLD
@@ -134,7 +136,9 @@ def approval_text(approval: Approval, palette: Palette, diff_lines: int | None =
         out.append(f"\n({what['cut']:,} characters of it were cut before it reached roost's record)",
                    style=palette.muted)
     if approval.subagent:
-        out.append(f"\nasked by its subagent {approval.subagent}", style=palette.muted)
+        title = (subagents or {}).get(approval.subagent)
+        who = f"{title} [{approval.subagent}]" if title else approval.subagent
+        out.append(f"\nasked by the agent's own subagent {who}", style=palette.muted)
     if approval.description:
         out.append("\nthe model's words: ", style=palette.muted)
         out.append(f"“{approval.description}”", style=palette.muted + Style(italic=True))

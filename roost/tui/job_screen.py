@@ -244,7 +244,7 @@ class JobScreen(RoostScreen):
         """The block above the composer, the composer's hint, and what each place shows since when
         (a key answers what was on screen when it was made)."""
         if self.palette is not None:
-            self.approval_block.show(approvals, self.palette)
+            self.approval_block.show(approvals, self.palette, {row.id: row.job.title for row in self.panel.provider})
         self.composer.denies = bool(approvals)
         if self.focused is self.approval_block and not approvals:
             self.set_focus(self.composer)
