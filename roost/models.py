@@ -208,7 +208,9 @@ class Row:
                 del data[name]
             data["last_text"] = peek_text(data["last_text"])
             data["reason"] = peek_text(data["reason"])
-        waiting = self.job.state is State.WAITING
+        # Waiting on a question: not when it waits on approvals only (its question is an older turn's then).
+        waiting = self.job.state is State.WAITING and (not self.job.approvals
+                                                       or self.job.approval_back == State.WAITING.value)
         data["question"] = (self.job.question if full else question_line(self.job.question)) if waiting else ""
         if not self.job.worker_up:
             data["provider_running"] = 0

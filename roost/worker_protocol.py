@@ -49,12 +49,13 @@ OVERSIZE_KEEP = 4096
 
 def response(req_id: Any, cmd: str, success: bool, data: Any = None, error: str | None = None) -> dict[str, Any]:
     """A worker's answer to one command."""
-    out: dict[str, Any] = {"type": "response", "id": req_id, "command": cmd, "success": success}
-    if data is not None:
-        out["data"] = data
-    if error is not None:
-        out["error"] = error
-    return out
+    return _given({"type": "response", "id": req_id, "command": cmd, "success": success}, data=data, error=error)
+
+
+def _given(event: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    """``event`` with each optional field that is not None."""
+    event.update((k, v) for k, v in optional.items() if v is not None)
+    return event
 
 
 def turn_end(run: Any, outcome: str, **fields: Any) -> dict[str, Any]:
@@ -68,12 +69,8 @@ def approval(approval_id: str, tool: str, what: dict[str, Any], description: str
              subagent: str | None = None) -> dict[str, Any]:
     """A permission request: exactly what will run (``what``: a command and its cwd, a path and its
     diff, a URL, or the tool's input), the model's own words for it and the subagent that asks, if any."""
-    event: dict[str, Any] = {"type": "approval", "approval": approval_id, "tool": tool, "what": what}
-    if description is not None:
-        event["description"] = description
-    if subagent is not None:
-        event["subagent"] = subagent
-    return event
+    return _given({"type": "approval", "approval": approval_id, "tool": tool, "what": what},
+                  description=description, subagent=subagent)
 
 
 def approval_withdrawn(approval_id: str) -> dict[str, Any]:

@@ -101,6 +101,7 @@ class FakeWorker:
         self.on_event({"type": "turn_end", "run": None, "own": True, "outcome": outcome, **fields})
 
     async def close(self, grace: float = 3.0) -> None:
+        self.commands.append(("close", {}))
         self.closing = True
         self.exit(0)
 

@@ -102,6 +102,8 @@ async def test_a_stop_denies_at_the_agent_before_the_abort(rig: Rig, how: str) -
     await rig.settle()
     kinds = [k for k, _ in rig.worker(job).commands]
     assert kinds.index("approval_answer") < kinds.index("abort")
+    if how == "archive":  # and its worker is closed only after both
+        assert kinds.index("abort") < kinds.index("close")
     assert rig.worker(job).answers[0]["decision"] == "deny"
     assert rig.job(job).approvals == [] and rig.state(job) == "stopped"
     assert decisions(rig, job)[-1]["by"] == ("the archive" if how == "archive" else "a stop")
@@ -128,7 +130,7 @@ async def test_close_denies_a_background_request_and_the_job_goes_back(rig: Rig)
     await rig.sup.close(job, None)
     await rig.settle()
     kinds = [k for k, _ in rig.worker(job).commands]
-    assert "approval_answer" in kinds and rig.worker(job).answers[0]["decision"] == "deny"
+    assert kinds.index("approval_answer") < kinds.index("close") and rig.worker(job).answers[0]["decision"] == "deny"
     assert rig.state(job) == "idle" and job not in rig.sup.engine.slots
 
 
@@ -233,3 +235,134 @@ async def test_the_daemons_restart_settles_a_pending_approval_as_gone(tmp_path: 
     again = Rig(tmp_path, CFG)  # a new daemon on the same store: the worker is gone
     assert again.job(job).approvals == [] and again.state(job) == "idle"
     assert decisions(again, job)[-1]["by"] == "the daemon's restart"
+
+
+async def test_past_pending_max_the_next_request_is_denied_at_once_saying_so(rig: Rig) -> None:
+    from roost.rules.approvals import PENDING_MAX
+
+    job = await rig.spawn()
+    for i in range(PENDING_MAX):
+        rig.worker(job).ask(f"w{i}")
+    await rig.settle()
+    assert len(rig.job(job).approvals) == PENDING_MAX and rig.worker(job).answers == []
+    rig.worker(job).ask("one-more")
+    await rig.settle()
+    assert len(rig.job(job).approvals) == PENDING_MAX
+    assert rig.worker(job).answers[0]["approval"] == "one-more" and rig.worker(job).answers[0]["decision"] == "deny"
+    assert f"{PENDING_MAX} approvals already wait" in rig.worker(job).answers[0]["reason"]
+
+
+async def test_the_row_carries_the_models_words_and_the_subagent_bounded(rig: Rig) -> None:
+    from roost.rules.approvals import WHAT_MAX
+
+    job = await rig.spawn()
+    rig.worker(job).ask("w1", "x" * (4 * WHAT_MAX), description="List the files" * 1000, subagent="explorer")
+    await rig.settle()
+    [entry] = rig.sup.index.row(job)["approvals"]
+    assert entry["subagent"] == "explorer" and len(entry["description"]) == 2000
+    assert entry["what"]["cut"] > 0 and len(repr(entry["what"])) < WHAT_MAX + 100
+
+
+async def test_a_request_without_a_usable_id_is_refused_on_the_timeline(rig: Rig) -> None:
+    job = await rig.spawn()
+    rig.worker(job).on_event({"type": "approval", "approval": 7, "tool": "shell", "what": {}})
+    await rig.settle()
+    assert rig.job(job).approvals == [] and rig.state(job) == "working"
+    assert "without a usable id" in rig.store.last_entry(job, "error")["message"]
+
+
+async def test_a_message_from_another_job_denies_too_and_says_whose(rig: Rig) -> None:
+    other = await rig.spawn()
+    job = await rig.spawn()
+    await asked(rig, job)
+    result = await rig.sup.send(job, "yes, go ahead", other)
+    await rig.settle()
+    assert result["outcome"] == "denied" and rig.worker(job).answers[0]["decision"] == "deny"
+    assert decisions(rig, job)[-1]["by"] == f"a message from job {other}"
+
+
+async def test_bad_answers_are_refused_saying_what_was_wrong(rig: Rig) -> None:
+    from roost.rules.approvals import REASON_MAX
+
+    job = await rig.spawn()
+    aid = await asked(rig, job, command="$(ls *)")
+    for args, says in [((aid, "once", "", "shell:ls*"), "goes with decision \"job\""),
+                       ((aid, "job", "", "shell:"), "nothing after ':'"),
+                       ((aid, "deny", "x" * (REASON_MAX + 1), None), f"at most {REASON_MAX}"),
+                       ((aid, "job", "", None), "give the rule"),
+                       (("ap-nothere", "once", "", None), "no pending approval")]:
+        with pytest.raises(ProtocolError) as exc:
+            await rig.sup.answer_approval(*args)
+        assert exc.value.code == "bad_args" and says in exc.value.message, args
+    assert rig.worker(job).answers == [] and len(rig.job(job).approvals) == 1
+    result = await rig.sup.answer_approval(aid, "job", "", "shell")  # the person's own rule: any shell command
+    assert result["rule"] == "shell" and rig.job(job).approval_grants == ["shell"]
+    await rig.settle()
+    assert rig.worker(job).answers[-1]["decision"] == "allow"
+
+
+async def test_a_spawn_with_a_bad_policy_is_refused(rig: Rig) -> None:
+    with pytest.raises(ProtocolError) as exc:
+        await rig.spawn(approval_rules=["two words:x"])
+    assert exc.value.code == "bad_args" and "one word" in exc.value.message
+    assert rig.sup.index.jobs == {}
+
+
+async def test_an_older_question_is_not_shown_while_the_job_waits_on_an_approval(rig: Rig) -> None:
+    job = await rig.spawn()
+    rig.worker(job).on_event({"type": "turn_end", "run": rig.worker(job).prompts[-1][0], "outcome": "waiting",
+                              "question": "which branch?"})
+    await rig.settle()
+    assert rig.sup.index.row(job)["question"] == "which branch?"
+    await rig.sup.send(job, "main", None)
+    await rig.settle()
+    await asked(rig, job)  # a new turn, and now an approval: the old question is not what it asks
+    assert rig.sup.index.row(job)["question"] == ""
+
+
+async def test_a_shutdown_denies_at_the_agent_before_it_aborts_and_closes(rig: Rig) -> None:
+    job = await rig.spawn()
+    await asked(rig, job)
+    await rig.sup.shutdown()
+    kinds = [k for k, _ in rig.worker(job).commands]
+    assert kinds[kinds.index("approval_answer"):] == ["approval_answer", "abort", "close"]
+    assert rig.worker(job).answers[0]["reason"] == "the roost daemon shut down"
+    assert rig.job(job).approvals == [] and decisions(rig, job)[-1]["decision"] == "gone"
+
+
+def test_the_daemon_remembers_how_the_last_settled_approvals_went_and_no_more() -> None:
+    from roost.daemon.approvals import SETTLED_KEPT, Book
+
+    book = Book()
+    ids = [book.new_id() for _ in range(SETTLED_KEPT + 1)]
+    assert len(set(ids)) == len(ids) and all(i.startswith("ap-") and len(i) == 9 for i in ids)
+    for aid in ids[:SETTLED_KEPT]:
+        book.done(aid, "allowed by a person")
+    assert "already settled: allowed by a person" in book.refusal(ids[0]).message
+    book.done(ids[-1], "denied by a stop")
+    assert len(book.settled) == SETTLED_KEPT
+    assert book.refusal(ids[0]).code == "bad_args"  # the oldest is forgotten: "no pending approval"
+    assert book.refusal(ids[-1]).code == "refused"
+
+
+async def test_a_long_tool_name_is_cut_to_its_bound(rig: Rig) -> None:
+    from roost.rules.approvals import WORD_MAX
+
+    job = await rig.spawn()
+    rig.worker(job).ask("w1", tool="T" * WORD_MAX)
+    rig.worker(job).ask("w2", tool="T" * (WORD_MAX + 50))
+    await rig.settle()
+    first, second = rig.job(job).approvals
+    assert first["tool"] == "T" * WORD_MAX and len(second["tool"]) == WORD_MAX and "…" in second["tool"]
+
+
+async def test_a_request_after_a_stop_is_denied_at_once(rig: Rig) -> None:
+    job = await rig.spawn()
+    await rig.sup.stop(job, False, None)
+    await rig.settle()
+    rig.worker(job).ask("late")  # a provider's subagent that still runs asks after the stop
+    await rig.settle()
+    assert rig.job(job).approvals == [] and rig.state(job) == "stopped"
+    assert rig.worker(job).answers == [{"approval": "late", "decision": "deny",
+                                        "reason": "denied by roost: the job is stopped: nothing it asks runs"}]
+    assert decisions(rig, job)[-1]["by"] == "a stop"

@@ -25,8 +25,9 @@ from roost.rules import approvals as rules
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
 
-#: Seconds the daemon waits for a worker to take an ``approval_answer``.
-ANSWER_TIMEOUT = 10.0
+#: Seconds the daemon waits for a worker to take an ``approval_answer`` (a stop's abort waits for the
+#: denials first, so no longer than an abort's own wait).
+ANSWER_TIMEOUT = 5.0
 #: How many settled approvals the daemon remembers, to say how one was settled when it is answered again.
 SETTLED_KEPT = 1000
 _ID_LETTERS = "abcdefghjkmnpqrstuvwxyz23456789"
@@ -80,16 +81,18 @@ def on_asked(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
     decision = rules.decide(job.approval_policy, job.approval_grants, tool, what)
     verdict, by, reason = decision.verdict, "policy", decision.why
     if job.state == State.STOPPED or job.archived_at is not None:
-        verdict, by, reason = "deny", "stop", "the job is stopped: nothing it asks runs"
+        verdict, by, reason = "deny", "a stop", "the job is stopped: nothing it asks runs"
     elif verdict == "ask" and len(job.approvals) >= rules.PENDING_MAX:
-        verdict, reason = "deny", f"{rules.PENDING_MAX} approvals already wait for a person: denied until they are answered"
-    words = {k: v for k in ("description", "subagent") if (v := rules.word(event.get(k), rules.DESCRIPTION_MAX))}
+        verdict, by = "deny", "the pending limit"
+        reason = f"{rules.PENDING_MAX} approvals already wait for a person: denied until they are answered"
+    words = {k: v for k, limit in (("description", rules.DESCRIPTION_MAX), ("subagent", rules.WORD_MAX))
+             if (v := rules.word(event.get(k), limit))}
     aid = eng.approvals.new_id()
     if verdict != "ask":
         with eng.store.transaction():
             eng.timeline(job, "approval", id=aid, tool=tool, what=what, **words, decision=verdict, by=by,
                          reason=reason)
-        eng.approvals.done(aid, f"{'allowed' if verdict == 'allow' else 'denied'} by the {by} ({reason})")
+        eng.approvals.done(aid, f"{'allowed' if verdict == 'allow' else 'denied'} by {by} ({reason})")
         eng.spawn_task(_answer(eng, job.id, slot.worker, [wid], verdict, _heard(verdict, reason)))
         return
     entry = {"id": aid, "tool": tool, "what": what, **words, "asked_at": eng.clock()}
@@ -141,6 +144,8 @@ def settle(eng: "Engine", job: Job, aid: str, decision: str, by: str, reason: st
     eng.approvals.done(aid, f"{verb} by {by}" + (f" ({reason})" if reason and decision == "deny" else ""))
     if not job.approvals:
         back, job.approval_back = job.approval_back, ""
+        if back == State.WORKING.value and (slot is None or slot.turn is None):
+            back = State.IDLE.value  # the turn it waited in is gone (a prompt the worker refused)
         if restore and job.state == State.WAITING:
             eng.set_state(job, State(back) if back else State.IDLE, note="no approval is pending any more")
     return wid
@@ -164,7 +169,10 @@ def on_answer(eng: "Engine", job: Job, msg: m.AnswerApproval) -> None:
         else:
             rule = None
             if msg.decision == "job":
-                rule = msg.rule or rules.rule_for(entry["tool"], entry["what"])
+                try:
+                    rule = msg.rule or rules.rule_for(entry["tool"], entry["what"])
+                except rules.RuleError as exc:
+                    raise ProtocolError(ErrorCode.BAD_ARGS, f"answer_approval: {exc}") from None
                 if rule not in job.approval_grants:
                     if len(job.approval_grants) >= rules.RULES_MAX:
                         raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} has {rules.RULES_MAX} granted rules "
@@ -241,16 +249,20 @@ def gone(eng: "Engine", job: Job, why: str) -> None:
 
 # -- telling the agent ------------------------------------------------------------------------------------
 async def _answer(eng: "Engine", job_id: str, worker: Any, wids: list[str], decision: str, reason: str) -> None:
-    """Send ``approval_answer`` for each of the worker's approvals; one it does not take is noted."""
-    for wid in wids:
-        try:
-            resp = await worker.request("approval_answer", timeout=ANSWER_TIMEOUT, approval=wid, decision=decision,
-                                        reason=reason)
-            ok, error = bool(resp.get("success")), str(resp.get("error") or "")
-        except (asyncio.TimeoutError, ConnectionError) as exc:
-            ok, error = False, f"the worker did not take it: {exc or 'timeout'}"
-        if not ok:
-            eng.post(job_id, m.AnswerNotTaken(worker, wid, decision, error or "refused"))
+    """Send ``approval_answer`` for each of the worker's approvals, all at once (written in this
+    order, before anything a later task sends); one it does not take is noted."""
+    await asyncio.gather(*(_answer_one(eng, job_id, worker, wid, decision, reason) for wid in wids))
+
+
+async def _answer_one(eng: "Engine", job_id: str, worker: Any, wid: str, decision: str, reason: str) -> None:
+    try:
+        resp = await worker.request("approval_answer", timeout=ANSWER_TIMEOUT, approval=wid, decision=decision,
+                                    reason=reason)
+        ok, error = bool(resp.get("success")), str(resp.get("error") or "")
+    except (asyncio.TimeoutError, ConnectionError) as exc:
+        ok, error = False, f"the worker did not take it: {exc or 'timeout'}"
+    if not ok:
+        eng.post(job_id, m.AnswerNotTaken(worker, wid, decision, error or "refused"))
 
 
 def on_answer_not_taken(eng: "Engine", job: Job, msg: m.AnswerNotTaken) -> None:

@@ -103,7 +103,10 @@ def hello(ctx: Context, req: Request) -> dict[str, Any]:
     req.conn.job = job
     req.conn.client = str(args.get("client", "?"))
     req.conn.hello = True
-    return {"version": PROTOCOL_VERSION, "daemon": __version__, "job": job}
+    reply: dict[str, Any] = {"version": PROTOCOL_VERSION, "daemon": __version__, "job": job}
+    if job is None:  # a person: what they must hear about comes with the greeting, no extra round trip
+        reply["store_notice"] = ctx.supervisor.store.notice()
+    return reply
 
 
 # -- commands -----------------------------------------------------------------------------------------
@@ -234,6 +237,7 @@ def status(ctx: Context, req: Request) -> dict[str, Any]:
 def acknowledge(ctx: Context, req: Request) -> None:
     """A person read the store's notice (``roost daemon status --acknowledge``)."""
     ctx.supervisor.store.acknowledge()
+    ctx.supervisor.publisher.store_notice(None)
 
 
 @handles("shutdown")

@@ -118,7 +118,7 @@ class AnswerApproval(Message):
     """A person's answer to one of the job's pending approvals (``answer_approval``)."""
 
     approval: str
-    #: "once", "job" or "deny" (roost.rules.approvals.ANSWERS).
+    #: "once", "job" or "deny" (roost.protocol.APPROVAL_ANSWERS).
     decision: str
     reason: str = ""
     #: With "job": the allow rule to add (None: the same tool with the same command prefix).
@@ -171,7 +171,7 @@ class SteerAnswer(WorkerMessage):
 
 @dataclass
 class AbortAnswer(WorkerMessage):
-    run: int
+    run: int | None  # None: no turn ran (the abort stopped the agent's own subagents)
     ok: bool
 
 

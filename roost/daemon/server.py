@@ -19,7 +19,6 @@ import logging
 import os
 import signal
 import socket
-import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from roost.daemon.store_repair import open_store
 from roost.daemon.supervisor import Supervisor
 from roost.paths import Paths, UnsafePath
 from roost.protocol import MAX_CONNECTIONS, MAX_FRAME, ErrorCode, ProtocolError, encode, err
+from roost.socket_connect import peer_credentials
 
 log = logging.getLogger("roost.daemon")
 
@@ -45,14 +45,6 @@ _OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errn
 
 class AlreadyRunning(Exception):
     """Another daemon holds this state directory's lock."""
-
-
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a unix socket (SO_PEERCRED: Linux, which is
-    where roost runs; elsewhere the attribute is missing and every peer is refused)."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid
 
 
 class Daemon:
@@ -192,7 +184,7 @@ class Daemon:
         """Refuse peers of another uid and connections past the cap; serve the others."""
         sock.setblocking(False)
         try:
-            uid = peer_uid(sock)
+            _pid, uid = peer_credentials(sock)
         except (OSError, AttributeError):
             uid = -1
         if uid != os.getuid():

@@ -139,7 +139,8 @@ class Supervisor:
             if slot.phase is not Phase.CLOSING:
                 slot.phase = Phase.CLOSING
                 slot.close_reason = "the daemon shut down"
-                waits.append(_shut(slot.worker, abort_first=slot.turn is not None))
+                waits.append(_shut(slot.worker, abort_first=slot.turn is not None,
+                                   denials=[wid for wid, _ in slot.approvals.values()]))
         if waits:
             try:
                 await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), SHUTDOWN_WAIT)
@@ -395,8 +396,15 @@ def _check_prompt(text: str) -> None:
                                                 "-byte limit for one prompt; send it as a file the agent reads")
 
 
-async def _shut(worker: Any, abort_first: bool) -> None:
-    """Abort a turn in flight first (closing stdin mid-stream loses pi's partial answer), then close."""
+async def _shut(worker: Any, abort_first: bool, denials: list[str]) -> None:
+    """Deny what the agent waits on, abort a turn in flight (closing stdin mid-stream loses pi's
+    partial answer), then close. The exit settles the approvals on the record (as gone)."""
+    for wid in denials:
+        try:
+            await worker.request("approval_answer", timeout=2.0, approval=wid, decision="deny",
+                                 reason="the roost daemon shut down")
+        except (asyncio.TimeoutError, ConnectionError):
+            break
     if abort_first:
         try:
             await worker.request("abort", timeout=2.0)

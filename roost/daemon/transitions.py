@@ -165,9 +165,8 @@ def on_archive(eng: "Engine", job: Job, msg: m.Archive) -> None:
         eng.timeline(job, "archived")
         eng.save(job)
     slot = eng.slots.get(job.id)
-    if slot is not None:
-        t.abort(eng, job, slot, bounded=True, first=denials)
-        w.close_worker(eng, job, slot, "archived", bounded=True)
+    if slot is not None:  # the denials, then the abort, then the close: in that order at the worker
+        w.close_worker(eng, job, slot, "archived", bounded=True, first=t.abort_effect(eng, job, slot, denials))
     worktrees.after_archive(eng, job)
     eng.recheck_parent(job)
     eng.pump()

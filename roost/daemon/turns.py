@@ -140,14 +140,23 @@ def abort(eng: "Engine", job: Job, slot: Slot, bounded: bool = False,
           first: Coroutine[Any, Any, None] | None = None) -> None:
     """Cut the turn in flight short; a worker that does not answer is killed. ``first`` (the denial of
     what the agent waits on) goes to the worker before the abort, also when no turn runs."""
-    if slot.turn is None:
-        if first is not None:
-            eng.spawn_task(first, bounded=bounded)
-        return
-    eng.spawn_task(_abort(eng, job.id, slot.worker, slot.turn.run, first), bounded=bounded)
+    effect = abort_effect(eng, job, slot, first)
+    if effect is not None:
+        eng.spawn_task(effect, bounded=bounded)
 
 
-async def _abort(eng: "Engine", job_id: str, worker: Any, run: int,
+def abort_effect(eng: "Engine", job: Job, slot: Slot,
+                 first: Coroutine[Any, Any, None] | None = None) -> Coroutine[Any, Any, None] | None:
+    """What ``abort`` runs: ``first``, then the abort of the turn in flight; ``first`` alone (or None)
+    when nothing runs. With no turn but subagents of the agent's own that run, the abort goes too: it
+    stops them (docs/protocols.md). For an effect that must come after both (closing the worker)."""
+    if slot.turn is None and not job.provider_running:
+        return first
+    run = slot.turn.run if slot.turn is not None else None
+    return _abort(eng, job.id, slot.worker, run, first)
+
+
+async def _abort(eng: "Engine", job_id: str, worker: Any, run: int | None,
                  first: Coroutine[Any, Any, None] | None = None) -> None:
     if first is not None:
         await first

@@ -18,14 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from roost.models import cut_middle
-from roost.protocol import APPROVAL_ANSWERS, APPROVAL_MODES
+from roost.protocol import APPROVAL_MODES
 
 MODES = APPROVAL_MODES
 #: Verdicts from the strictest down: the strictest verdict of a policy's levels is its decision.
 _STRICTNESS = {"deny": 0, "ask": 1, "allow": 2}
-#: The decisions a person may give (``answer_approval``): allow this once, allow it and what is like
-#: it for the rest of the job (adding an allow rule), or deny.
-ANSWERS = APPROVAL_ANSWERS
 #: How many bytes of JSON an approval's ``what`` keeps (its strings cut in the middle past it).
 WHAT_MAX = 8 * 1024
 #: How many keys of ``what`` are kept, and the longest tool name, id, description or subagent kept.
@@ -115,19 +112,21 @@ def request_subject(what: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def rule_for(tool: str, what: Mapping[str, Any]) -> str:
     """The rule "approve for this job" adds unless the person edits it: the same tool with the same
-    command prefix (the program and its first word that is not an option: ``git status*``), the same
-    path or URL, or the tool alone for any other request."""
+    command prefix (the program and its next word unless that is an option: ``git status*``), the same
+    path or URL, or the tool alone for a request with none of those. A command that does not start
+    with a plain word gets a rule for exactly itself; RuleError when even that cannot be written (a
+    ``*`` in it): the person gives the rule."""
     subject = request_subject(what)
     if subject is None:
         return tool
     key, value = subject
-    if key != "command":
+    plain = [w for w in value.split()[:2] if not SHELL_CONTROL.search(w) and "*" not in w]
+    if key != "command" or not plain or not value.startswith(plain[0]):
+        if "*" in value:
+            raise RuleError(f"no rule covers exactly {value[:200]!r} (it holds '*'): give the rule to add")
         return f"{tool}:{value}"
-    words = value.split()
-    head = words[:2] if len(words) > 1 and not words[1].startswith("-") and not SHELL_CONTROL.search(words[1]) \
-        else words[:1]
-    head = [w for w in head if not SHELL_CONTROL.search(w)]
-    return f"{tool}:{' '.join(head)}*" if head else tool
+    head = plain[:2] if len(plain) > 1 and not plain[1].startswith("-") and value.split()[1] == plain[1] else plain[:1]
+    return f"{tool}:{' '.join(head)}*"
 
 
 # -- policies ------------------------------------------------------------------------------------------
@@ -142,11 +141,6 @@ def child_policy(parent: Sequence[Mapping[str, Any]], mode: str | None, rules: S
     """A new job's policy: its parent's levels and one of its own (``mode`` defaults to ask). A root
     job's policy is its own level alone."""
     return [*(dict(lv) for lv in parent), level(mode or "ask", rules)]
-
-
-def effective_mode(policy: Sequence[Mapping[str, Any]]) -> str:
-    """The strictest mode of a policy's levels: what it does with a request no rule allows."""
-    return min((str(lv.get("mode", "ask")) for lv in policy), key=lambda m: _STRICTNESS.get(m, 0), default="ask")
 
 
 @dataclass(frozen=True)
@@ -188,33 +182,63 @@ def _matches(text: str, tool: str, what: Mapping[str, Any]) -> bool:
         return False
 
 
+# -- what people read ------------------------------------------------------------------------------------
+def describe(entry: Mapping[str, Any]) -> str:
+    """One approval on one line, exactly what would run: ``shell: echo hi > f (in /repo)``, ``Edit:
+    /repo/a.py``, ``WebFetch: https://…``, or the tool and its input."""
+    tool, what = str(entry.get("tool", "?")), entry.get("what") or {}
+    subject = request_subject(what)
+    if subject is None:
+        return f"{tool}: {json.dumps(what.get('input', what), ensure_ascii=False)}"
+    key, value = subject
+    where = what.get("cwd")
+    return f"{tool}: {value}" + (f" (in {where})" if key == "command" and isinstance(where, str) else "")
+
+
+def entry_text(data: Mapping[str, Any]) -> str:
+    """An ``approval`` timeline entry as words: ``ap-x asks shell: … (the model says: …)`` or ``ap-x
+    allowed by a person (rule …)``, ``ap-x denied by a stop: stopped by a person``."""
+    head = f"{data.get('id', '?')} {describe(data)}"
+    if data.get("asked"):
+        said = f" (the model says: {data['description']})" if data.get("description") else ""
+        return f"asks {head}{said}"
+    verb = {"allow": "allowed", "deny": "denied"}.get(str(data.get("decision")), str(data.get("decision")))
+    rule = f" (rule {data['rule']})" if data.get("rule") else ""
+    reason = f": {data['reason']}" if data.get("reason") else ""
+    return f"{verb} {head} by {data.get('by', '?')}{rule}{reason}"
+
+
+def pending_line(approvals: Sequence[Mapping[str, Any]]) -> str:
+    """What a waiting job's row says of its pending approvals: the first, and how many more."""
+    if not approvals:
+        return ""
+    more = f" (+{len(approvals) - 1} more)" if len(approvals) > 1 else ""
+    return f"approve? {describe(approvals[0])}{more}"
+
+
 # -- bounds ---------------------------------------------------------------------------------------------
 def bound_what(what: Any) -> dict[str, Any]:
     """A request's ``what`` as the daemon keeps it: a JSON object of at most WHAT_KEYS keys and
     WHAT_MAX bytes of JSON, its longest strings cut in the middle until it fits (anything nested
-    becomes its JSON text first), with ``cut`` saying how many characters were left out."""
+    becomes its JSON text first), with ``cut`` saying how many characters (and keys) were left out."""
     if not isinstance(what, dict):
         what = {"input": what}
-    out: dict[str, Any] = {}
-    cut = 0
-    for key, value in list(what.items())[:WHAT_KEYS]:
-        out[str(key)[:WORD_MAX]] = value
-    dropped = len(what) - len(out)
-    if _size(out) <= WHAT_MAX:
-        return {**out, "cut": dropped} if dropped else out
-    for key, value in out.items():
-        if not isinstance(value, (str, int, float, bool, type(None))):
-            out[key] = json.dumps(value, ensure_ascii=False)
-    while _size(out) > WHAT_MAX:
+    out = {str(key)[:WORD_MAX]: value for key, value in list(what.items())[:WHAT_KEYS]}
+    cut = len(what) - len(out)
+    if not cut and _size(out) <= WHAT_MAX:
+        return out
+    budget = WHAT_MAX - len(', "cut": ') - 20  # room for the count
+    if _size(out) > budget:
+        out = {k: v if isinstance(v, (str, int, float, bool, type(None))) else json.dumps(v, ensure_ascii=False)
+               for k, v in out.items()}
+    while (excess := _size(out) - budget) > 0:
         key = max((k for k, v in out.items() if isinstance(v, str)), key=lambda k: len(out[k]), default=None)
-        if key is None or len(out[key]) < 16:
-            break
+        if key is None or len(out[key]) <= 16:
+            break  # only short strings left: each key was cut to WORD_MAX, so it is bounded anyway
         text = out[key]
-        keep = max(8, len(text) - (_size(out) - WHAT_MAX) - 16)
-        keep = min(keep, len(text) * 3 // 4)
-        out[key] = cut_middle(text, keep)
+        out[key] = cut_middle(text, max(8, len(text) - excess - 3))  # "…" is 3 bytes
         cut += len(text) - len(out[key]) + 1
-    return {**out, "cut": cut + dropped}
+    return {**out, "cut": cut} if cut else out
 
 
 def _size(value: Any) -> int:

@@ -24,6 +24,7 @@ from roost.tui.help_screen import HelpScreen
 from roost.tui.job_message import JobMessage
 from roost.tui.looks import Palette
 from roost.tui.status_line import StatusLine
+from roost.tui.store_banner import StoreBanner
 
 #: Seconds between refreshes of what depends on the time (ages, lifetimes, the footer hint).
 TICK_SECONDS = 1.0
@@ -88,8 +89,10 @@ class RoostScreen(Screen[None]):
         self.focus_since = time.monotonic()
         #: Which approval each place of the screen shows, since when (the screen keeps it current).
         self.shown = ShownApprovals()
+        self.banner = StoreBanner()
 
     def compose_bottom(self) -> ComposeResult:
+        yield self.banner
         yield self.status
         yield Footer(compact=True)
 
@@ -99,6 +102,7 @@ class RoostScreen(Screen[None]):
         # change ever reaches a screen that is not there.
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         self.set_interval(TICK_SECONDS, self.tick)
+        self.banner.show(self.link.store_notice)
 
     def on_descendant_focus(self) -> None:
         self.focus_since = time.monotonic()
@@ -121,6 +125,7 @@ class RoostScreen(Screen[None]):
         """The theme changed: draw again with the new palette."""
 
     def on_daemon_link_changed(self, message: DaemonLink.Changed) -> None:
+        self.banner.show(self.link.store_notice)
         self.rows_changed(message.update)
 
     def on_daemon_link_lost(self, message: DaemonLink.Lost) -> None:
