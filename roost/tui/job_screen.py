@@ -352,7 +352,6 @@ class JobScreen(RoostScreen):
         self.set_focus(self.composer)
         self.refresh_bindings()
 
-
     def action_scroll(self, pages: int) -> None:
         if pages < 0:
             if self.transcript.scroll_y <= 0:
