@@ -16,11 +16,14 @@ from test_e2e_tmux import Tmux, term  # noqa: F401  (the fixture)
 pytestmark = pytest.mark.e2e
 
 
-def asking(daemon: DaemonHarness, workdir: Path, name: str) -> tuple[str, str]:
-    """A job that asks to run ``echo … > NAME``, waiting on that approval: (job id, the command)."""
+def asking(daemon: DaemonHarness, term: Tmux, workdir: Path, name: str) -> tuple[str, str]:
+    """A job that asks to run ``echo … > NAME``, waiting on that approval, and the app showing it
+    on the job's row: (job id, the command)."""
     command = f"echo {name} > {name}"
     job = daemon.spawn(f"ask-run {command}\nsay finished", title=f"asks {name}", cwd=str(workdir))
     daemon.wait_row(job, lambda r: bool(r["approvals"]), timeout=15, what="the approval")
+    term.start()
+    term.wait_text(f"⚑ shell: {command}")
     return job, command
 
 
@@ -29,9 +32,7 @@ def said(daemon: DaemonHarness, job: str, text: str) -> bool:
 
 
 def test_y_on_the_row_runs_the_command(daemon, term, tmp_path):
-    job, command = asking(daemon, tmp_path, "approved.txt")
-    term.start()
-    term.wait_text(f"⚑ shell: {command}")
+    job, command = asking(daemon, term, tmp_path, "approved.txt")
     time.sleep(0.3)  # a key made right as the request appeared is no answer (docs/keys.md)
     term.keys("y")
     daemon.wait_for(lambda: (tmp_path / "approved.txt").exists(), timeout=15, what="the file the command writes")
@@ -41,9 +42,7 @@ def test_y_on_the_row_runs_the_command(daemon, term, tmp_path):
 
 
 def test_N_with_a_reason_denies_and_the_agent_hears_it(daemon, term, tmp_path):
-    job, command = asking(daemon, tmp_path, "denied.txt")
-    term.start()
-    term.wait_text(f"⚑ shell: {command}")
+    job, command = asking(daemon, term, tmp_path, "denied.txt")
     time.sleep(0.3)
     term.keys("N")
     term.wait_text(f"Deny shell: {command}")
@@ -55,9 +54,7 @@ def test_N_with_a_reason_denies_and_the_agent_hears_it(daemon, term, tmp_path):
 
 
 def test_a_message_in_the_composer_denies_with_its_text(daemon, term, tmp_path):
-    job, command = asking(daemon, tmp_path, "messaged.txt")
-    term.start()
-    term.wait_text(f"⚑ shell: {command}")
+    job, command = asking(daemon, term, tmp_path, "messaged.txt")
     term.keys("Enter")
     screen = term.wait_text("Enter denies the request with your words")
     assert f"it asks to run: {command} in {tmp_path}" in " ".join(screen.split())
@@ -70,9 +67,7 @@ def test_a_message_in_the_composer_denies_with_its_text(daemon, term, tmp_path):
 
 
 def test_y_typed_into_the_composer_approves_nothing(daemon, term, tmp_path):
-    job, command = asking(daemon, tmp_path, "typed.txt")
-    term.start()
-    term.wait_text(f"⚑ shell: {command}")
+    job, command = asking(daemon, term, tmp_path, "typed.txt")
     term.keys("Enter")
     term.wait_text("Enter denies the request with your words")
     term.keys("Up", "y")  # ↑ selects the request, but a y in the same burst is no answer

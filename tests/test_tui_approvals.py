@@ -9,6 +9,8 @@ absence. tests/test_e2e_tmux.py runs the same keys against the real daemon and b
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -77,12 +79,28 @@ async def ready(pilot: Pilot, app: RoostApp, job: str = JOB) -> AgentViewScreen:
     return screen
 
 
+@asynccontextmanager
+async def running(*rows: dict[str, Any], size: tuple[int, int] = (100, 30)) -> AsyncIterator[
+        tuple[Pilot, RoostApp, Answering]]:
+    """The app on ``rows``, the first selected and its request on screen long enough to answer."""
+    source = Answering(list(rows))
+    app = app_on(source, select=rows[0]["id"])
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, app, rows[0]["id"])
+        yield pilot, app, source
+
+
 async def open_it(pilot: Pilot, app: RoostApp) -> JobScreen:
     await pilot.press("enter")
     screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen.loaded and app.screen,
                          "the job screen")
     await until(pilot, lambda: screen.approval_block.shown is not None, "the approval block")
     return screen
+
+
+def agent_view(app: RoostApp) -> AgentViewScreen:
+    assert isinstance(app.screen, AgentViewScreen)
+    return app.screen
 
 
 def peek_text(app: RoostApp) -> str:
@@ -96,9 +114,8 @@ def footer_keys(app: RoostApp) -> dict[str, str]:
 # -- what it shows -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("width", [60, 80, 100])
 async def test_the_row_shows_the_mark_tool_and_command_cut_to_fit_and_the_top_bar_counts(width):
-    app = app_on(Answering([waiting(SHELL, EDIT), *ROWS[:2]]))
-    async with app.run_test(size=(width, 30)) as pilot:
-        screen = await ready(pilot, app)
+    async with running(waiting(SHELL, EDIT), *ROWS[:2], size=(width, 30)) as (pilot, app, _):
+        screen = agent_view(app)
         shown = cell(app, JOB, "activity")
         column = next(c for c in screen._columns if c.key == "activity")
         assert shown.startswith("⚑ shell: echo") and shown.endswith(" (+1)"), shown
@@ -113,9 +130,8 @@ async def test_the_row_shows_the_mark_tool_and_command_cut_to_fit_and_the_top_ba
 @pytest.mark.parametrize("width", [60, 80, 100])
 async def test_peek_says_exactly_what_it_asks_to_run_with_the_models_words_marked(width):
     rows = [waiting(SHELL), waiting(EDIT, job="e2ed"), waiting(FETCH, job="f3fe")]
-    app = app_on(Answering(rows))
-    async with app.run_test(size=(width, 40)) as pilot:
-        screen = await ready(pilot, app)
+    async with running(*rows, size=(width, 40)) as (pilot, app, _):
+        screen = agent_view(app)
         await pilot.press("space")
 
         async def peek(job: str) -> str:
@@ -136,9 +152,8 @@ async def test_peek_says_exactly_what_it_asks_to_run_with_the_models_words_marke
 @pytest.mark.parametrize("width", [60, 80, 100])
 async def test_the_job_screen_shows_the_whole_request_above_the_composer_and_what_enter_does(width):
     long = "python3 -c 'print(1)' " + " ".join(f"--flag-{n}" for n in range(60))
-    app = app_on(Answering([waiting({**SHELL, "what": {"command": long, "cwd": CWD}}, EDIT)]))
-    async with app.run_test(size=(width, 40)) as pilot:
-        await ready(pilot, app)
+    asks = waiting({**SHELL, "what": {"command": long, "cwd": CWD}}, EDIT)
+    async with running(asks, size=(width, 40)) as (pilot, app, _):
         screen = await open_it(pilot, app)
         body = " ".join(str(screen.approval_block.body.render()).split())
         assert f"it asks to run: {long} in {CWD}" in body, "the whole command, not cut"
@@ -200,10 +215,7 @@ async def test_a_request_of_the_agents_own_subagent_shows_on_its_row_and_is_answ
 
 # -- the keys ---------------------------------------------------------------------------------------------
 async def test_y_approves_once_the_approval_on_the_selected_row():
-    source = Answering([waiting(SHELL, EDIT), *ROWS[:2]])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, app)
+    async with running(waiting(SHELL, EDIT), *ROWS[:2]) as (pilot, app, source):
         await press_alone(pilot, "y")
         await until(pilot, lambda: source.answers(), "the answer")
         assert source.answers() == [{"approval": "ap-shell", "decision": "once"}]
@@ -211,10 +223,7 @@ async def test_y_approves_once_the_approval_on_the_selected_row():
 
 
 async def test_Y_shows_the_rule_it_adds_and_sends_the_rule_as_edited():
-    source = Answering([waiting(SHELL)])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, app)
+    async with running(waiting(SHELL)) as (pilot, app, source):
         await press_alone(pilot, "Y")
         box = await until(pilot, lambda: isinstance(app.screen, AnswerBox) and app.screen, "the rule box")
         assert box.box.value == "shell:echo pwned*", "pre-filled with what the daemon would add"
@@ -226,10 +235,7 @@ async def test_Y_shows_the_rule_it_adds_and_sends_the_rule_as_edited():
 
 
 async def test_N_denies_with_the_reason_typed_or_none_and_esc_answers_nothing():
-    source = Answering([waiting(SHELL)])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, app)
+    async with running(waiting(SHELL)) as (pilot, app, source):
         await press_alone(pilot, "N")
         await until(pilot, lambda: isinstance(app.screen, AnswerBox), "the reason box")
         await answer(pilot, "escape")
@@ -250,10 +256,7 @@ async def test_N_denies_with_the_reason_typed_or_none_and_esc_answers_nothing():
 
 
 async def test_in_the_job_screen_y_is_text_in_the_composer_and_answers_from_the_block():
-    source = Answering([waiting(SHELL)])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, app)
+    async with running(waiting(SHELL)) as (pilot, app, source):
         screen = await open_it(pilot, app)
         await press_alone(pilot, "y")
         assert screen.composer.value == "y" and source.answers() == [], "the composer has the focus: y is text"
@@ -267,10 +270,7 @@ async def test_in_the_job_screen_y_is_text_in_the_composer_and_answers_from_the_
 
 
 async def test_a_message_typed_in_the_composer_is_sent_and_the_daemons_denial_is_said():
-    source = Answering([waiting(SHELL)])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, app)
+    async with running(waiting(SHELL)) as (pilot, app, source):
         await open_it(pilot, app)
         await pilot.press(*keys_of("use the tmp dir instead"), "enter")
         await until(pilot, lambda: source.calls, "the message")
@@ -280,10 +280,7 @@ async def test_a_message_typed_in_the_composer_is_sent_and_the_daemons_denial_is
 
 # -- text never approves -------------------------------------------------------------------------------------
 async def test_text_pasted_into_the_composer_with_y_in_it_approves_nothing():
-    source = Answering([waiting(SHELL)])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, app)
+    async with running(waiting(SHELL)) as (pilot, app, source):
         screen = await open_it(pilot, app)
         app.post_message(events.Paste("y Y yes N"))
         await until(pilot, lambda: "yes" in screen.composer.value, "the paste in the composer")
@@ -292,10 +289,7 @@ async def test_text_pasted_into_the_composer_with_y_in_it_approves_nothing():
 
 
 async def test_a_burst_of_text_in_the_block_or_on_the_row_approves_nothing():
-    source = Answering([waiting(SHELL)])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, app)
+    async with running(waiting(SHELL)) as (pilot, app, source):
         await burst(pilot, app, *keys_of("yes"))
         await burst(pilot, app, "Y", "N", "y")
         await pilot.pause(0.4)
@@ -311,10 +305,8 @@ async def test_a_burst_of_text_in_the_block_or_on_the_row_approves_nothing():
 
 
 async def test_y_in_the_agent_views_filter_line_is_text():
-    source = Answering([waiting(SHELL)])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        screen = await ready(pilot, app)
+    async with running(waiting(SHELL)) as (pilot, app, source):
+        screen = agent_view(app)
         await pilot.press("slash")
         await pilot.pause(ANSWER_GRACE)
         await press_alone(pilot, "y")
@@ -323,10 +315,7 @@ async def test_y_in_the_agent_views_filter_line_is_text():
 
 
 async def test_a_y_right_behind_the_key_that_selected_the_block_is_no_answer():
-    source = Answering([waiting(SHELL)])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, app)
+    async with running(waiting(SHELL)) as (pilot, app, source):
         screen = await open_it(pilot, app)
         await burst(pilot, app, *keys_of("ok"), "up", "y")
         await until(pilot, lambda: screen.composer.value == "oky", "the y as text, behind the text typed")
@@ -339,10 +328,8 @@ async def test_a_y_right_behind_the_key_that_selected_the_block_is_no_answer():
 
 
 async def test_a_key_answers_the_approval_on_screen_when_it_was_pressed_never_a_later_one():
-    source = Answering([waiting(SHELL)])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        screen = await ready(pilot, app)
+    async with running(waiting(SHELL)) as (pilot, app, source):
+        screen = agent_view(app)
         await pilot.press("y")  # acts once the single-press window has passed: meanwhile the request changes
         source.feed(waiting({**SHELL, "id": "ap-later", "what": {"command": "rm -rf /", "cwd": CWD}}))
         await until(pilot, lambda: cell(app, JOB, "activity").startswith("⚑ shell: rm"), "the later request")
@@ -352,10 +339,7 @@ async def test_a_key_answers_the_approval_on_screen_when_it_was_pressed_never_a_
 
 
 async def test_a_key_typed_ahead_of_a_request_is_no_answer_to_it():
-    source = Answering([row(JOB, "clean the build", State.WORKING, age=100, since=12)])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, app)
+    async with running(row(JOB, "clean the build", State.WORKING, age=100, since=12)) as (pilot, app, source):
         app.post_message(events.Key("y", "y"))  # made now, before the request exists
         source.feed(waiting(SHELL))
         await until(pilot, lambda: cell(app, JOB, "activity").startswith("⚑"), "the request")
@@ -364,10 +348,7 @@ async def test_a_key_typed_ahead_of_a_request_is_no_answer_to_it():
 
 
 async def test_keys_typed_ahead_into_the_rule_box_do_not_send_it():
-    source = Answering([waiting(SHELL)])
-    app = app_on(source)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, app)
+    async with running(waiting(SHELL)) as (pilot, app, source):
         await burst(pilot, app, "Y", "enter")
         box = await until(pilot, lambda: isinstance(app.screen, AnswerBox) and app.screen, "the rule box")
         await pilot.pause(0.3)
@@ -377,9 +358,7 @@ async def test_keys_typed_ahead_into_the_rule_box_do_not_send_it():
 # -- bounds ---------------------------------------------------------------------------------------------
 async def test_a_huge_request_is_shown_cut_at_the_blocks_bound_saying_so():
     huge = "x" * (BLOCK_CHARS * 3)
-    app = app_on(Answering([waiting({**SHELL, "what": {"command": huge, "cwd": CWD}})]))
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, app)
+    async with running(waiting({**SHELL, "what": {"command": huge, "cwd": CWD}})) as (pilot, app, _):
         screen = await open_it(pilot, app)
         body = str(screen.approval_block.body.render())
         assert len(body) < BLOCK_CHARS + 200

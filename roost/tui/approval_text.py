@@ -120,9 +120,9 @@ def approval_text(approval: Approval, palette: Palette, diff_lines: int | None =
         if isinstance(diff, str) and diff:
             lines = diff.splitlines()
             shown = lines if diff_lines is None else lines[:diff_lines]
+            tones = {"+": palette.success, "-": palette.error}
             for line in shown:
-                tone = palette.success if line.startswith("+") else palette.error if line.startswith("-") else palette.muted
-                out.append("\n  " + line, style=tone)
+                out.append("\n  " + line, style=tones.get(line[:1], palette.muted))
             if len(shown) < len(lines):
                 out.append(f"\n  … {len(lines) - len(shown)} more lines of the diff", style=palette.muted)
     elif isinstance(url, str):
