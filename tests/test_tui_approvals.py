@@ -142,7 +142,7 @@ async def test_peek_says_exactly_what_it_asks_to_run_with_the_models_words_marke
 
         flat = await peek(JOB)
         assert f"⚑ shell · it asks to run: {COMMAND} in {CWD}" in flat
-        assert "the model's words: “List the files”" in flat
+        assert "the model says: “List the files”" in flat
         flat = await peek("e2ed")
         assert f"⚑ Edit · it asks to edit: {CWD}/lexer.py" in flat and "-import re +import regex as re" in flat
         assert "+line 5" not in flat and "more lines of the diff" in flat, "peek shows the diff's first lines"
@@ -157,7 +157,7 @@ async def test_the_job_screen_shows_the_whole_request_above_the_composer_and_wha
         screen = await open_it(pilot, app)
         body = " ".join(str(screen.approval_block.body.render()).split())
         assert f"it asks to run: {long} in {CWD}" in body, "the whole command, not cut"
-        assert "the model's words: “List the files”" in body
+        assert "the model says: “List the files”" in body
         assert "1 more after it" in screen.approval_block.border_title
         assert screen.composer.border_title == DENY_HINT
         assert screen.approval_block.region.y + screen.approval_block.region.height <= screen.composer.region.y
@@ -363,4 +363,4 @@ async def test_a_huge_request_is_shown_cut_at_the_blocks_bound_saying_so():
         body = str(screen.approval_block.body.render())
         assert len(body) < BLOCK_CHARS + 200
         left = len(f"it asks to run: {huge} in {CWD}") - BLOCK_CHARS
-        assert body.endswith(f"… {left:,} more characters not shown here\nthe model's words: “List the files”")
+        assert body.endswith(f"… {left:,} more characters not shown here\nthe model says: “List the files”")

@@ -140,7 +140,7 @@ def approval_text(approval: Approval, palette: Palette, diff_lines: int | None =
         who = f"{title} [{approval.subagent}]" if title else approval.subagent
         out.append(f"\nasked by the agent's own subagent {who}", style=palette.muted)
     if approval.description:
-        out.append("\nthe model's words: ", style=palette.muted)
+        out.append("\nthe model says: ", style=palette.muted)
         out.append(f"“{approval.description}”", style=palette.muted + Style(italic=True))
     return out
 

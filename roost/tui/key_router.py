@@ -13,8 +13,8 @@ Two kinds of screen and widget take keys specially (see docs/keys.md, "Typing ah
 - keys in a RoostScreen's ``single_press_keys()`` (the subagent panel's ``x``, ``m``, ``K``, the
   approval keys ``y``, ``Y``, ``N``) act only when no other printable key follows within
   SINGLE_PRESS_WINDOW; followed by one, they are the start of text, which the screen's
-  ``take_text`` puts in the composer. One made within SINGLE_PRESS_WINDOW of a key that went in
-  as text (typed in a text box, or a burst) is text too, so no burst ends on a command.
+  ``take_text`` puts in the composer. An approval key made within SINGLE_PRESS_WINDOW of a key
+  that went in as text (typed in a text box, or a burst) is text too, so no text ends on an approval.
 
 A binding runs with the screen told when its key was made (``RoostScreen.key_time``), so an
 approval key answers the approval that was on screen then.
@@ -28,6 +28,7 @@ from textual import events
 from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
+from roost.tui.approval_keys import APPROVAL_KEYS
 from roost.tui.dialogs import FreshKeysScreen
 from roost.tui.roost_screen import RoostScreen
 
@@ -53,7 +54,7 @@ class KeyRouter:
         self._away: list[tuple[Screen[object], events.Key]] = []
         #: A single-press key waiting to learn whether text follows it.
         self._pending: events.Key | None = None
-        #: When the last key that went in as text was made: a single-press key right behind it is text too.
+        #: When the last key that went in as text was made: an approval key right behind it is text too.
         self._text_at = float("-inf")
 
     async def key(self, event: events.Key) -> bool:
@@ -100,8 +101,8 @@ class KeyRouter:
             self._text_at = event.time
             return
         single = event.is_printable and event.character in self._single_press_keys()
-        if single and event.time - self._text_at <= SINGLE_PRESS_WINDOW:
-            self._text_at = event.time  # the burst goes on: ``YNy`` is text, its last key no command
+        if single and event.character in APPROVAL_KEYS and event.time - self._text_at <= SINGLE_PRESS_WINDOW:
+            self._text_at = event.time  # the burst goes on: ``YNy`` is text, its last key no approval
             self._take_text(event.character or "")
             return
         if single:
