@@ -4,6 +4,7 @@ writes appears); a message, a job, a stop never do (the file stays absent)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -55,6 +56,7 @@ def test_a_persons_approve_runs_the_command_at_once(daemon: DaemonHarness, tmp_p
     assert not (tmp_path / "w" / "made.txt").exists()
     listed = cli(daemon, "approvals").stdout
     assert entry["id"] in listed and "shell: echo made > made.txt" in listed and job in listed
+    assert [(a["id"], a["job"]) for a in json.loads(cli(daemon, "approvals", "--json").stdout)] == [(entry["id"], job)]
     assert "approve? shell: echo made > made.txt" in cli(daemon, "ls").stdout
     assert "waits for a person to approve" in cli(daemon, "show", job).stdout
     out = cli(daemon, "approve", job).stdout  # a job id with one pending approval names it
@@ -206,3 +208,28 @@ def test_no_code_in_roost_reads_yes_words_as_an_answer() -> None:
             if re.search(pattern, text):
                 found.append(f"{path.relative_to(ROOT)}: {pattern}")
     assert found == []
+
+
+class _Shown:
+    """Stands in for a client whose `show` gives a row with these approvals."""
+
+    def __init__(self, approvals: list[dict[str, Any]]) -> None:
+        self.approvals = approvals
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]:
+        assert op == "show"
+        return {"id": args["job"], "approvals": self.approvals}
+
+
+def test_an_id_names_an_approval_or_a_job_with_exactly_one() -> None:
+    from roost.cli_approvals import resolve
+
+    one = {"id": "ap-aaaaaa", "tool": "shell", "what": {"command": "ls"}}
+    two = {"id": "ap-bbbbbb", "tool": "shell", "what": {"command": "rm x"}}
+    assert resolve(_Shown([]), "ap-cccccc") == "ap-cccccc"  # type: ignore[arg-type]  # an approval id as it is
+    assert resolve(_Shown([one]), "k3m9") == "ap-aaaaaa"  # type: ignore[arg-type]
+    with pytest.raises(ClientError, match="has no pending approval"):
+        resolve(_Shown([]), "k3m9")  # type: ignore[arg-type]
+    with pytest.raises(ClientError) as several:
+        resolve(_Shown([one, two]), "k3m9")  # type: ignore[arg-type]
+    assert "2 pending approvals; name one: ap-aaaaaa shell: ls; ap-bbbbbb shell: rm x" in several.value.message
