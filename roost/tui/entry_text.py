@@ -14,9 +14,12 @@ from roost.rules.row_text import readable_text
 from roost.text import safe_text
 from roost.tui.looks import BOLD, Palette
 
-#: What each line of an entry weighs at least, so short lines are bounded too (a line drawn costs
-#: far more than its text).
-LINE_WEIGHT = 16
+#: What an entry weighs at least in the window, so entries with little text are bounded too.
+ENTRY_WEIGHT = 64
+#: Output entries longer than this many lines are folded: their first and last FOLD_KEEP lines are
+#: shown around a line that says how many are folded (``ctrl+o`` unfolds them, docs/keys.md).
+FOLD_LINES = 200
+FOLD_KEEP = 40
 #: Timeline kinds that repeat what another entry already shows.
 _SKIPPED = {"turn_end", "report", "pinned", "unpinned"}
 #: States worth a line of their own (working follows every prompt, so it would only add noise).
@@ -32,10 +35,10 @@ def _text(entry: dict[str, Any]) -> str:
 
 
 def weight(entry: dict[str, Any]) -> int:
-    """What an entry costs the window: its text, and at least LINE_WEIGHT a line (what a flood of
-    output is made of)."""
-    text = _text(entry)
-    return max(len(text), LINE_WEIGHT * (text.count("\n") + 1))
+    """What an entry costs the window: the bytes of its text (at least ENTRY_WEIGHT). Real bytes,
+    so an entry the daemon keeps whole (64 KiB at most) always fits the window; a long one is
+    folded on screen, so its lines cost the screen no more than a short one's."""
+    return max(len(_text(entry).encode()), ENTRY_WEIGHT)
 
 
 def line_count(entry: dict[str, Any]) -> int:
@@ -74,14 +77,27 @@ def _shown(text: str) -> str:
     return safe_text(readable_text(text))
 
 
-def entry_text(entry: dict[str, Any], palette: Palette, stamped: bool = False) -> Text | None:
-    """How one timeline entry reads in the transcript (after its time, ``stamped``); None for
-    entries it leaves out."""
+def entry_text(entry: dict[str, Any], palette: Palette, stamped: bool = False,
+               unfolded: bool = False) -> Text | None:
+    """How one timeline entry reads in the transcript (after its time, ``stamped``; a long output
+    whole only when ``unfolded``); None for entries it leaves out."""
     text = _entry_body(entry["kind"], safe_data(entry.get("data") or {}, _shown), palette)
+    if text is not None and entry["kind"] == "text" and not unfolded:
+        text = _folded(text, palette)
     if text is None or not stamped:
         return text
     stamp = Text(time.strftime("%H:%M:%S ", time.localtime(entry.get("ts") or 0)), style=palette.muted)
     return stamp + text
+
+
+def _folded(text: Text, palette: Palette) -> Text:
+    """A long output's first and last FOLD_KEEP lines, and between them how many are folded."""
+    lines = text.split("\n", allow_blank=True)
+    if len(lines) <= FOLD_LINES:
+        return text
+    hidden = len(lines) - 2 * FOLD_KEEP
+    fold = Text(f"⋯ {hidden:,} lines folded · ctrl+o shows them", style=palette.muted)
+    return Text("\n").join([*lines[:FOLD_KEEP], fold, *lines[-FOLD_KEEP:]])
 
 
 def _entry_body(kind: str, data: dict[str, Any], palette: Palette) -> Text | None:
