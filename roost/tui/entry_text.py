@@ -14,8 +14,9 @@ from roost.rules.row_text import readable_text
 from roost.text import safe_text
 from roost.tui.looks import BOLD, Palette
 
-#: What an entry weighs at least in the window, so entries with little text are bounded too.
-ENTRY_WEIGHT = 64
+#: What each line an entry shows weighs at least, so short lines are bounded too (a line drawn
+#: costs far more than its text); a folded output's folded lines are not drawn, so not counted.
+LINE_WEIGHT = 16
 #: Output entries longer than this many lines are folded: their first and last FOLD_KEEP lines are
 #: shown around a line that says how many are folded (``ctrl+o`` unfolds them, docs/keys.md).
 FOLD_LINES = 200
@@ -35,10 +36,13 @@ def _text(entry: dict[str, Any]) -> str:
 
 
 def weight(entry: dict[str, Any]) -> int:
-    """What an entry costs the window: the bytes of its text (at least ENTRY_WEIGHT). Real bytes,
-    so an entry the daemon keeps whole (64 KiB at most) always fits the window; a long one is
-    folded on screen, so its lines cost the screen no more than a short one's."""
-    return max(len(_text(entry).encode()), ENTRY_WEIGHT)
+    """What an entry costs the window: the real bytes of its text, and at least LINE_WEIGHT for
+    each line it shows. A long output shows only its folded lines, so a 5,000-line output weighs
+    its 24 KB, not 5,000 lines, and an entry the daemon keeps (64 KiB at most) fits the window."""
+    text = _text(entry)
+    lines = text.count("\n") + 1
+    shown = 2 * FOLD_KEEP + 1 if entry["kind"] == "text" and lines > FOLD_LINES else lines
+    return max(len(text.encode()), LINE_WEIGHT * shown)
 
 
 def line_count(entry: dict[str, Any]) -> int:
