@@ -438,7 +438,8 @@ def children(ctx: Ctx, job_id: str | None, as_json: bool) -> None:
     job_id = job_id or job_identity()[0]
     if job_id is None:
         _fail("children: give a job id (ROOST_JOB_ID is not set)")
-    rows = ctx.call("children", job=job_id)
+    with ctx.client() as client, _errors():
+        rows = list(client.children(job_id))  # every page: a job may have thousands
     if as_json:
         click.echo(json.dumps([record_json(r) for r in rows], indent=2))
         return

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from roost.bounds import LAST_TEXT_MAX, cut, labels_problem
 from roost.daemon import messages as m
 from roost.daemon import reports
 from roost.daemon import turns as t
@@ -111,11 +112,15 @@ def on_pin(eng: "Engine", job: Job, msg: m.Pin) -> None:
 
 
 def on_label(eng: "Engine", job: Job, msg: m.Label) -> None:
+    labels = dict(job.labels)
+    if msg.value is None:
+        labels.pop(msg.key, None)
+    else:
+        labels[msg.key] = msg.value
+        if problem := labels_problem(labels):  # here, in the job's order, so two labels at once cannot pass it
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"label: job {job.id} would have {problem}")
     with eng.store.transaction():
-        if msg.value is None:
-            job.labels.pop(msg.key, None)
-        else:
-            job.labels[msg.key] = msg.value
+        job.labels = labels
         eng.save(job)
     msg.answer(None)
 
@@ -125,7 +130,7 @@ def on_report(eng: "Engine", job: Job, msg: m.Report) -> None:
     with eng.store.transaction():
         eng.timeline(job, "report", status=msg.status, text=msg.text)
         if msg.text:
-            job.last_text = msg.text
+            job.last_text = cut(msg.text, LAST_TEXT_MAX)
         eng.save(job)
     if slot is not None and slot.turn is not None:
         slot.turn.report = (msg.status, msg.text)
