@@ -36,24 +36,28 @@ def test_to_close_takes_the_least_recently_used_first_and_ties_by_id():
     assert to_close(idle, 0) == [] and to_close(idle, 9) == ["d", "a", "b", "c"]
 
 
+def test_to_close_takes_a_parent_whose_children_run_only_after_every_other():
+    idle = [Idle("parent", 1.0, children_running=True), Idle("newer", 50.0)]
+    assert to_close(idle, 1) == ["newer"] and to_close(idle, 2) == ["newer", "parent"]
+
+
 JOB = Job(id="j", title="t", driver="builtin", cwd="/", state=State.IDLE)
 UP = WorkerFacts(up=True, idle_since=1.0)
 
 
-@pytest.mark.parametrize("job, facts, kids, expected", [
-    (JOB, UP, [], True),
-    (replace(JOB, pinned=True), UP, [], False),
-    (JOB, replace(UP, attached=True), [], False),
-    (JOB, replace(UP, queued=1), [], False),
-    (JOB, replace(UP, in_turn=True), [], False),
-    (JOB, replace(UP, busy=True), [], False),
-    (JOB, replace(UP, idle_since=None), [], False),
-    (JOB, replace(UP, subagents_running=1), [], False),
-    (JOB, UP, [replace(JOB, id="k", state=State.WORKING)], False),
-    (JOB, UP, [replace(JOB, id="k", state=State.DONE)], True),
+@pytest.mark.parametrize("job, facts, expected", [
+    (JOB, UP, True),
+    (replace(JOB, pinned=True), UP, False),
+    (JOB, replace(UP, attached=True), False),
+    (JOB, replace(UP, queued=1), False),
+    (JOB, replace(UP, in_turn=True), False),
+    (JOB, replace(UP, busy=True), False),
+    (JOB, replace(UP, idle_since=None), False),
+    (JOB, replace(UP, subagents_running=1), False),
+    (JOB, replace(UP, up=False), False),
 ])
-def test_closable_only_when_nothing_holds_the_worker(job, facts, kids, expected):
-    assert closable(job, facts, kids) is expected
+def test_closable_only_when_nothing_holds_the_worker(job, facts, expected):
+    assert closable(job, facts) is expected
 
 
 # -- the engine --------------------------------------------------------------------------------------------
@@ -155,3 +159,26 @@ async def test_a_parent_closed_for_room_is_woken_by_its_childs_report(rig: Rig) 
     await rig.settle()
     assert set(rig.sup.engine.slots) == {child, parent}, "woken for the report, though wake_reaped_parent is off"
     assert rig.worker(parent).prompts[-1][1].startswith("<roost-report")
+
+
+async def test_a_chain_deeper_than_the_cap_goes_to_its_end(rig: Rig) -> None:
+    """Each job spawned under the last, all at once: every parent has a child waiting for a place,
+    so only closing parents whose children still run lets the chain go on."""
+    rig.config = replace(CFG, max_depth=20)
+    chain = [await rig.spawn("level 0")]
+    for level in range(1, 10):
+        chain.append(await rig.spawn(f"level {level}", parent=chain[-1]))
+    most = 0
+    for _ in range(100):  # each round, every turn in flight ends (a woken parent's report turn too)
+        eng = rig.sup.engine
+        most = max(most, len(eng.slots))
+        in_turn = [j for j, slot in eng.slots.items() if slot.turn is not None]
+        if not in_turn:
+            break
+        for job in in_turn:
+            rig.worker(job).end_turn(text="done")
+        await rig.settle()
+        rig.clock.advance(1)
+    assert [p for job in chain for w in rig.workers[job] for _, p in w.prompts if p.startswith("level")] == \
+        [f"level {n}" for n in range(10)], "every level ran its turn"
+    assert most <= 3 and not rig.sup.engine.queue.live

@@ -158,8 +158,8 @@ class RunQueue:
         for job_id, slot in eng.slots.items():
             job = eng.index.get(job_id)
             if (job is not None and job_id not in self.evicting and slot.phase is Phase.READY
-                    and closable(job, eng.facts(job), eng.index.kids(job_id))):
-                idle.append(Idle(job_id, slot.idle_since or 0.0))
+                    and closable(job, eng.facts(job))):
+                idle.append(Idle(job_id, slot.idle_since or 0.0, eng.index.counts(job_id)[1] > 0))
         for job_id in to_close(idle, short):
             self.evicting.add(job_id)
             eng.post(job_id, Evict())

@@ -180,8 +180,7 @@ def on_evict(eng: "Engine", job: Job, msg: Evict) -> None:
     queue chooses again."""
     eng.queue.evicting.discard(job.id)
     slot = eng.slots.get(job.id)
-    if (slot is not None and slot.phase is Phase.READY
-            and closable(job, eng.facts(job), eng.index.kids(job.id))):
+    if slot is not None and slot.phase is Phase.READY and closable(job, eng.facts(job)):
         eng.queue.closed_for_room.add(job.id)
         close_worker(eng, job, slot, f"closed for room: max_live_workers = {eng.config.max_live_workers}")
     else:

@@ -18,18 +18,21 @@ from roost.rules.lifecycle import WorkerFacts, close_blocker
 
 @dataclass(frozen=True)
 class Idle:
-    """A live worker the cap may close: its job and when its last turn ended (monotonic)."""
+    """A live worker the cap may close: its job, when its last turn ended (monotonic), and whether
+    children of its still run (it is then closed only after every other)."""
 
     job: str
     idle_since: float
+    children_running: bool = False
 
 
-def closable(job: Job, worker: WorkerFacts, children: Iterable[Job]) -> bool:
+def closable(job: Job, worker: WorkerFacts) -> bool:
     """Whether the cap may close this worker: up and between turns, not pinned, not attached, no
-    messages queued, no child still running (close_blocker), and none of the agent's own subagents
-    running inside it. Its record stays; the next message or report resumes it."""
-    return (close_blocker(job, worker, children) is None and worker.idle_since is not None
-            and not worker.subagents_running)
+    messages queued (close_blocker), and none of the agent's own subagents running inside it. Its
+    record stays; the next message resumes it, and a child's report wakes it. Unlike the idle
+    reaper, children still running do not hold it: a chain deeper than the cap would otherwise wait
+    for good (each parent held open by a child waiting for the parent's place)."""
+    return close_blocker(job, worker, ()) is None and worker.idle_since is not None and not worker.subagents_running
 
 
 def places_short(cap: int, live: int, closing: int, waiting: int) -> int:
@@ -42,8 +45,8 @@ def places_short(cap: int, live: int, closing: int, waiting: int) -> int:
 
 
 def to_close(idle: Iterable[Idle], count: int) -> list[str]:
-    """The ``count`` least recently used of the closable workers (oldest turn end first; the job id
-    breaks ties, so the choice is the same every time)."""
+    """The ``count`` least recently used of the closable workers: those with no child running
+    first, then oldest turn end first (the job id breaks ties, so the choice is the same every time)."""
     if count <= 0:
         return []
-    return [w.job for w in sorted(idle, key=lambda w: (w.idle_since, w.job))[:count]]
+    return [w.job for w in sorted(idle, key=lambda w: (w.children_running, w.idle_since, w.job))[:count]]
