@@ -182,3 +182,22 @@ async def test_a_chain_deeper_than_the_cap_goes_to_its_end(rig: Rig) -> None:
     assert [p for job in chain for w in rig.workers[job] for _, p in w.prompts if p.startswith("level")] == \
         [f"level {n}" for n in range(10)], "every level ran its turn"
     assert most <= 3 and not rig.sup.engine.queue.live
+
+
+# -- a real daemon, real built-in workers ------------------------------------------------------------------------
+def test_three_hundred_children_run_within_a_cap_of_eight(daemon_factory) -> None:
+    daemon = daemon_factory("max_live_workers = 8\nspare_workers = 0\n")
+    parent = daemon.spawn("spawn*300 say hi\nsay spawned them all", title="many")
+    most = 0
+
+    def settled() -> bool:
+        nonlocal most
+        most = max(most, daemon.call("status")["workers"])
+        kids = daemon.children(parent)
+        return len(kids) == 300 and all(k["state"] == "idle" for k in kids)
+
+    daemon.wait_for(settled, timeout=240, what="300 children to have run")
+    assert most <= 8 and daemon.call("status")["workers"] <= 8
+    assert all(daemon.texts(k["id"]) == ["hi"] for k in daemon.children(parent)[::30])
+    closed = [e for e in daemon.call("logs", job=daemon.children(parent)[0]["id"])["entries"] if e["kind"] == "closed"]
+    assert closed and closed[0]["data"]["reason"] == "closed for room: max_live_workers = 8"
