@@ -131,7 +131,8 @@ _ID = Arg((str,), required=True, cap=bounds.ID_MAX)
 _OPT_ID = Arg((str, type(None)), cap=bounds.ID_MAX)
 _NAME = Arg((str, type(None)), cap=bounds.NAME_MAX)
 _BRANCH = Arg((str, type(None)), cap=bounds.BRANCH_MAX)
-_TEXT = Arg((str,), required=True)  # a message: bounded in bytes by the supervisor (one prompt frame)
+_STR = Arg((str,))  # a text: a message or a report, bounded in bytes where it goes (one prompt frame)
+_NEED_STR = Arg((str,), required=True)
 _BOOL = Arg((bool,))
 _SEQ = Arg((int, type(None)), bounds=(0, INT_MAX))
 _JOB = {"job": _ID}
@@ -139,13 +140,13 @@ _JOB = {"job": _ID}
 OPS: dict[str, dict[str, Arg]] = {
     "hello": {"version": Arg((int,), required=True, bounds=(0, INT_MAX)), "client": Arg((str,), cap=bounds.NAME_MAX),
               "job": _OPT_ID, "token": _OPT_ID},
-    "spawn": {"prompt": _TEXT, "parent": _OPT_ID, "driver": _NAME,
+    "spawn": {"prompt": _NEED_STR, "parent": _OPT_ID, "driver": _NAME,
               "cwd": Arg((str, type(None)), cap=bounds.PATH_MAX),
               "title": Arg((str, type(None)), cap=bounds.TITLE_MAX),
               "lifetime": _NAME, "labels": Arg((dict,)),
               "worktree": Arg((bool, type(None))), "branch": _BRANCH, "base": _BRANCH,
               "host": _NAME},
-    "send": {"job": _ID, "text": _TEXT},
+    "send": {"job": _ID, "text": _NEED_STR},
     "stop": {"job": _ID, "tree": _BOOL},
     "close": _JOB,
     "pin": _JOB,
@@ -155,7 +156,7 @@ OPS: dict[str, dict[str, Arg]] = {
              "states": Arg((list,), items=str, cap=bounds.NAME_MAX), "under": _OPT_ID, "archived": _BOOL,
              "full": _BOOL, "newest_first": _BOOL, "archived_only": _BOOL},
     "children": {"job": _OPT_ID, "limit": Arg((int,), bounds=(1, 1000)), "cursor": _OPT_ID},
-    "report": {"status": Arg((str,), required=True, choices=REPORT_STATUSES), "text": Arg((str,))},
+    "report": {"status": Arg((str,), required=True, choices=REPORT_STATUSES), "text": _STR},
     "logs": {"job": _ID, "limit": Arg((int,), bounds=(1, 2000)), "before": _SEQ, "after": _SEQ},
     "subscribe": {"what": Arg((str,), required=True, choices=SUBSCRIPTIONS), "job": _OPT_ID, "after": _SEQ,
                   "limit": Arg((int,), bounds=(0, 5000)), "inline": _BOOL},
