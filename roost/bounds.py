@@ -26,8 +26,9 @@ NAME_MAX = 128
 BRANCH_MAX = 255
 #: A job id, a list cursor, a token: what the daemon itself hands out is far shorter.
 ID_MAX = 128
-#: How much of a job's last text (or the reason it failed) a full row carries, as the daemon keeps it.
-LAST_TEXT_MAX = 4000
+#: How much of a job's last text (or why it failed) a record keeps from a report, and a full row
+#: carries of any record (a turn's own text keeps its last 4,000 characters: roost/daemon/turns.py).
+LAST_TEXT_MAX = 16 * 1024
 #: How much of a value an error message quotes.
 QUOTE_MAX = 80
 
