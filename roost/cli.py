@@ -162,7 +162,7 @@ def daemon_status(acknowledge: bool) -> None:
     _say(f"roost daemon running: pid {st['pid']}, {st['jobs']} jobs, {st['workers']} workers, "
                f"socket {st['socket']}")
     if st.get("queued"):
-        _say(f"{st['queued']} spawns queued (max_running_jobs, or their host's)")
+        _say(f"{st['queued']} spawns queued (max_running_jobs, their host's, or max_live_workers)")
     spares = st.get("spares") or {}
     if spares.get("wanted"):
         ready, retry = len(spares.get("ready") or ()), spares.get("retry_in")
