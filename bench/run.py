@@ -33,6 +33,7 @@ from harness import (Daemon, Home, Result, clock, count_json_array, median, pct,
                      seed_timeline, table, timed, worker_turn)
 
 from command_output import bench_output  # noqa: E402
+from diff import bench_diff  # noqa: E402
 from live_workers import bench_chain, bench_children  # noqa: E402
 
 from roost.client import AsyncClient  # noqa: E402
@@ -680,6 +681,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], list[Result]]] = {
     "scale": bench_scale, "idle": bench_idle, "latency": bench_latency, "stalled": bench_stalled,
     "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn, "output": bench_output,
     "children": bench_children, "chain": bench_chain,
+    "diff": bench_diff,
 }
 
 
@@ -704,6 +706,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-runs", type=int, default=3)
     parser.add_argument("--children", type=int, default=2500, help="children: how many one parent spawns")
     parser.add_argument("--depth", type=int, default=1000, help="chain: how deep")
+    parser.add_argument("--diff-mb", type=int, default=40, help="diff: MB of untracked changes")
+    parser.add_argument("--diff-runs", type=int, default=3)
     opts = parser.parse_args(argv)
     if opts.list:
         for name, fn in BENCHES.items():

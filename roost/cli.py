@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import click
 
 from roost import paths as paths_mod
-from roost.client import UNREACHABLE, Client, ClientError, connect, job_identity, probe, start_daemon
+from roost.client import UNREACHABLE, Client, ClientError, connect, job_identity, notice_line, probe, start_daemon
 from roost.models import record_json
 from roost.text import safe_text
 
@@ -64,10 +64,16 @@ class Ctx:
         self.config = config
 
     def client(self) -> Client:
+        """A connection to the daemon (started when none runs); a store repair it has not heard
+        acknowledged yet is said on stderr first, whatever the command."""
         try:
-            return connect(config=self.config)
+            client = connect(config=self.config)
         except ClientError as exc:
             _fail(exc.message)
+        notice = client.greeting.get("store_notice")
+        if notice:
+            _say(f"roost: {notice_line(notice)}", err=True)
+        return client
 
     def call(self, op: str, **args: Any) -> Any:
         with self.client() as client:
@@ -188,11 +194,16 @@ def daemon_status(acknowledge: bool) -> None:
 @click.option("--branch", help="The worktree's new branch (default roost/ID).")
 @click.option("--base", help="What the branch starts from and merges into (default: the current HEAD).")
 @click.option("--host", help="Run it on this [hosts.NAME] (its cwd is then a path there); 'local': here.")
+@click.option("--approvals", type=click.Choice(["ask", "deny", "allow"]),
+              help="What it does with a permission request no rule allows (default: the driver's, else ask).")
+@click.option("--allow", "allow_rules", multiple=True, metavar="RULE",
+              help="A request it may make without asking: TOOL or TOOL:PATTERN, e.g. 'shell:git status*' (repeatable).")
 @click.argument("prompt")
 @pass_ctx
 def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, title: str | None,
           lifetime: str | None, labels: tuple[str, ...], worktree: bool | None, branch: str | None,
-          base: str | None, host: str | None, prompt: str) -> None:
+          base: str | None, host: str | None, approvals: str | None, allow_rules: tuple[str, ...],
+          prompt: str) -> None:
     """Start a job on PROMPT and print its id."""
     label_map = {}
     for item in labels:
@@ -203,7 +214,8 @@ def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, tit
     remote = host not in (None, "local")  # a cwd there is that host's path, and none is the host's own
     row = ctx.call("spawn", prompt=prompt, parent=parent, driver=driver, host=host, title=title, lifetime=lifetime,
                    cwd=cwd if remote else os.path.abspath(cwd or os.getcwd()), labels=label_map or None,
-                   worktree=worktree, branch=branch, base=base)
+                   worktree=worktree, branch=branch, base=base, approvals=approvals,
+                   **({"approval_rules": list(allow_rules)} if allow_rules else {}))
     _say(row["id"])
 
 
@@ -257,7 +269,56 @@ def merge(ctx: Ctx, job_id: str) -> None:
 def send(ctx: Ctx, job_id: str, text: str) -> None:
     """Send TEXT to a job (resumes a done, idle or closed job; restarts a stopped one)."""
     result = ctx.call("send", job=job_id, text=text)
-    _say(f"{result['outcome']}: {job_id}")
+    denied = f" (not an answer: it denied {', '.join(result['approvals'])} with your text as the reason)" \
+        if result["outcome"] == "denied" else ""
+    _say(f"{result['outcome']}: {job_id}{denied}")
+
+
+# -- approvals (bodies in cli_approvals.py) --------------------------------------------------------------
+@cli.command()
+@click.argument("ident", metavar="ID")
+@click.option("--for-job", is_flag=True, help="Also allow what is like it for the rest of the job (adds an allow rule).")
+@click.option("--rule", help="With --for-job: the allow rule to add (default: the same tool, the same command prefix).")
+@pass_ctx
+def approve(ctx: Ctx, ident: str, for_job: bool, rule: str | None) -> None:
+    """Allow a pending approval (ID: an approval id, or a job with one pending); it runs at once."""
+    from roost import cli_approvals
+
+    if rule is not None and not for_job:
+        _fail("--rule goes with --for-job")
+    with ctx.client() as client, _errors():
+        result = client.answer_approval(cli_approvals.resolve(client, ident), "job" if for_job else "once", rule=rule)
+        _say(f"allowed {result['approval']} ({result['job']})"
+             + (f"; the job may now: {result['rule']}" if result.get("rule") else ""))
+
+
+@cli.command()
+@click.argument("ident", metavar="ID")
+@click.argument("reason", required=False, default="")
+@pass_ctx
+def deny(ctx: Ctx, ident: str, reason: str) -> None:
+    """Deny a pending approval (ID: an approval id, or a job with one pending); REASON is what the agent hears."""
+    from roost import cli_approvals
+
+    with ctx.client() as client, _errors():
+        result = client.answer_approval(cli_approvals.resolve(client, ident), "deny", reason)
+        _say(f"denied {result['approval']} ({result['job']}): {result['reason']}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="The pending approvals as JSON.")
+@pass_ctx
+def approvals(ctx: Ctx, as_json: bool) -> None:
+    """List every pending approval: its id, its job, exactly what would run, how long it has waited."""
+    from roost import cli_approvals
+
+    with ctx.client() as client, _errors():
+        pending = list(client.pending_approvals())
+    if as_json:
+        click.echo(json.dumps(pending, indent=2))
+        return
+    for line in cli_approvals.lines(pending) or ["no approval is pending"]:
+        _say(line)
 
 
 @cli.command()
@@ -350,6 +411,12 @@ def show(ctx: Ctx, job_id: str, as_json: bool) -> None:
     width = max(len(k) for k in row)
     for key, value in row.items():
         _say(f"{key:<{width}}  {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+    if row.get("approvals"):
+        from roost import cli_approvals
+
+        _say("waits for a person to approve (roost approve ID / roost deny ID [REASON]):")
+        for line in cli_approvals.lines({**a, "job": row["id"]} for a in row["approvals"]):
+            _say(f"  {line}")
 
 
 @cli.command("ls")

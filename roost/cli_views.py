@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from roost.client import LAGGED, Client, ClientError
 from roost.models import Row, record_json
+from roost.rules.approvals import entry_text as approval_entry_text
 from roost.rules.row_text import activity_text
 from roost.text import safe_text
 
@@ -129,6 +130,8 @@ def format_entry(entry: dict[str, Any]) -> str:
         body = f"{data.get('name')} {json.dumps(data.get('args'))} -> {json.dumps(data.get('result'))}"
     elif kind == "state":
         body = data.get("state", "") + (f" ({data['reason']})" if data.get("reason") else "")
+    elif kind == "approval":
+        body = approval_entry_text(data)
     else:
         body = " ".join(f"{k}={v}" for k, v in data.items())
     return f"{ts} {kind:<9} {body}"

@@ -41,11 +41,31 @@ def job_identity(environ: dict[str, str] | None = None) -> tuple[str | None, str
     return (job, token) if job and token else (None, None)
 
 
+def approval_args(approval: str, decision: str, reason: str = "", rule: str | None = None) -> dict[str, Any]:
+    """The arguments of ``answer_approval``, leaving out what was not given."""
+    args: dict[str, Any] = {"approval": approval, "decision": decision}
+    if reason:
+        args["reason"] = reason
+    if rule is not None:
+        args["rule"] = rule
+    return args
+
+
 def _hello_args(client: str, job: str | None, token: str | None) -> dict[str, Any]:
     args: dict[str, Any] = {"version": PROTOCOL_VERSION, "client": client}
     if job:
         args.update(job=job, token=token)
     return args
+
+
+#: What stops the store's notice (``store_notice`` of a person's hello) from being said.
+ACKNOWLEDGE = "roost daemon status --acknowledge"
+
+
+def notice_line(notice: str) -> str:
+    """The store's repair notice as one line: what the CLI says on stderr of every command until
+    it is acknowledged."""
+    return f"{' | '.join(notice.splitlines())}; run `{ACKNOWLEDGE}` once you have read this"
 
 
 def _result(frame: dict[str, Any]) -> Any:
@@ -104,6 +124,8 @@ class Client:
         self._buf = b""
         self._ids = itertools.count(1)
         self._events: deque[dict[str, Any]] = deque()
+        #: What the daemon said to our hello (a person's carries ``store_notice``).
+        self.greeting: dict[str, Any] = {}
 
     @classmethod
     def connect(cls, socket_path: Path, client: str = "cli", job: str | None = None,
@@ -113,7 +135,7 @@ class Client:
         sock.settimeout(timeout)
         self = cls(sock)
         try:
-            self.call("hello", timeout=timeout, **_hello_args(client, job, token))
+            self.greeting = self.call("hello", timeout=timeout, **_hello_args(client, job, token))
         except ClientError:
             sock.close()
             raise
@@ -234,6 +256,17 @@ class Client:
         for page in self.pages("children", **({"job": job} if job else {})):
             yield from page["rows"]
 
+    def answer_approval(self, approval: str, decision: str, reason: str = "", rule: str | None = None) -> Any:
+        """A person's answer to one approval: ``once``, ``job`` (with ``rule``, or the same tool with
+        the same command prefix) or ``deny`` (``reason`` is what the agent hears)."""
+        return self.call("answer_approval", **approval_args(approval, decision, reason, rule))
+
+    def pending_approvals(self) -> Iterator[dict[str, Any]]:
+        """Every pending approval, each with its ``job``: read from the rows of waiting jobs."""
+        for row in self.rows(states=["waiting"]):
+            for entry in row.get("approvals") or ():
+                yield {**entry, "job": row["id"], "title": row.get("title", "")}
+
     def close(self) -> None:
         self._sock.close()
 
@@ -267,6 +300,8 @@ class AsyncClient:
         #: Why the connection ended (None while it lives); ``end_code`` is ``lagged`` or ``disconnected``.
         self.end_reason: str | None = None
         self.end_code: str | None = None
+        #: What the daemon said to our hello (a person's carries ``store_notice``).
+        self.greeting: dict[str, Any] = {}
 
     @classmethod
     async def connect(cls, socket_path: Path, client: str = "app", job: str | None = None,
@@ -279,7 +314,7 @@ class AsyncClient:
         self = cls(reader, writer)
         self._reader_task = asyncio.create_task(self._read_loop())
         try:
-            await self.call("hello", timeout=timeout, **_hello_args(client, job, token))
+            self.greeting = await self.call("hello", timeout=timeout, **_hello_args(client, job, token))
         except ClientError:
             await self.close()
             raise
@@ -370,6 +405,10 @@ class AsyncClient:
         """One request; raises ClientError with the daemon's code and words when refused, or
         ``timeout`` when no answer came within ``timeout`` seconds."""
         return await self._exchange(op, args, timeout)
+
+    async def answer_approval(self, approval: str, decision: str, reason: str = "", rule: str | None = None) -> Any:
+        """A person's answer to one approval (``Client.answer_approval``)."""
+        return await self.call("answer_approval", **approval_args(approval, decision, reason, rule))
 
     async def subscribe(self, what: str, timeout: float = DEFAULT_TIMEOUT,
                         **args: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -28,6 +28,7 @@ from .config_values import (
     _string, _string_list, _env_table, _theme, Check, PLACEHOLDERS,
 )
 from .models import LIFETIMES
+from .rules.approvals import MODES as APPROVAL_MODES, RuleError, parse_rules
 from .paths import UnsafePath, check_private
 
 __all__ = [
@@ -103,10 +104,14 @@ class DriverProfile:
     worktree: bool = False
     #: The ``[hosts.NAME]`` its jobs run on by default (None: where the spawn says, else here).
     host: str | None = None
+    #: Its jobs' approval policy unless a spawn says (None: "ask"), and their allow rules.
+    approvals: str | None = None
+    approval_rules: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "lifetime": self.lifetime, "options": _thaw(self.options),
-                "worktree": self.worktree, "host": self.host}
+                "worktree": self.worktree, "host": self.host, "approvals": self.approvals,
+                "approval_rules": list(self.approval_rules)}
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,8 @@ class Config:
     max_live_workers: int = 16
     spare_workers: int = 1
     max_depth: int = 4
+    #: Seconds an approval waits for a person before it is denied (0: it waits for ever).
+    approval_timeout: float = 3600.0
     finished_row_lifetime: float = 30.0
     agent_view_subagents: str = "hide"
     notify: tuple[str, ...] = ("needs_input",)
@@ -257,6 +264,7 @@ _TOP: dict[str, Check] = {
     "max_live_workers": _integer(0),
     "spare_workers": _integer(0, SPARE_WORKERS_MAX),
     "max_depth": _integer(1),
+    "approval_timeout": _seconds(),
     "finished_row_lifetime": _seconds(),
     "agent_view_subagents": _choice(AGENT_VIEW_SUBAGENTS),
     "notify": _choices(NOTIFY, {"none": "to notify nothing: notify = []",
@@ -279,8 +287,19 @@ _WORKTREE_KEYS: dict[str, Check] = {
     "dir": _string(),
 }
 
+def _allow_rules(value: Any) -> tuple[str, ...]:
+    """A list of allow rules (``shell:git status``, ``Bash:npm test*``; roost/rules/approvals.py)."""
+    items = tuple(_string_list()(value))
+    try:
+        parse_rules(items)
+    except RuleError as exc:
+        raise _Bad(f"expected allow rules TOOL or TOOL:PATTERN: {exc}") from None
+    return items
+
+
 _COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(LIFETIMES), "worktree": _boolean,
-                             "host": _string(nonempty=True)}
+                             "host": _string(nonempty=True), "approvals": _choice(APPROVAL_MODES),
+                             "approval_rules": _allow_rules}
 
 _HOST_KEYS: dict[str, Check] = {
     "ssh": _string(nonempty=True),
@@ -484,6 +503,7 @@ def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any
         lifetime: str | None = None
         worktree = False
         host: str | None = None
+        policy: dict[str, Any] = {}
         options: dict[str, Any] = {}
         for key, value in table.items():
             dotted = f"{prefix}.{_key_part(key)}"
@@ -495,6 +515,8 @@ def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any
                 worktree = checked(dotted, _COMMON["worktree"], value)
             elif key == "host":
                 host = checked(dotted, _COMMON["host"], value)
+            elif key in ("approvals", "approval_rules"):
+                policy[key] = checked(dotted, _COMMON[key], value)
             elif key in schema:
                 options[key] = checked(dotted, schema[key][0], value)
             else:
@@ -523,7 +545,7 @@ def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any
                     "expected an element containing '{prompt}' when prompt_via = 'arg' "
                     "(or set prompt_via = 'stdin')",
                 )
-        out[name] = DriverProfile(name, kind, lifetime, _freeze(options), worktree, host)
+        out[name] = DriverProfile(name, kind, lifetime, _freeze(options), worktree, host, **policy)
     return out
 
 

@@ -53,7 +53,7 @@ PEEK_MAX = 200
 #: ENTRY_MAX characters of it, cut the same way).
 QUESTION_MAX = 4000
 #: Record fields a row leaves out: what no view shows and only ``show`` needs.
-_FULL_ONLY = ("driver_opts", "session")
+_FULL_ONLY = ("driver_opts", "session", "approval_back", "approval_policy", "approval_grants")
 
 
 @dataclass
@@ -103,6 +103,17 @@ class Job:
     #: records their ``subagent`` entries; roost/daemon/index.py).
     provider_subagents: int = 0
     provider_running: int = 0
+    #: Its pending approvals (permission requests its agent waits on), oldest first: each
+    #: ``{"id", "tool", "what", "description"?, "subagent"?, "asked_at"}`` (docs/protocols.md). Kept
+    #: in the record so a restart of the daemon settles them, saying so. Replace it, never change it
+    #: in place.
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    #: The state it goes back to once its last approval is settled ("" while none is pending).
+    approval_back: str = ""
+    #: Its approval policy: one level per ancestor and its own last, each ``{"mode", "rules"}``
+    #: (roost/rules/approvals.py); and the allow rules a person granted it ("approve for this job").
+    approval_policy: list[dict[str, Any]] = field(default_factory=list)
+    approval_grants: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data (state as its string). Copies the dict fields
@@ -112,6 +123,8 @@ class Job:
         data["state"] = self.state.value
         for name in ("driver_opts", "labels", "usage"):
             data[name] = dict(data[name])
+        for name in ("approvals", "approval_policy", "approval_grants"):
+            data[name] = list(data[name])
         return data
 
     @classmethod
@@ -198,7 +211,9 @@ class Row:
                 del data[name]
             data["last_text"] = peek_text(data["last_text"])
             data["reason"] = peek_text(data["reason"])
-        waiting = self.job.state is State.WAITING
+        # Waiting on a question: not when it waits on approvals only (its question is an older turn's then).
+        waiting = self.job.state is State.WAITING and (not self.job.approvals
+                                                       or self.job.approval_back == State.WAITING.value)
         data["question"] = (self.job.question if full else question_line(self.job.question)) if waiting else ""
         if not self.job.worker_up:
             data["provider_running"] = 0

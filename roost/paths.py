@@ -39,6 +39,55 @@ def check_private(path: Path, what: str, sticky_ok: bool = False) -> None:
                          f"could change it. Fix: chmod go-w {path}")
 
 
+def check_ancestors(path: Path, what: str) -> None:
+    """Refuse ``path`` when another user could rename or replace it or any directory above it,
+    up to ``/``: then they could put a directory of their own in its place (and listen on the
+    socket, or write the store). Each existing directory above it, along the path as written and
+    along the path its links lead to, must be this user's or root's and writable by nobody else;
+    a sticky directory writable by others (``/tmp``) is fine when what is in it on the way down
+    is this user's (or root's), since nobody else may rename that. Raises UnsafePath saying which
+    directory and how to fix it."""
+    me = os.getuid()
+    seen: set[Path] = set()
+    for chain in (Path(os.path.abspath(path)), Path(os.path.realpath(path))):
+        below = chain
+        for d in chain.parents:
+            if d not in seen:
+                seen.add(d)
+                _check_above(d, below, path, what, me)
+            below = d
+
+
+def _check_above(d: Path, below: Path, path: Path, what: str, me: int) -> None:
+    """One directory above ``path``; ``below`` is the entry in it on the way down."""
+    try:
+        st = os.stat(d)
+    except FileNotFoundError:
+        return  # roost creates it, owner-only
+    if st.st_uid not in (me, 0):
+        raise UnsafePath(f"{what} {path}: the directory {d} above it belongs to uid {st.st_uid}, not to you "
+                         f"(uid {me}) or root: that user could rename it and put a directory of their own in its "
+                         f"place. Use a {what} under directories only you (or root) own: set ROOST_HOME, or fix "
+                         f"the owner (chown {me} {d}).")
+    if not st.st_mode & 0o022:
+        return
+    if st.st_mode & stat.S_ISVTX:
+        try:
+            owner = os.lstat(below).st_uid  # a link there is replaced by whoever owns it
+        except FileNotFoundError:
+            return  # roost creates it, as yours
+        if owner in (me, 0):
+            return
+        raise UnsafePath(f"{what} {path}: {below} is in the shared directory {d} (sticky, writable by others) but "
+                         f"belongs to uid {owner}, not to you (uid {me}): that user could replace what is in it. "
+                         f"Use a directory of your own there (set ROOST_HOME).")
+    who = " and ".join(w for w, bit in (("group", 0o020), ("others", 0o002)) if st.st_mode & bit)
+    raise UnsafePath(f"{what} {path}: the directory {d} above it is writable by {who} (mode "
+                     f"{stat.S_IMODE(st.st_mode):o}): another user could rename what is in it and put a directory "
+                     f"of their own in its place. Fix: chmod go-w {d} (or chmod +t {d} to make it sticky, like "
+                     f"/tmp), or set ROOST_HOME to a directory under ones only you can write.")
+
+
 def make_private_dir(path: Path) -> None:
     """Create ``path`` and any missing parents owner-only (0700) from the first moment: a mode
     given to mkdir can only lose bits to the umask, never gain them."""
@@ -100,11 +149,14 @@ class Paths:
 
     def ensure(self) -> None:
         """Create the directories owner-only (0700) and refuse any that another user owns or
-        may write (or that is a link to one): the config is what the daemon runs, state holds
-        conversations, runtime the socket. Raises UnsafePath saying which and how to fix it."""
+        may write (or that is a link to one), or that sits below a directory another user could
+        rename it out of (``check_ancestors``, up to ``/``; ``ROOST_HOME`` is one of those): the
+        config is what the daemon runs, state holds conversations, runtime the socket. Raises
+        UnsafePath saying which and how to fix it."""
         for d, what in ((self.config_dir, "config directory"), (self.state_dir, "state directory"),
                         (self.runtime_dir, "runtime directory")):
             check_private(d, what)
+            check_ancestors(d, what)
             make_private_dir(d)
         for d in (self.sessions_dir, self.logs_dir):
             make_private_dir(d)

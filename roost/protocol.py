@@ -45,6 +45,9 @@ ID_SCAN = 4096
 #: What a client that stopped reading gets, best effort, before the daemon closes it.
 LAGGED = {"event": "lagged", "dropped": True}
 SUBSCRIPTIONS = ("agent_view", "subtree", "timeline")
+#: A job's approval policy, and a person's answers to an approval (roost/rules/approvals.py).
+APPROVAL_MODES = ("ask", "deny", "allow")
+APPROVAL_ANSWERS = ("once", "job", "deny")
 
 
 class ErrorCode:
@@ -133,6 +136,7 @@ _NAME = Arg((str, type(None)), cap=bounds.NAME_MAX)
 _BRANCH = Arg((str, type(None)), cap=bounds.BRANCH_MAX)
 _STR = Arg((str,))  # a text: a message or a report, bounded in bytes where it goes (one prompt frame)
 _NEED_STR = Arg((str,), required=True)
+_OPT_STR = Arg((str, type(None)))  # bounded where it is read (an approval's rule: rules/approvals.py)
 _BOOL = Arg((bool,))
 _SEQ = Arg((int, type(None)), bounds=(0, INT_MAX))
 _JOB = {"job": _ID}
@@ -145,7 +149,8 @@ OPS: dict[str, dict[str, Arg]] = {
               "title": Arg((str, type(None)), cap=bounds.TITLE_MAX),
               "lifetime": _NAME, "labels": Arg((dict,)),
               "worktree": Arg((bool, type(None))), "branch": _BRANCH, "base": _BRANCH,
-              "host": _NAME},
+              "host": _NAME, "approvals": Arg((str, type(None)), choices=APPROVAL_MODES),
+              "approval_rules": Arg((list,), items=str)},  # each rule bounded by rules/approvals.py
     "send": {"job": _ID, "text": _NEED_STR},
     "stop": {"job": _ID, "tree": _BOOL},
     "close": _JOB,
@@ -172,14 +177,14 @@ OPS: dict[str, dict[str, Arg]] = {
     "status": {},
     "worktrees": {},
     "worktrees_prune": {},
-    "diff": {"job": _ID, "offset": Arg((int,), bounds=(0, INT_MAX))},
+    "diff": {"job": _ID, "offset": Arg((int,), bounds=(0, INT_MAX)), "snapshot": _OPT_ID},
     "merge": _JOB,
+    "answer_approval": {"approval": _ID, "decision": Arg((str,), required=True, choices=APPROVAL_ANSWERS),
+                        "reason": _STR, "rule": _OPT_STR},
     "acknowledge": {},
     "shutdown": {},
 }
 
-#: Operations a job may call about itself only (the daemon takes the job from the hello).
-JOB_ONLY_OPS = frozenset({"report"})
 _ID_IN_FRAME = re.compile(rb'"id"\s*:\s*(-?\d{1,18})(?![\d.eE])')
 
 

@@ -6,6 +6,9 @@ Commands go to the worker's stdin, each with an ``id`` echoed in its response::
     {"type": "prompt", "id": "p1", "message": "...", "run": 3}   (refused while a turn runs)
     {"type": "steer", "id": "q1", "message": "..."}          (a note for the turn in flight)
     {"type": "abort", "id": "a1"}                            (idempotent: succeeds when idle)
+    {"type": "approval_answer", "id": "r1", "approval": "W", "decision": "allow"|"deny", "reason": "..."}
+                                                              (the answer to the agent's approval W;
+                                                               success false for an id it does not know)
 
 Responses: ``{"type": "response", "id", "command", "success", "data"?, "error"?}``.
 Events (no id) come out on stdout as the turn goes::
@@ -16,6 +19,10 @@ Events (no id) come out on stdout as the turn goes::
     {"type": "tool", "name": "spawn", "args": {...}, "result": "...", "error": bool}
     {"type": "usage", "usage": {"input": 10, "output": 5, "context_tokens": 15, "context_window": 32000}}
     {"type": "note", "message": "..."}                        (for the job's timeline: what was left out)
+    {"type": "approval", "approval": "W", "tool": "Bash", "what": {"command": "...", "cwd": "..."},
+     "description"?: "...", "subagent"?: "..."}               (a permission request: the agent waits for
+                                                               its approval_answer, in a turn or not)
+    {"type": "approval_withdrawn", "approval": "W"}           (the agent no longer waits on it)
     {"type": "turn_end", "run": 3, "outcome": "ok"|"failed"|"aborted"|"waiting", "error"?, "question"?}
                                                               (run null and "own": true for the agent's own turn)
 
@@ -35,18 +42,20 @@ from typing import Any
 from roost.protocol import ENTRY_MAX, MAX_FRAME, encode
 
 OUTCOMES = ("ok", "failed", "aborted", "waiting")
+DECISIONS = ("allow", "deny")
 #: How much of each end of an over-long line a reader keeps, so an adapter can tell what it was.
 OVERSIZE_KEEP = 4096
 
 
 def response(req_id: Any, cmd: str, success: bool, data: Any = None, error: str | None = None) -> dict[str, Any]:
     """A worker's answer to one command."""
-    out: dict[str, Any] = {"type": "response", "id": req_id, "command": cmd, "success": success}
-    if data is not None:
-        out["data"] = data
-    if error is not None:
-        out["error"] = error
-    return out
+    return _given({"type": "response", "id": req_id, "command": cmd, "success": success}, data=data, error=error)
+
+
+def _given(event: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    """``event`` with each optional field that is not None."""
+    event.update((k, v) for k, v in optional.items() if v is not None)
+    return event
 
 
 def turn_end(run: Any, outcome: str, **fields: Any) -> dict[str, Any]:
@@ -54,6 +63,19 @@ def turn_end(run: Any, outcome: str, **fields: Any) -> dict[str, Any]:
     if outcome not in OUTCOMES:
         raise ValueError(f"unknown turn outcome {outcome!r}")
     return {"type": "turn_end", "run": run, "outcome": outcome, **fields}
+
+
+def approval(approval_id: str, tool: str, what: dict[str, Any], description: str | None = None,
+             subagent: str | None = None) -> dict[str, Any]:
+    """A permission request: exactly what will run (``what``: a command and its cwd, a path and its
+    diff, a URL, or the tool's input), the model's own words for it and the subagent that asks, if any."""
+    return _given({"type": "approval", "approval": approval_id, "tool": tool, "what": what},
+                  description=description, subagent=subagent)
+
+
+def approval_withdrawn(approval_id: str) -> dict[str, Any]:
+    """The agent no longer waits on an approval it asked (its turn was cancelled, say)."""
+    return {"type": "approval_withdrawn", "approval": approval_id}
 
 
 def note(message: str) -> dict[str, Any]:

@@ -251,3 +251,37 @@ def require_agent(what: str, missing: str | None) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"{missing} (CI is set, so the {what} tests must run)")
     pytest.skip(missing)
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    """A process's environment as /proc shows it; {} when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+
+
+def processes_with(needle: str, where: str = "cmdline") -> list[int]:
+    """The pids of every process on this machine whose ``cmdline`` (or ``environ``) holds ``needle``."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if needle.encode() in Path(entry.path, where).read_bytes():
+                    out.append(int(entry.name))
+            except OSError:
+                continue
+    return out
+
+
+def assert_token_in_no_argv(job_id: str, token: str, tools: str | None = None) -> None:
+    """The job's token is in its processes' environments — of the process whose command line holds
+    ``tools`` (its tool server), when given — and in no process's command line (``ps`` shows those)."""
+    assert len(token) >= 32
+    if tools is not None:
+        holders = processes_with(token, "environ")
+        assert any(tools.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in holders
+                   if os.path.exists(f"/proc/{pid}")), f"no {tools} of job {job_id} holds its token"
+    leaks = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:300] for pid in processes_with(token)}
+    assert leaks == {}, f"job {job_id}'s token is on a command line: {leaks}"

@@ -52,6 +52,9 @@ class FakeWorker:
         self.exited = False
         #: In a turn it began by itself (``begin_own_turn``), which ends as ``own``, not by a run.
         self.own = False
+        #: Every command it was sent, in order (kind and fields), and the approval answers among them.
+        self.commands: list[tuple[str, dict[str, Any]]] = []
+        self.answers: list[dict[str, Any]] = []
 
     async def start(self) -> None:
         self.pid = next(self.pids)
@@ -59,6 +62,9 @@ class FakeWorker:
     async def request(self, kind: str, timeout: float, **fields: Any) -> dict[str, Any]:
         if self.exited:
             raise ConnectionError("worker exited")
+        self.commands.append((kind, fields))
+        if kind == "approval_answer":
+            self.answers.append(fields)
         if kind == "prompt":
             self.prompts.append((fields["run"], fields["message"]))
         elif kind == "steer":
@@ -78,6 +84,11 @@ class FakeWorker:
             self.on_event({"type": "text", "text": text})
         self.on_event({"type": "turn_end", "run": self.prompts[-1][0], "outcome": outcome})
 
+    def ask(self, approval: str, command: str = "echo hi > f", tool: str = "shell", **more: Any) -> None:
+        """The agent asks for permission to run ``command``."""
+        self.on_event({"type": "approval", "approval": approval, "tool": tool,
+                       "what": {"command": command, "cwd": "/repo"}, **more})
+
     def begin_own_turn(self) -> None:
         """A turn nobody prompted (Claude Code taking in a background subagent's result)."""
         self.own = True
@@ -90,6 +101,7 @@ class FakeWorker:
         self.on_event({"type": "turn_end", "run": None, "own": True, "outcome": outcome, **fields})
 
     async def close(self, grace: float = 3.0) -> None:
+        self.commands.append(("close", {}))
         self.closing = True
         self.exit(0)
 

@@ -14,7 +14,7 @@ import pytest
 
 from roost.client import ClientError
 
-from conftest import DaemonHarness, pid_alive, require_agent
+from conftest import DaemonHarness, assert_token_in_no_argv, environ_of, pid_alive, require_agent
 from fake_anthropic import FakeAnthropic, prompt_blocks
 
 REPO = Path(__file__).resolve().parent.parent
@@ -136,6 +136,8 @@ def test_roost_spawn_through_mcp_makes_a_child_whose_report_comes_back(claude_da
     job = daemon.spawn(f"CALL mcp__roost__roost_spawn {task}", driver="claude")
     kids = daemon.wait_for(lambda: daemon.children(job), timeout=START, what="a child of the Claude Code job")
     assert [(k["parent"], k["title"], k["driver"]) for k in kids] == [(job, "kid", "builtin")]
+    # The tool server runs as the job, and its token is on no command line (not in --mcp-config).
+    assert_token_in_no_argv(job, environ_of(daemon.show(job)["pid"])["ROOST_TOKEN"], tools="roost.programs.mcp_server")
     kid = kids[0]["id"]
     daemon.wait_state(kid, "done")
     daemon.wait_for(lambda: fake.bodies_with(f'<roost-report child="{kid}"'), timeout=START,

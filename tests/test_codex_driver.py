@@ -13,7 +13,7 @@ import pytest
 
 from roost.client import ClientError
 
-from conftest import DaemonHarness, pid_alive, require_agent
+from conftest import DaemonHarness, assert_token_in_no_argv, environ_of, pid_alive, require_agent
 from fake_openai import FakeOpenAI, prompts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,6 +119,8 @@ def test_roost_spawn_through_mcp_makes_a_child_whose_report_comes_back(codex_dae
     job = codex_daemon.spawn(f"CALL mcp__roost__roost_spawn {task}", driver="codex")
     kids = codex_daemon.wait_for(lambda: codex_daemon.children(job), timeout=START, what="a child of the Codex job")
     assert [(k["parent"], k["title"], k["driver"]) for k in kids] == [(job, "kid", "builtin")]
+    token = environ_of(codex_daemon.show(job)["pid"])["ROOST_TOKEN"]
+    assert_token_in_no_argv(job, token, tools="roost.programs.mcp_server")  # the tool server is the job's
     kid = kids[0]["id"]
     codex_daemon.wait_state(kid, "done")
     codex_daemon.wait_for(lambda: fake.bodies_with(f'<roost-report child="{kid}"'), timeout=START,

@@ -12,7 +12,7 @@ import pytest
 
 from roost.client import ClientError
 
-from conftest import DaemonHarness, pid_alive
+from conftest import DaemonHarness, assert_token_in_no_argv, environ_of, pid_alive
 
 SCRIPT = Path(__file__).resolve().parent / "agent_script.py"
 CONFIG = f"""
@@ -76,6 +76,8 @@ def test_stop_mid_turn_kills_the_command(daemon):
     text = daemon.wait_for(lambda: "sleeping as pid" in "\n".join(daemon.texts(job)), what="the command to sleep")
     pid = int(next(t for t in daemon.texts(job) if "sleeping as pid" in t).rsplit(" ", 1)[1])
     assert text and pid_alive(pid)
+    assert_token_in_no_argv(job, environ_of(daemon.show(job)["pid"])["ROOST_TOKEN"])  # the worker's, its command's
+    assert environ_of(pid)["ROOST_TOKEN"] == environ_of(daemon.show(job)["pid"])["ROOST_TOKEN"]
     daemon.call("stop", job=job)
     row = daemon.wait_state(job, "stopped")
     daemon.wait_for(lambda: not pid_alive(pid), what="the command to be killed")

@@ -15,7 +15,7 @@ from roost.client import ClientError
 
 from conftest import DaemonHarness
 
-from roost.daemon.server import peer_uid
+from roost.socket_connect import peer_credentials
 from roost.protocol import MAX_FRAME
 
 
@@ -90,10 +90,10 @@ def test_socket_and_runtime_dir_are_owner_only(daemon):
     assert stat.S_IMODE(daemon.paths.runtime_dir.stat().st_mode) == 0o700
 
 
-def test_peer_uid_reads_the_connecting_process_uid():
+def test_peer_credentials_read_the_connecting_process_pid_and_uid():
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        assert peer_uid(a) == __import__("os").getuid()
+        assert peer_credentials(a) == (__import__("os").getpid(), __import__("os").getuid())
     finally:
         a.close()
         b.close()

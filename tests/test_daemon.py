@@ -10,7 +10,7 @@ import pytest
 
 from roost.client import ClientError
 
-from conftest import DaemonHarness, pid_alive
+from conftest import DaemonHarness, assert_token_in_no_argv, pid_alive
 
 
 def kinds(daemon: DaemonHarness, job: str) -> list[str]:
@@ -211,6 +211,7 @@ def test_the_worker_environment_carries_the_job_and_its_token(daemon):
     assert environ["ROOST_JOB_ID"] == job
     assert environ["ROOST_SOCKET"] == str(daemon.paths.socket)
     assert len(environ["ROOST_TOKEN"]) >= 32
+    assert_token_in_no_argv(job, environ["ROOST_TOKEN"])
     # That token proves the job; a wrong one is refused.
     with pytest.raises(ClientError) as info:
         daemon.client(job=job, token="0" * 32)

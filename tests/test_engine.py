@@ -142,7 +142,7 @@ async def test_detaching_a_middle_job_fixes_its_descendants_depths(rig: Rig) -> 
     b = await rig.spawn("b", caller=a)
     c = await rig.spawn("c", caller=b)
     d = await rig.spawn("d", caller=c)
-    await rig.sup.detach(b, None)
+    await rig.sup.detach(b)
     assert [rig.job(j).depth for j in (a, b, c, d)] == [0, 0, 1, 2]
     assert rig.sup.index.counts(a) == (0, 0)
     assert rig.sup.index.counts(b) == (2, 2)
@@ -157,7 +157,7 @@ async def test_counts_follow_children_as_they_finish(rig: Rig) -> None:
     rig.worker(kids[0]).end_turn()
     await rig.settle()
     assert rig.sup.index.counts(parent) == (3, 2)
-    await rig.sup.archive(kids[1], None)
+    await rig.sup.archive(kids[1])
     await rig.settle()
     assert rig.sup.index.counts(parent) == (2, 1)
     assert any(parent in ids for ids in rig.recorder.rows)
@@ -205,13 +205,13 @@ async def test_rename_and_unarchive_bring_back_the_subtree_archived_with_it(rig:
     root = await rig.spawn("root")
     kid = await rig.spawn("kid", caller=root)
     grandkid = await rig.spawn("grandkid", caller=kid)
-    await rig.sup.rename(kid, "  the   kid ", None)
+    await rig.sup.rename(kid, "  the   kid ")
     assert rig.job(kid).title == "the kid"
-    await rig.sup.archive(kid, None)
+    await rig.sup.archive(kid)
     await rig.settle()
     assert rig.sup.index.counts(root) == (0, 0)
     assert {r["id"] for r in rig.sup.list_page(archived_only=True)["rows"]} == {kid, grandkid}
-    await rig.sup.unarchive(kid, None)
+    await rig.sup.unarchive(kid)
     assert rig.job(kid).archived_at is None and rig.job(grandkid).archived_at is None
     assert rig.job(kid).parent == root and rig.sup.index.counts(root)[0] == 2
     assert rig.state(kid) == "stopped", "archived while it worked: it stays stopped"
@@ -221,9 +221,9 @@ async def test_rename_and_unarchive_bring_back_the_subtree_archived_with_it(rig:
 async def test_unarchiving_a_child_of_an_archived_parent_makes_it_a_root(rig: Rig) -> None:
     root = await rig.spawn("root")
     kid = await rig.spawn("kid", caller=root)
-    await rig.sup.archive(root, None)
+    await rig.sup.archive(root)
     await rig.settle()
-    await rig.sup.unarchive(kid, None)
+    await rig.sup.unarchive(kid)
     assert rig.job(kid).parent is None and rig.job(kid).depth == 0 and rig.job(root).archived_at is not None
 
 
@@ -241,6 +241,6 @@ async def test_a_stopped_job_closes_at_once_even_before_its_aborted_turn_ends(ri
     await rig.sup.stop(job, False, None)
     await rig.settle()
     assert rig.sup.engine.slots[job].turn is not None, "the abort's turn_end has not come"
-    result = await rig.sup.close(job, None)
+    result = await rig.sup.close(job)
     assert result == {"closed": True} and job not in rig.sup.engine.slots
     assert rig.state(job) == "stopped" and rig.job(job).reaped

@@ -53,7 +53,7 @@ async def test_the_hosts_place_is_a_live_worker_and_frees_when_it_ends(rig: Rig)
     second = await on(rig, "box")
     await idle(rig, first)
     assert rig.state(second) == "queued"  # an idle worker on the box still holds it
-    await rig.sup.close(first, None)
+    await rig.sup.close(first)
     await rig.settle()
     assert rig.state(second) == "working"
     assert rig.worker(second).prompts[0][1] == "work"
@@ -65,7 +65,7 @@ async def test_each_host_is_first_come_first_served_and_hosts_do_not_wait_for_ea
     gpu = await on(rig, "gpu")
     assert rig.state(gpu) == "working"
     await idle(rig, first)
-    await rig.sup.close(first, None)
+    await rig.sup.close(first)
     await rig.settle()
     assert [rig.state(j) for j in waiting] == ["working", "queued"]
 
@@ -73,7 +73,7 @@ async def test_each_host_is_first_come_first_served_and_hosts_do_not_wait_for_ea
 async def test_a_message_to_a_closed_job_on_a_full_host_waits_and_resumes_when_there_is_room(rig: Rig) -> None:
     first = await on(rig, "box")
     await idle(rig, first)
-    await rig.sup.close(first, None)
+    await rig.sup.close(first)
     other = await on(rig, "box")  # takes the box's only place
     assert rig.state(other) == "working"
     answer = await rig.sup.send(first, "again", None)
@@ -81,7 +81,7 @@ async def test_a_message_to_a_closed_job_on_a_full_host_waits_and_resumes_when_t
     assert answer == {"outcome": "queued", "job": first}
     assert len(rig.workers[first]) == 1 and rig.sup.engine.inbox[first] == 1
     await idle(rig, other)
-    await rig.sup.close(other, None)
+    await rig.sup.close(other)
     await rig.settle()
     assert rig.state(first) == "working"
     assert [p for _, p in rig.worker(first).prompts] == ["again"]
@@ -94,7 +94,7 @@ async def test_a_spawn_let_go_by_its_host_still_waits_for_the_global_cap(rig: Ri
     await idle(rig, first)
     local = await rig.spawn("here")  # the global place first's turn left
     assert rig.state(local) == "working"
-    await rig.sup.close(first, None)
+    await rig.sup.close(first)
     await rig.settle()
     assert rig.state(waiting) == "queued"  # room on the box, none under the global cap
     await idle(rig, local)
@@ -105,9 +105,9 @@ async def test_a_stopped_or_archived_job_leaves_its_hosts_queue(rig: Rig) -> Non
     first = await on(rig, "box")
     stopped, archived, last = [await on(rig, "box", p) for p in ("s", "a", "l")]
     await rig.sup.stop(stopped, False, None)
-    await rig.sup.archive(archived, None)
+    await rig.sup.archive(archived)
     await idle(rig, first)
-    await rig.sup.close(first, None)
+    await rig.sup.close(first)
     await rig.settle()
     assert rig.state(last) == "working"
     assert stopped not in rig.workers and archived not in rig.workers
@@ -128,12 +128,12 @@ async def test_thousands_waiting_on_one_host_start_one_by_one_in_order(rig: Rig)
     jobs = [await on(rig, "box", str(i)) for i in range(1500)]
     assert rig.sup.status()["queued"] == 1500
     await idle(rig, first)
-    await rig.sup.close(first, None)
+    await rig.sup.close(first)
     await rig.settle()
     for i in range(3):
         assert rig.state(jobs[i]) == "working" and rig.state(jobs[i + 1]) == "queued"
         await idle(rig, jobs[i])
-        await rig.sup.close(jobs[i], None)
+        await rig.sup.close(jobs[i])
         await rig.settle()
     assert rig.state(jobs[3]) == "working" and rig.sup.status()["queued"] == 1496
 
@@ -142,7 +142,7 @@ async def test_a_message_waiting_for_its_host_survives_a_restart_and_is_delivere
         rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = await on(rig, "box")
     await idle(rig, first)
-    await rig.sup.close(first, None)
+    await rig.sup.close(first)
     other = await on(rig, "box")
     await idle(rig, other)  # its idle worker holds the box's only place
     assert (await rig.sup.send(first, "after the restart", None))["outcome"] == "queued"

@@ -62,7 +62,7 @@ async def test_a_parents_row_counts_its_subagents_as_they_start_and_end(rig: Rig
     await rig.settle()
     assert rig.state(job) == "idle"
     assert subagent_counts(row(rig, job)) == (3, 1) == panel_counts(rig, job)
-    await rig.sup.close(job, None)  # a person closes it: t1 went with the worker, and the timeline says so
+    await rig.sup.close(job)  # a person closes it: t1 went with the worker, and the timeline says so
     await rig.settle()
     assert subagent_counts(row(rig, job)) == (3, 0) == panel_counts(rig, job)
     assert rig.sup.index.row(job, full=True)["provider_running"] == 0

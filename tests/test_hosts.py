@@ -14,7 +14,9 @@ from typing import Iterator
 
 import pytest
 
+from conftest import RawClient, assert_token_in_no_argv
 from roost.config import ConfigError, parse_config
+from roost.protocol import PROTOCOL_VERSION
 from roost.socket_connect import ClientError
 from roost.hosts.bundle import bundle
 from tests.sshd import Sshd, find_sshd, free_port
@@ -241,3 +243,59 @@ def test_a_hosts_max_running_jobs_holds_the_next_worker_until_one_there_ends(dae
     assert row["state"] == "queued" and row["pid"] is None
     daemon.call("close", job=first)
     assert daemon.wait_state(second, "idle", timeout=30)["state"] == "idle"
+
+
+def _token(pid: int) -> str | None:
+    try:
+        env = dict(i.split("=", 1) for i in Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in i)
+    except OSError:
+        return None
+    return env.get("ROOST_TOKEN")
+
+
+def _token_on_host(job_id: str) -> str:
+    """The token a remote job's worker holds in its environment (readable by the host's account)."""
+    found = [t for t in map(_token, remote_procs(job_id)) if t]
+    assert found, f"no worker of {job_id} holds a token"
+    return found[0]
+
+
+def _hello(path: Path, **args) -> tuple[RawClient, dict]:
+    client = RawClient(path, hello=False)
+    client.send({"id": 1, "op": "hello", "args": {"version": PROTOCOL_VERSION, "client": "host-account", **args}})
+    return client, client.reply(1)
+
+
+def test_the_forwarded_socket_takes_only_that_hosts_jobs_never_a_person(daemon_factory, sshd, tmp_path):
+    daemon = daemon_factory(_config(sshd, tmp_path / "remote", sshd.host_table("h2", tmp_path / "remote2") + "\n"))
+    far = daemon.spawn("say on h", host="h", cwd=str(tmp_path))
+    other = daemon.spawn("say on h2", host="h2", cwd=str(tmp_path))
+    here = daemon.spawn("say here", cwd=str(tmp_path))
+    for job in (far, other, here):
+        assert daemon.wait_state(job, *FINISHED, timeout=30)["state"] == "idle"
+    forwarded = next((tmp_path / "remote").glob("daemon-*.sock"))  # what a process on h's account reaches
+    assert forwarded.is_socket()
+    assert not (tmp_path / "remote").joinpath(daemon.paths.socket.name).exists()
+    local_token = _token(daemon.show(here)["pid"])
+    # No token: no hello as a person, so nothing else either (no spawn, no transcript).
+    client, reply = _hello(forwarded)
+    assert reply["error"]["code"] == "auth" and "takes jobs only" in reply["error"]["message"]
+    for req_id, op, args in ((2, "spawn", {"prompt": "run id", "host": "local"}), (3, "logs", {"job": here}),
+                             (4, "list", {})):
+        client.send({"id": req_id, "op": op, "args": args})
+        assert client.reply(req_id)["error"]["code"] == "no_hello"
+    client.close()
+    # A local job's token, or another host's job's, is no good here.
+    for job, token in ((here, local_token), (other, _token_on_host(other))):
+        client, reply = _hello(forwarded, job=job, token=token)
+        assert reply["error"]["code"] == "auth" and f"job {job} is not placed on host h" in reply["error"]["message"]
+        client.close()
+    # The host's own job is welcome, as a job: its own subtree, not another's transcript. Its token
+    # is in its worker's environment there, on no command line (here or there: ssh's, the wrapper's).
+    assert_token_in_no_argv(far, _token_on_host(far))
+    client, reply = _hello(forwarded, job=far, token=_token_on_host(far))
+    assert reply["ok"] and reply["result"]["job"] == far
+    client.send({"id": 2, "op": "logs", "args": {"job": here}})
+    assert client.reply(2)["error"]["code"] == "auth"
+    client.close()
+    assert {r["id"] for r in daemon.rows()} == {far, other, here}, "nothing was spawned"

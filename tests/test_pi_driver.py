@@ -22,7 +22,7 @@ from roost.drivers.pi import EXTENSION, PiAdapter
 from roost.protocol import ENTRY_MAX, MAX_FRAME, PROTOCOL_VERSION
 from roost.worker_protocol import OVERSIZE_KEEP, Oversize
 
-from conftest import DaemonHarness, pid_alive, require_agent
+from conftest import DaemonHarness, assert_token_in_no_argv, environ_of, pid_alive, require_agent
 from fakellm import FakeLLM, message_text, models_json
 
 REPO = Path(__file__).resolve().parent.parent
@@ -125,6 +125,7 @@ def test_roost_spawn_makes_a_child_whose_report_comes_back_as_the_next_prompt(pi
     job = daemon.spawn(f"CALL roost_spawn {task}", driver="pi")
     kids = daemon.wait_for(lambda: daemon.children(job), timeout=START, what="a child of the pi job")
     assert [(k["parent"], k["title"], k["driver"]) for k in kids] == [(job, "kid", "builtin")]
+    assert_token_in_no_argv(job, environ_of(daemon.show(job)["pid"])["ROOST_TOKEN"])  # pi's tools run inside pi
     kid = kids[0]["id"]
     daemon.wait_state(kid, "done")
     report = daemon.wait_for(lambda: fake.bodies_with(f'<roost-report child="{kid}"'), timeout=START,

@@ -23,7 +23,7 @@ async def spawn_together(rig: Rig, host: str, prompts: list[str]) -> list[str]:
 async def close(rig: Rig, job: str) -> None:
     rig.worker(job).end_turn()
     await rig.settle()
-    await rig.sup.close(job, None)
+    await rig.sup.close(job)
     await rig.settle()
 
 

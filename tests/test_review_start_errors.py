@@ -49,7 +49,7 @@ async def closed_job(rig: Rig) -> str:
     job = await rig.spawn("work")
     rig.worker(job).end_turn()
     await rig.settle()
-    await rig.sup.close(job, None)
+    await rig.sup.close(job)
     await rig.settle()
     return job
 

@@ -111,6 +111,9 @@ class FixedRows:
         while True:
             yield await self.fed.get()
 
+    def store_notice(self) -> str | None:
+        return None
+
     def end_reason(self) -> str:
         return "fixed rows never end"
 

@@ -33,15 +33,20 @@ Handle = Callable[["Connection", bytes], Awaitable[None]]
 
 
 class Connection:
-    """One client: a person, or a job proven by its token (``job``), once its hello succeeded."""
+    """One client: a person, or a job proven by its token (``job``), once its hello succeeded.
+    ``not_person`` says why its peer cannot be a person (a process the daemon started); ``host``
+    names the host whose socket it came through: then only that host's jobs may say hello."""
 
     _ids = itertools.count(1)
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, not_person: str | None = None,
+                 host: str | None = None) -> None:
         self.conn_id = next(self._ids)
         self.reader = reader
         self.writer = writer
         self.hello = False
+        self.not_person = not_person
+        self.host = host
         self.job: str | None = None
         self.client = "?"
         self.queued_bytes = 0

@@ -18,9 +18,11 @@ import collections
 import itertools
 import logging
 import sqlite3
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Protocol
 
 from roost.config import Config
+from roost.daemon.approvals import Book
 from roost.daemon.index import JobIndex
 from roost.daemon.messages import Due, Message, Resync, WorkerMessage
 from roost.daemon.run_queue import RunQueue
@@ -69,7 +71,12 @@ class Engine:
         #: Messages waiting in each job's inbox (kept here so no timer or rule runs SQL).
         self.inbox: collections.Counter[str] = collections.Counter()
         self.queue = RunQueue(self)
+        #: Which job each pending approval is of, and how recent ones were settled.
+        self.approvals = Book()
         self.closing_down = False
+        #: Opens (once) the socket a host's forward targets and gives its path (the daemon's server
+        #: sets it: roost/hosts/placement.py); None where nothing serves hosts.
+        self.host_socket: Callable[[str], Path] | None = None
         self.runs = itertools.count(1)
         self.fan_out = asyncio.Semaphore(FAN_OUT)
         self._mailboxes: dict[str, collections.deque[Message]] = {}
@@ -272,7 +279,11 @@ class Engine:
         self.store.after_commit(lambda: self.publisher.rows_changed(ids))
 
     def set_state(self, job: Job, state: State, **data: Any) -> None:
-        """Change a job's state, with a timeline entry; the hooks hear of it once it is committed."""
+        """Change a job's state, with a timeline entry; the hooks hear of it once it is committed. A job
+        with an approval pending stays ``waiting``: the state asked for is where it goes once none is."""
+        if job.approvals and state not in (State.WAITING, State.STOPPED, State.FAILED):
+            job.approval_back = state.value  # waiting while an approval is pending; this is what comes after
+            state = State.WAITING
         if job.state == state:
             return
         old = job.state
@@ -322,7 +333,8 @@ class Engine:
             attached=self.index.attached(job.id), queued=self.inbox[job.id], idle_since=slot.idle_since,
             last_report_at=slot.last_report_at, done_at=slot.done_at,
             owner_up=parent is not None and parent.phase is not Phase.CLOSING, held_since=slot.held_since,
-            subagents_running=job.provider_running, subagent_word_at=slot.subagent_word_at)
+            subagents_running=job.provider_running, subagent_word_at=slot.subagent_word_at,
+            approvals_asked=tuple(asked for _, asked in slot.approvals.values()))
 
     # -- timers ------------------------------------------------------------------------------------------
     def _arm(self, job: Job) -> None:

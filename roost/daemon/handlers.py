@@ -1,6 +1,6 @@
 """One small function per operation of the client protocol, found through one table.
 
-``handle_line`` parses a frame, checks who may call what, runs the operation's handler and
+``handle_line`` parses a frame, checks who may call what (roost/daemon/authority.py), runs the operation's handler and
 queues the reply on the connection. Handlers only translate arguments into calls of the
 Supervisor's API (and the Publisher's for subscriptions); a handler may return a value or an
 awaitable, so the sync reads and the async commands look the same here.
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from roost import __version__
-from roost.daemon import review, worktrees
+from roost.daemon import authority, review, worktrees
 from roost.models import State
-from roost.protocol import (JOB_ONLY_OPS, LIST_LIMIT, LOGS_LIMIT, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode,
+from roost.protocol import (LIST_LIMIT, LOGS_LIMIT, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode,
                             parse_request)
 
 if TYPE_CHECKING:
@@ -74,8 +74,7 @@ async def handle_line(ctx: Context, conn: Connection, line: bytes) -> None:
         if op != "hello" and not conn.hello:
             raise ProtocolError(ErrorCode.NO_HELLO,
                                 f"send hello first: {{\"op\": \"hello\", \"args\": {{\"version\": {PROTOCOL_VERSION}}}}}")
-        if op in JOB_ONLY_OPS and conn.job is None:
-            raise ProtocolError(ErrorCode.AUTH, f"{op} is for jobs: call it from a worker (ROOST_JOB_ID is not set)")
+        authority.check(op, args, conn.job, ctx.supervisor.index)  # who may call what: the one place
         result = HANDLERS[op](ctx, Request(conn, req_id, op, args))
         if inspect.isawaitable(result):
             result = await result
@@ -95,12 +94,25 @@ def hello(ctx: Context, req: Request) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.VERSION, f"protocol version {args['version']} is not supported "
                                                f"(this daemon speaks {PROTOCOL_VERSION})")
     job = args.get("job") or None
+    conn = req.conn
+    if job is None and conn.host is not None:
+        raise ProtocolError(ErrorCode.AUTH, f"host {conn.host}'s socket takes jobs only: say hello with the job's id and "
+                                            f"token (ROOST_JOB_ID, ROOST_TOKEN)")
+    if job is None and conn.not_person:
+        raise ProtocolError(ErrorCode.AUTH, f"not a person: {conn.not_person}, so this connection must prove a job "
+                                            f"with its id and token (ROOST_JOB_ID, ROOST_TOKEN)")
     if job is not None and not ctx.supervisor.token_valid(job, args.get("token")):
         raise ProtocolError(ErrorCode.AUTH, f"no valid token for job {job}")
+    if job is not None and conn.host is not None and ctx.supervisor.index.require(job).host != conn.host:
+        raise ProtocolError(ErrorCode.AUTH, f"job {job} is not placed on host {conn.host}: its token is no good on "
+                                            f"that host's socket")
     req.conn.job = job
     req.conn.client = str(args.get("client", "?"))
     req.conn.hello = True
-    return {"version": PROTOCOL_VERSION, "daemon": __version__, "job": job}
+    reply: dict[str, Any] = {"version": PROTOCOL_VERSION, "daemon": __version__, "job": job}
+    if job is None:  # a person: what they must hear about comes with the greeting, no extra round trip
+        reply["store_notice"] = ctx.supervisor.store.notice()
+    return reply
 
 
 # -- commands -----------------------------------------------------------------------------------------
@@ -121,17 +133,17 @@ def stop(ctx: Context, req: Request) -> Any:
 
 @handles("close")
 def close(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.close(req.args["job"], req.caller)
+    return ctx.supervisor.close(req.args["job"])
 
 
 @handles("pin", "unpin")
 def pin(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.set_pinned(req.args["job"], req.op == "pin", req.caller)
+    return ctx.supervisor.set_pinned(req.args["job"], req.op == "pin")
 
 
 @handles("label")
 def label(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.set_label(req.args["job"], req.args["key"], req.args["value"], req.caller)
+    return ctx.supervisor.set_label(req.args["job"], req.args["key"], req.args["value"])
 
 
 @handles("report")
@@ -139,24 +151,31 @@ def report(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.report(req.caller, req.args["status"], req.args.get("text", ""))
 
 
+@handles("answer_approval")
+def answer_approval(ctx: Context, req: Request) -> Any:
+    args = req.args
+    return ctx.supervisor.answer_approval(args["approval"], args["decision"], args.get("reason", ""),
+                                          args.get("rule"))
+
+
 @handles("archive")
 def archive(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.archive(req.args["job"], req.caller)
+    return ctx.supervisor.archive(req.args["job"])
 
 
 @handles("detach")
 def detach(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.detach(req.args["job"], req.caller)
+    return ctx.supervisor.detach(req.args["job"])
 
 
 @handles("rename")
 def rename(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.rename(req.args["job"], req.args["title"], req.caller)
+    return ctx.supervisor.rename(req.args["job"], req.args["title"])
 
 
 @handles("unarchive")
 def unarchive(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.unarchive(req.args["job"], req.caller)
+    return ctx.supervisor.unarchive(req.args["job"])
 
 
 @handles("attach")
@@ -224,6 +243,7 @@ def status(ctx: Context, req: Request) -> dict[str, Any]:
 def acknowledge(ctx: Context, req: Request) -> None:
     """A person read the store's notice (``roost daemon status --acknowledge``)."""
     ctx.supervisor.store.acknowledge()
+    ctx.supervisor.publisher.store_notice(None)
 
 
 @handles("shutdown")
@@ -245,9 +265,9 @@ def worktrees_prune(ctx: Context, req: Request) -> Any:
 
 @handles("diff")
 def diff(ctx: Context, req: Request) -> Any:
-    return review.diff(ctx.supervisor, req.args["job"], req.args.get("offset", 0))
+    return review.diff(ctx.supervisor, req.args["job"], req.args.get("offset", 0), req.args.get("snapshot"))
 
 
 @handles("merge")
 def merge(ctx: Context, req: Request) -> Any:
-    return review.merge(ctx.supervisor, req.args["job"], req.caller)
+    return review.merge(ctx.supervisor, req.args["job"])

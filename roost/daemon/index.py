@@ -352,6 +352,10 @@ def _row_size(job: Job, full: bool) -> int:
     labels = sum(len(k) + len(v) for k, v in job.labels.items())
     size = (_ROW_OVERHEAD + _utf8(job.title, TITLE_MAX) + _utf8(job.cwd, PATH_MAX)
             + 64 * min(len(job.labels), LABELS_MAX) + 4 * min(labels, LABELS_CHARS))
+    if job.approvals:  # each at most about WHAT_MAX bytes (roost/rules/approvals.py)
+        size += len(repr(job.approvals))
+    if full:
+        size += len(repr(job.approval_policy)) + len(repr(job.approval_grants))
     if full:
         size += (_utf8(job.last_text, LAST_TEXT_MAX) + _utf8(job.reason, LAST_TEXT_MAX) + len(job.question.encode())
                  + len(repr(job.driver_opts)) + len(repr(job.usage)))

@@ -114,6 +114,18 @@ class Resync(Message):
 
 
 @dataclass
+class AnswerApproval(Message):
+    """A person's answer to one of the job's pending approvals (``answer_approval``)."""
+
+    approval: str
+    #: "once", "job" or "deny" (roost.protocol.APPROVAL_ANSWERS).
+    decision: str
+    reason: str = ""
+    #: With "job": the allow rule to add (None: the same tool with the same command prefix).
+    rule: str | None = None
+
+
+@dataclass
 class Due(Message):
     """A deadline may have passed, or something a time rule reads changed: look again."""
 
@@ -165,13 +177,22 @@ class SteerAnswer(WorkerMessage):
 
 @dataclass
 class AbortAnswer(WorkerMessage):
-    run: int
+    run: int | None  # None: no turn ran (the abort stopped the agent's own subagents)
     ok: bool
 
 
 @dataclass
 class Event(WorkerMessage):
     event: dict[str, Any]
+
+
+@dataclass
+class AnswerNotTaken(WorkerMessage):
+    """The worker refused (or never answered) an ``approval_answer``."""
+
+    approval: str
+    decision: str
+    error: str
 
 
 @dataclass

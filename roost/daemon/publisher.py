@@ -193,6 +193,12 @@ class Publisher:
         for sub in subs:
             sub.conn.send(_timeline_frame(sub, data))
 
+    def store_notice(self, text: str | None) -> None:
+        """The store's notice changed (someone acknowledged it): every agent view hears, so an
+        open app's banner goes at once."""
+        for sub in self._views:
+            sub.conn.send({"event": "store_notice", "sub": sub.sub, "text": text})
+
 
 def _timeline_frame(sub: Subscription, entry: bytes) -> bytes:
     return b'{"event":"timeline","sub":%d,"entry":' % sub.sub + entry + b"}\n"

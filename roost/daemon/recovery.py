@@ -43,7 +43,15 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
 
     with store.transaction():
         for job in index.jobs.values():
-            changed = True
+            changed, settled = True, bool(job.approvals)
+            if settled:  # the agent that waited on them went with the last daemon
+                for entry in job.approvals:
+                    note(job, "approval", id=entry.get("id"), tool=entry.get("tool"), what=entry.get("what"),
+                         decision="gone", by="the daemon's restart",
+                         reason="the daemon restarted: the worker that asked is gone, nothing it asked ran")
+                job.approvals, back, job.approval_back = [], job.approval_back, ""
+                if job.state == State.WAITING and back:
+                    set_state(job, State(back), note="its approvals went with its worker")
             if job.pid is not None:
                 if job.provider_running > 0:  # the agent's own subagents went with its worker
                     for data in ended_with_worker(store.subagent_words(job.id), "the daemon restarted"):
@@ -66,7 +74,7 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
                 out.lost.append(job)
             else:
                 changed = False
-            if changed:
+            if changed or settled:
                 job.updated_at = now
                 store.save_job(job)
                 index.update(job)

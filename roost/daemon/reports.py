@@ -49,17 +49,23 @@ def batch(pending: list[dict[str, Any]], index: JobIndex) -> tuple[list[dict[str
 
 
 def prompt_text(reports: list[dict[str, Any]]) -> str:
-    """The prompt that carries children's reports to their parent's agent."""
+    """The prompt that carries children's reports to their parent's agent. Every ``<`` a child
+    wrote (its text, its title) is escaped, so no report can close its block or open another:
+    the only tags in the prompt are the daemon's."""
     blocks = []
     for rep in reports:
-        body = rep["text"].replace("</roost-report", "&lt;/roost-report")  # the block's end stays unique
         blocks.append(f'<roost-report child="{rep["child"]}" title="{_attr(rep["title"])}" state="{rep["state"]}" '
-                      f'kind="{rep["kind"]}">\n{body}\n</roost-report>')
+                      f'kind="{rep["kind"]}">\n{escape_body(rep["text"])}\n</roost-report>')
     return "\n".join(blocks)
 
 
+def escape_body(text: str) -> str:
+    """A report's text as its block carries it: ``&`` and ``<`` escaped (``html.unescape`` reads it back)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;")
+
+
 def _attr(text: str) -> str:
-    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace("\n", " ")
+    return escape_body(text).replace('"', "&quot;").replace("\n", " ")
 
 
 def route(eng: "Engine", child: Job, state: State, text: str) -> None:

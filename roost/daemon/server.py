@@ -19,7 +19,6 @@ import logging
 import os
 import signal
 import socket
-import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -28,11 +27,14 @@ from roost import __version__
 from roost.config import ConfigError, ConfigWatcher
 from roost.daemon.connection import Connection
 from roost.daemon.handlers import Context, handle_line
+from roost.daemon.peers import daemons_own
 from roost.daemon.store import Store, StoreError
 from roost.daemon.store_repair import open_store
 from roost.daemon.supervisor import Supervisor
+from roost.hosts.link import HostDown, host_socket_path
 from roost.paths import Paths, UnsafePath
 from roost.protocol import MAX_CONNECTIONS, MAX_FRAME, ErrorCode, ProtocolError, encode, err
+from roost.socket_connect import peer_credentials
 
 log = logging.getLogger("roost.daemon")
 
@@ -47,14 +49,6 @@ class AlreadyRunning(Exception):
     """Another daemon holds this state directory's lock."""
 
 
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a unix socket (SO_PEERCRED: Linux, which is
-    where roost runs; elsewhere the attribute is missing and every peer is refused)."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid
-
-
 class Daemon:
     def __init__(self, paths: Paths, config_path: Path | None, max_connections: int = MAX_CONNECTIONS) -> None:
         self.paths = paths
@@ -64,6 +58,8 @@ class Daemon:
         self.store: Store | None = None
         self.supervisor: Supervisor | None = None
         self._listener: socket.socket | None = None
+        #: Each host's own socket (what its forward targets), by host name: roost/hosts/link.py.
+        self._host_listeners: dict[str, tuple[socket.socket, Path]] = {}
         self._paused_at: float | None = None
         self._full = False
         self._clients: dict[asyncio.Task[None], Connection | None] = {}
@@ -99,6 +95,7 @@ class Daemon:
         self._listen()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        self.supervisor.engine.host_socket = self._host_socket
         self.supervisor.start()
         reload = asyncio.create_task(self._watch_config())
         log.info("roost daemon %s serving on %s (pid %d)", __version__, self.paths.socket, os.getpid())
@@ -106,19 +103,28 @@ class Daemon:
         reload.cancel()
 
     def _listen(self) -> None:
-        sock_path = self.paths.socket
-        if sock_path.exists() or sock_path.is_symlink():
-            sock_path.unlink()  # left by a killed daemon: we hold the lock, nobody serves it
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_umask = os.umask(0o177)  # owner-only from the moment it exists
-        try:
-            sock.bind(str(sock_path))
-        finally:
-            os.umask(old_umask)
-        sock.listen(BACKLOG)
-        sock.setblocking(False)
-        self._listener = sock
-        asyncio.get_running_loop().add_reader(sock.fileno(), self._accept)
+        self._listener = _bind(self.paths.socket)
+        asyncio.get_running_loop().add_reader(self._listener.fileno(), self._accept, self._listener, None)
+
+    def _host_socket(self, name: str) -> Path:
+        """The socket of host ``name``'s own, listening (opened on first use): what the forward to
+        that host targets, so its connections are host connections, never a person's. HostDown
+        when it cannot be opened."""
+        if name not in self._host_listeners:
+            path = host_socket_path(self.paths.runtime_dir, name)
+            try:
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                sock = _bind(path)
+            except OSError as exc:  # a path too long for a Unix socket, a full disk
+                raise HostDown(f"host {name}: cannot listen on {path} for its workers: {exc.strerror or exc}; "
+                               f"put roost's runtime directory somewhere shorter") from None
+            self._host_listeners[name] = (sock, path)
+            asyncio.get_running_loop().add_reader(sock.fileno(), self._accept, sock, name)
+        return self._host_listeners[name][1]
+
+    def _listening(self) -> list[tuple[socket.socket, str | None]]:
+        main = [(self._listener, None)] if self._listener is not None else []
+        return [*main, *((sock, name) for name, (sock, _) in self._host_listeners.items())]
 
     async def _watch_config(self) -> None:
         assert self.watcher is not None
@@ -135,10 +141,13 @@ class Daemon:
 
     # -- 3. clean-up ----------------------------------------------------------------------------------
     async def cleanup(self) -> None:
-        if self._listener is not None:
-            asyncio.get_running_loop().remove_reader(self._listener.fileno())
-            self._listener.close()
-            self._listener = None
+        for sock, _ in self._listening():
+            asyncio.get_running_loop().remove_reader(sock.fileno())
+            sock.close()
+        self._listener = None
+        for _, path in self._host_listeners.values():
+            path.unlink(missing_ok=True)
+        self._host_listeners.clear()
         if self.supervisor is not None:
             await self.supervisor.shutdown()
         for task, conn in list(self._clients.items()):
@@ -156,11 +165,10 @@ class Daemon:
             os.close(self._lock_fd)
 
     # -- accepting ------------------------------------------------------------------------------------
-    def _accept(self) -> None:
-        assert self._listener is not None
+    def _accept(self, listener: socket.socket, host: str | None) -> None:
         for _ in range(BACKLOG):
             try:
-                sock, _ = self._listener.accept()
+                sock, _ = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -172,29 +180,30 @@ class Daemon:
             if self._paused_at is not None:
                 log.warning("accepting connections again after %.1fs", time.monotonic() - self._paused_at)
                 self._paused_at = None
-            self._admit(sock)
+            self._admit(sock, host)
 
     def _pause_accepting(self, exc: OSError) -> None:
         """Out of descriptors: stop watching the listener for a while instead of spinning on it."""
         loop = asyncio.get_running_loop()
-        assert self._listener is not None
-        loop.remove_reader(self._listener.fileno())
+        for sock, _ in self._listening():
+            loop.remove_reader(sock.fileno())
         if self._paused_at is None:
             self._paused_at = time.monotonic()
             log.error("cannot accept connections: %s; paused, retrying every %.0fs", exc.strerror, ACCEPT_BACKOFF)
         loop.call_later(ACCEPT_BACKOFF, self._resume_accepting)
 
     def _resume_accepting(self) -> None:
-        if self._listener is not None:
-            asyncio.get_running_loop().add_reader(self._listener.fileno(), self._accept)
+        for sock, host in self._listening():
+            asyncio.get_running_loop().add_reader(sock.fileno(), self._accept, sock, host)
 
-    def _admit(self, sock: socket.socket) -> None:
-        """Refuse peers of another uid and connections past the cap; serve the others."""
+    def _admit(self, sock: socket.socket, host: str | None) -> None:
+        """Refuse peers of another uid and connections past the cap; serve the others, knowing
+        whether the peer may be a person (and, on a host's socket, which host it came through)."""
         sock.setblocking(False)
         try:
-            uid = peer_uid(sock)
+            pid, uid = peer_credentials(sock)
         except (OSError, AttributeError):
-            uid = -1
+            pid, uid = 0, -1
         if uid != os.getuid():
             _refuse(sock, ProtocolError(ErrorCode.AUTH, f"peer uid {uid} is not this daemon's user"))
         elif len(self._clients) >= self.max_connections:
@@ -205,11 +214,11 @@ class Daemon:
                                                         f"connections, its limit; try again later"))
         else:
             self._full = False
-            task = asyncio.create_task(self._serve_client(sock))
+            task = asyncio.create_task(self._serve_client(sock, daemons_own(pid), host))
             self._clients[task] = None
             task.add_done_callback(self._clients.pop)
 
-    async def _serve_client(self, sock: socket.socket) -> None:
+    async def _serve_client(self, sock: socket.socket, not_person: str | None, host: str | None) -> None:
         assert self.supervisor is not None
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=MAX_FRAME)
@@ -219,7 +228,8 @@ class Daemon:
         except OSError:
             sock.close()
             return
-        conn = Connection(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+        conn = Connection(reader, asyncio.StreamWriter(transport, protocol, reader, loop), not_person=not_person,
+                          host=host)
         self._clients[asyncio.current_task()] = conn  # type: ignore[index]
         try:
             await conn.serve(functools.partial(handle_line, self._context()))
@@ -245,6 +255,22 @@ class Daemon:
     def _stop_soon(self) -> None:
         """Stop after the reply to ``shutdown`` has gone out."""
         asyncio.get_running_loop().call_later(0.05, self._stopping.set)
+
+
+def _bind(path: Path) -> socket.socket:
+    """A listening unix socket at ``path``, owner-only from the moment it exists; one left there by
+    a killed daemon is replaced (we hold the lock: nobody serves it)."""
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    sock.listen(BACKLOG)
+    sock.setblocking(False)
+    return sock
 
 
 def _refuse(sock: socket.socket, error: ProtocolError) -> None:

@@ -73,3 +73,6 @@ class Slot:
     resume_replies: list[asyncio.Future[Any]] = field(default_factory=list)
     #: Callers of ``close`` waiting for the worker to be gone.
     close_replies: list[asyncio.Future[Any]] = field(default_factory=list)
+    #: Its pending approvals: the daemon's id -> (the worker's own id, when it was asked on the
+    #: monotonic clock, which the timeout counts from).
+    approvals: dict[str, tuple[str, float]] = field(default_factory=dict)

@@ -20,6 +20,8 @@ from roost.paths import open_private
 from roost.protocol import PAGE_BYTES
 
 SCHEMA_VERSION = 1
+#: The most a store's notice holds (it comes with every person's hello).
+NOTICE_CHARS = 4000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -109,19 +111,34 @@ class Store:
         return row["value"] if row else None
 
     def set_notice(self, text: str) -> None:
+        """Add a line to the notice; past NOTICE_CHARS the oldest lines give way (it rides in
+        every person's hello reply, so it stays small)."""
         with self.transaction():
             old = self.notice()
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('notice', ?)", (f"{old}\n{text}" if old else text,))
+            lines = [*(old.splitlines() if old else []), " ".join(text.split())[:NOTICE_CHARS]]
+            while len(lines) > 1 and sum(len(line) + 1 for line in lines) > NOTICE_CHARS:
+                lines.pop(0)
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('notice', ?)", ("\n".join(lines),))
 
     def acknowledge(self) -> None:
         with self.transaction():
             self._db.execute("DELETE FROM meta WHERE key='notice'")
 
-    def insert_row(self, table: str, columns: list[str], row: tuple[object, ...]) -> None:
-        """Copy one row as it is (a salvage from a damaged store)."""
+    def table_columns(self, table: str) -> list[tuple[str, str, bool, bool]]:
+        """Each column of ``table`` as (name, declared type, not null, is the rowid): the shape
+        a salvaged row must have to be taken for one of this table's."""
+        cols = list(self._db.execute(f"PRAGMA table_info({table})"))
+        alias = [c["name"] for c in cols if c["pk"]] if sum(1 for c in cols if c["pk"]) == 1 else []
+        return [(c["name"], c["type"].upper(), bool(c["notnull"] or c["pk"]),
+                 c["name"] in alias and c["type"].upper() == "INTEGER") for c in cols]
+
+    def insert_row(self, table: str, columns: list[str], row: tuple[object, ...]) -> int:
+        """Copy one row as it is (a salvage from a damaged store); 1 if it was new, 0 if a row
+        with its key was there already."""
         with self.transaction():
-            self._db.execute(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) "
-                             f"VALUES ({', '.join('?' * len(columns))})", row)
+            cur = self._db.execute(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) "
+                                   f"VALUES ({', '.join('?' * len(columns))})", row)
+            return cur.rowcount
 
     def _migrate(self) -> None:
         with self.transaction():

@@ -1,36 +1,48 @@
 """Opening the store when it may be damaged: a store that SQLite cannot read is moved aside
 under a name that says so (never overwritten or deleted), what can be read of it is salvaged
-into a new store, and the store keeps a notice saying what happened and where the damaged file is, which
-``roost daemon status`` shows until someone acknowledges it. docs/reliability.md tells how to get
-records back by hand."""
+into a new store, and the store keeps a notice saying what happened and where the damaged file
+is. The notice goes to every person's client in the hello reply (the CLI says it on stderr of
+every command, the app shows a banner) and in ``roost daemon status``, until someone
+acknowledges it. docs/reliability.md tells how to get records back by hand.
+
+The salvage reads the damaged file page by page (store_pages), not through SQLite: a table
+whose root page is lost still has its rows on its leaf pages, and SQLite cannot reach those.
+Nothing is copied to read it, so nothing is left behind."""
 
 from __future__ import annotations
 
 import logging
-import shutil
 import sqlite3
+import stat
 import time
 from pathlib import Path
 
 from roost.daemon.store import Store, StoreDamaged
+from roost.daemon.store_pages import LeafScan, PageFile, rows_by_table
+from roost.paths import check_private
 
 log = logging.getLogger("roost.daemon")
 
-#: Tables whose rows a salvage copies, in an order that keeps references sensible.
+#: Tables whose rows a salvage copies.
 _TABLES = ("jobs", "timeline", "outbox", "inbox", "damaged_records")
-#: How many damaged stretches one table's salvage steps over before it gives up.
-SALVAGE_TRIES = 64
+#: Files SQLite keeps beside the store, moved aside with it.
+_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 def open_store(path: Path, state_dir: Path) -> Store:
-    """The daemon's store, repaired first if it has to be. Raises StoreError only when the store
-    is sound but not usable (a newer schema): that one is left exactly as it is."""
+    """The daemon's store, repaired first if it has to be. Raises UnsafePath for a store another
+    user owns or may write (like the config, it is refused, not repaired), and StoreError only
+    when the store is sound but not usable (a newer schema): both are left exactly as they are."""
+    for f in (path, *(path.with_name(path.name + s) for s in _SIDE_FILES)):
+        check_private(f, "store file")
+        _owner_only(f)
+    when = time.strftime("%Y-%m-%d %H:%M:%S")
     if path.exists() and path.stat().st_size == 0 and _ran_before(state_dir):
         aside = _move_aside(path, "empty")
         store = Store(path)
-        _announce(store, f"the store {path} was empty (0 bytes) although roost has run in {state_dir} before; "
-                         f"it was moved to {aside} and a new, empty store was started (job records are gone "
-                         f"unless you have a copy; session files in {state_dir / 'sessions'} are intact)")
+        _announce(store, f"the store was found empty (0 bytes) and replaced on {when}, although roost has run in "
+                         f"{state_dir} before: job records are gone unless you have a copy (session files in "
+                         f"{state_dir / 'sessions'} are intact); the empty file was moved to {aside}")
         return store
     try:
         store = Store(path)
@@ -41,16 +53,27 @@ def open_store(path: Path, state_dir: Path) -> Store:
     except StoreDamaged as exc:
         problem = str(exc)
     aside = _move_aside(path, "damaged")
-    how = _copy_tables(aside, path)
-    try:
-        store = Store(path)
-        if store.check() is not None:
-            raise StoreDamaged("the salvaged copy is damaged too")
-    except StoreDamaged:
+    store = _fresh(path)
+    how = _salvage(aside, store)
+    if store.check() is not None:
+        store.close()
         store = _fresh(path)
         how = "nothing could be salvaged; a new, empty store was started"
-    _announce(store, f"the store {path} was damaged ({problem}); it was moved to {aside}; {how}")
+    _announce(store, f"the store was damaged and replaced on {when} ({problem}): {how}; the damaged file is kept "
+                     f"in {aside}")
     return store
+
+
+def _owner_only(path: Path) -> None:
+    """Make a store file of ours that others may read 0600: SQLite gives the files it makes
+    beside the store (``-wal``, ``-shm``, ``-journal``) the store's own mode."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return
+    if mode & 0o077:
+        log.warning("the store file %s was mode %o, readable by others; made 0600", path, mode)
+        path.chmod(0o600)
 
 
 def _ran_before(state_dir: Path) -> bool:
@@ -63,7 +86,7 @@ def _ran_before(state_dir: Path) -> bool:
 
 
 def _move_aside(path: Path, why: str) -> Path:
-    """Rename the store (and its -wal and -shm) to ``roost.db.WHY-TIMESTAMP``; never overwrite."""
+    """Rename the store (and its -wal, -shm and -journal) to ``roost.db.WHY-TIMESTAMP``; never overwrite."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
     aside = path.with_name(f"{path.name}.{why}-{stamp}")
     n = 1
@@ -71,87 +94,45 @@ def _move_aside(path: Path, why: str) -> Path:
         n += 1
         aside = path.with_name(f"{path.name}.{why}-{stamp}-{n}")
     path.rename(aside)
-    for suffix in ("-wal", "-shm"):
+    for suffix in _SIDE_FILES:
         extra = path.with_name(path.name + suffix)
         if extra.exists():
             extra.rename(aside.with_name(aside.name + suffix))
     return aside
 
 
-def _copy_tables(damaged: Path, into: Path) -> str:
-    """Read ``damaged`` table by table in rowid order, skipping over pages that cannot be read.
-    A truncated file is first padded back to the size its header says (a copy, in a temp name),
-    so SQLite reads what is there instead of refusing the whole file."""
-    store = _fresh(into)
-    readable = _padded_copy(damaged)
+def _salvage(damaged: Path, store: Store) -> str:
+    """Copy into ``store`` every row of ``damaged`` found on a page that is still whole, each
+    at the rowid it had; say how many of each kind came back and how many could not be read."""
+    shapes = {table: store.table_columns(table) for table in _TABLES}
     try:
-        src = sqlite3.connect(f"file:{readable}?mode=ro", uri=True)
-        for table in _TABLES:
-            _copy_table(src, store, table)
-        src.close()
-    except sqlite3.DatabaseError as exc:
-        log.warning("salvage stopped: %s", exc)
+        pages = PageFile(damaged)
+    except OSError as exc:
+        return f"the damaged file could not be read ({exc}), so nothing was salvaged"
+    scan = LeafScan(pages)
+    found = dict.fromkeys(_TABLES, 0)
+    try:
+        with store.transaction():
+            for table, cell in rows_by_table(scan, shapes):
+                cols = shapes[table]
+                names = ["rowid"] + [c[0] for c in cols if not c[3]]
+                values = [cell.rowid] + [v for v, c in zip(cell.values, cols) if not c[3]]
+                found[table] += store.insert_row(table, names, tuple(values))
+    except (OSError, sqlite3.Error) as exc:  # a read error, a full disk: the damaged file stays for another try
+        log.error("the salvage stopped: %s", exc)
+        return f"the salvage stopped ({exc}) and kept nothing; a new, empty store was started"
     finally:
-        readable.unlink(missing_ok=True)
-        store.close()
-    return f"the rows that could be read were salvaged into a new store ({_count(into)})"
-
-
-def _padded_copy(damaged: Path) -> Path:
-    copy = damaged.with_name(damaged.name + ".reading")
-    shutil.copyfile(damaged, copy)
-    with open(copy, "r+b") as fh:
-        header = fh.read(100)
-        if len(header) == 100 and header.startswith(b"SQLite format 3\0"):
-            page = int.from_bytes(header[16:18], "big")
-            pages = int.from_bytes(header[28:32], "big")
-            declared = (65536 if page == 1 else page) * pages
-            if declared > copy.stat().st_size:
-                fh.truncate(declared)
-    return copy
-
-
-def _copy_table(src: sqlite3.Connection, store: Store, table: str) -> None:
-    """Copy the rows of one table that can be read; a damaged stretch is stepped over by
-    looking further on in doubling strides."""
-    try:
-        cols = [r[1] for r in src.execute(f"PRAGMA table_info({table})")]
-    except sqlite3.DatabaseError:
-        return
-    try:
-        top = src.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
-    except sqlite3.DatabaseError:
-        top = 1 << 40  # its last pages are gone: walk until the tries run out
-    last, stride, tries = 0, 1, 0
-    while last < top and tries < SALVAGE_TRIES:
-        try:
-            cur = src.execute(f"SELECT rowid, {', '.join(cols)} FROM {table} WHERE rowid > ? ORDER BY rowid", (last,))
-            for row in cur:
-                last = row[0]
-                store.insert_row(table, cols, tuple(row[1:]))
-                stride = 1
-            return
-        except sqlite3.DatabaseError:
-            tries += 1
-            last += stride
-            stride *= 2
+        pages.close()
+    said = (f"{found['jobs']} job records, {found['timeline']} timeline entries, {found['outbox']} reports and "
+            f"{found['inbox']} messages were salvaged into a new store, read page by page")
+    if scan.unreadable:
+        said += f" ({scan.unreadable} rows on damaged pages could not be read)"
+    return said
 
 
 def _fresh(path: Path) -> Store:
     path.unlink(missing_ok=True)
     return Store(path)
-
-
-def _count(path: Path) -> str:
-    db = sqlite3.connect(path)
-    try:
-        jobs = db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
-        entries = db.execute("SELECT COUNT(*) FROM timeline").fetchone()[0]
-    except sqlite3.DatabaseError:
-        return "its contents could not be counted"
-    finally:
-        db.close()
-    return f"{jobs} job records, {entries} timeline entries"
 
 
 def _announce(store: Store, text: str) -> None:

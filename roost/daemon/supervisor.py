@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from roost.bounds import TITLE_MAX, labels_problem
 from roost.config import Config, ConfigError
 from roost.daemon import messages as m
+from roost.daemon.diffs import DiffCache
 from roost.daemon.engine import Engine
 from roost.daemon.hooks import Hooks
 from roost.daemon.index import JobIndex
@@ -33,6 +34,7 @@ from roost.drivers.base import DriverError
 from roost.models import LIFETIMES, RESUMABLE_STATES, STOPPABLE_STATES, Job, State
 from roost.paths import Paths
 from roost.protocol import LIST_LIMIT, MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
+from roost.rules import approvals as approval_rules
 
 if TYPE_CHECKING:
     from roost.daemon.publisher import Publisher
@@ -71,6 +73,8 @@ class Supervisor:
                              make_worker or process_factory(paths, config, self.spares), clock, monotonic,
                              hooks=self.hooks)
         self._lost: list[Job] = []
+        #: Each job's diff, made once per state of its worktree (roost/daemon/diffs.py).
+        self.diffs = DiffCache(paths.state_dir / "diffs")
 
     @property
     def config(self) -> Config:
@@ -81,13 +85,6 @@ class Supervisor:
         message.reply = asyncio.get_running_loop().create_future()
         self.engine.post(job_id, message)
         return await message.reply
-
-    def check_caller(self, caller: str | None, job: Job, what: str) -> None:
-        """A job acting through its tools may act on itself and on its own subtree only;
-        a person (no job) may act on anything."""
-        if caller is None or self.index.under(job.id, caller):
-            return
-        raise ProtocolError(ErrorCode.AUTH, f"job {caller} may not {what} {job.id}: only its owner may")
 
     # -- start-up and shutdown ----------------------------------------------------------------------
     def recover(self) -> None:
@@ -130,6 +127,7 @@ class Supervisor:
         flight is aborted first, so the agent saves what it has."""
         eng = self.engine
         eng.closing_down = True
+        self.diffs.close()
         if self.spares is not None:
             await self.spares.close()
         waits = []
@@ -137,7 +135,8 @@ class Supervisor:
             if slot.phase is not Phase.CLOSING:
                 slot.phase = Phase.CLOSING
                 slot.close_reason = "the daemon shut down"
-                waits.append(_shut(slot.worker, abort_first=slot.turn is not None))
+                waits.append(_shut(slot.worker, abort_first=slot.turn is not None,
+                                   denials=[wid for wid, _ in slot.approvals.values()]))
         if waits:
             try:
                 await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), SHUTDOWN_WAIT)
@@ -179,12 +178,13 @@ class Supervisor:
         labels = args.get("labels") or {}
         if problem := labels_problem(labels):
             raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {problem}")
+        policy = _policy(args, profile, parent, caller)
         _check_prompt(args["prompt"])
         now = self.clock()
         job = Job(id=self._new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
                   cwd=cwd, host=host, parent=parent.id if parent else None, state=State.QUEUED,
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
-                  driver_opts=profile.to_dict())
+                  driver_opts=profile.to_dict(), approval_policy=policy)
         await worktrees.prepare(job, args, profile, self.paths, config)
         eng = self.engine
         try:
@@ -217,19 +217,35 @@ class Supervisor:
         result = await self._ask(job_id, m.Send(text, caller))
         return {**result, "outcome": "restarted"} if restarts else result
 
-    async def rename(self, job_id: str, title: str, caller: str | None) -> dict[str, Any]:
-        self.check_caller(caller, self.index.require(job_id), "rename")
+    async def answer_approval(self, approval: str, decision: str, reason: str, rule: str | None) -> dict[str, Any]:
+        """A person's answer to one pending approval (handlers let only a person call this)."""
+        if rule is not None:
+            if decision != "job":
+                raise ProtocolError(ErrorCode.BAD_ARGS, "answer_approval: a rule goes with decision \"job\" only")
+            try:
+                rule = str(approval_rules.parse_rule(rule))
+            except approval_rules.RuleError as exc:
+                raise ProtocolError(ErrorCode.BAD_ARGS, f"answer_approval: {exc}") from None
+        if len(reason) > approval_rules.REASON_MAX:
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"answer_approval: a reason is at most "
+                                                    f"{approval_rules.REASON_MAX} characters, got {len(reason)}")
+        job_id = self.engine.approvals.jobs.get(approval)
+        if job_id is None:
+            raise self.engine.approvals.refusal(approval)
+        return await self._ask(job_id, m.AnswerApproval(approval, decision, reason, rule))
+
+    async def rename(self, job_id: str, title: str) -> dict[str, Any]:
+        self.index.require(job_id)
         title = " ".join(title.split())
         if not title or len(title) > TITLE_MAX:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"rename: a title is 1 to {TITLE_MAX} characters, not {len(title)}")
         await self._ask(job_id, m.Rename(title))
         return self.index.row(job_id)
 
-    async def unarchive(self, job_id: str, caller: str | None) -> dict[str, Any]:
+    async def unarchive(self, job_id: str) -> dict[str, Any]:
         """Bring back an archived job and what was archived with it (its subtree, archived at or
         after it). A job whose parent is still archived comes back as a root."""
         job = self.index.require(job_id)
-        self.check_caller(caller, job, "unarchive")
         if job.archived_at is None:
             return self.index.row(job_id)
         since = job.archived_at
@@ -238,11 +254,14 @@ class Supervisor:
                 if j.archived_at is not None and j.archived_at >= since]
         await self._ask(job.id, m.Unarchive(detach=parent is not None and parent.archived_at is not None))
         await asyncio.gather(*(self._ask(j.id, m.Unarchive(detach=False)) for j in back))
+        for member in (job, *back):  # a worktree roost removed is made again from its archive ref
+            told = await worktrees.bring_back(member)
+            if told is not None:
+                await self._ask(member.id, told)
         return self.index.row(job_id)
 
     async def stop(self, job_id: str, tree: bool, caller: str | None) -> dict[str, Any]:
         job = self.index.require(job_id)
-        self.check_caller(caller, job, "stop")
         targets = [job, *self.index.descendants(job.id)] if tree else [job]
         targets = [t for t in targets if t.state in STOPPABLE_STATES and t.archived_at is None]
         results = await asyncio.gather(*(self._ask(t.id, m.Stop(caller)) for t in targets))
@@ -250,17 +269,17 @@ class Supervisor:
         return {"stopped": len(stopped), "ids": stopped,
                 "already": job.state == State.STOPPED and not tree and not stopped}
 
-    async def close(self, job_id: str, caller: str | None, reason: str = "closed by its owner") -> dict[str, Any]:
-        self.check_caller(caller, self.index.require(job_id), "close")
+    async def close(self, job_id: str, reason: str = "closed by its owner") -> dict[str, Any]:
+        self.index.require(job_id)
         return await self._ask(job_id, m.Close(reason))
 
-    async def set_pinned(self, job_id: str, pinned: bool, caller: str | None) -> dict[str, Any]:
-        self.check_caller(caller, self.index.require(job_id), "pin" if pinned else "unpin")
+    async def set_pinned(self, job_id: str, pinned: bool) -> dict[str, Any]:
+        self.index.require(job_id)
         await self._ask(job_id, m.Pin(pinned))
         return self.index.row(job_id)
 
-    async def set_label(self, job_id: str, key: str, value: str | None, caller: str | None) -> dict[str, Any]:
-        self.check_caller(caller, self.index.require(job_id), "label")
+    async def set_label(self, job_id: str, key: str, value: str | None) -> dict[str, Any]:
+        self.index.require(job_id)
         await self._ask(job_id, m.Label(key, value))
         return self.index.row(job_id)
 
@@ -271,11 +290,10 @@ class Supervisor:
         self.index.require(caller)
         return await self._ask(caller, m.Report(status, text))
 
-    async def archive(self, job_id: str, caller: str | None) -> dict[str, Any]:
+    async def archive(self, job_id: str) -> dict[str, Any]:
         """Archive a job and its subtree; a child someone has open is detached instead, so it
         stays in view."""
         job = self.index.require(job_id)
-        self.check_caller(caller, job, "archive")
         archived: list[str] = []
         detached: list[str] = []
         stack = [job]
@@ -291,8 +309,8 @@ class Supervisor:
                              *(self._ask(j, m.Archive()) for j in archived))
         return {"archived": archived, "detached": detached}
 
-    async def detach(self, job_id: str, caller: str | None = None) -> dict[str, Any]:
-        self.check_caller(caller, self.index.require(job_id), "detach")
+    async def detach(self, job_id: str) -> dict[str, Any]:
+        self.index.require(job_id)
         await self._ask(job_id, m.Detach())
         return self.index.row(job_id)
 
@@ -351,6 +369,23 @@ class Supervisor:
                 "spares": self.spares.status() if self.spares is not None else None}
 
 
+def _policy(args: dict[str, Any], profile: Any, parent: Job | None, caller: str | None) -> list[dict[str, Any]]:
+    """A new job's approval policy: its parent's levels, then its own — the spawn's ``approvals`` and
+    ``approval_rules``, else its driver profile's. A job that spawns cannot loosen the profile either:
+    when it overrides one that says something, the profile stays a level above the child's own."""
+    asked = args.get("approvals") is not None or args.get("approval_rules") is not None
+    configured = profile.approvals is not None or bool(profile.approval_rules)
+    mode = args.get("approvals") or profile.approvals
+    rules = args.get("approval_rules") if args.get("approval_rules") is not None else profile.approval_rules
+    try:
+        above = list(parent.approval_policy) if parent is not None else []
+        if asked and configured and caller is not None:
+            above.append(approval_rules.level(profile.approvals or "ask", profile.approval_rules))
+        return approval_rules.child_policy(above, mode, rules)
+    except approval_rules.RuleError as exc:
+        raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {exc}") from None
+
+
 def _check_prompt(text: str) -> None:
     """A message must fit in one worker-protocol frame with room to spare, or no worker could
     ever take it (it would wait in the inbox for good)."""
@@ -360,8 +395,15 @@ def _check_prompt(text: str) -> None:
                                                 "-byte limit for one prompt; send it as a file the agent reads")
 
 
-async def _shut(worker: Any, abort_first: bool) -> None:
-    """Abort a turn in flight first (closing stdin mid-stream loses pi's partial answer), then close."""
+async def _shut(worker: Any, abort_first: bool, denials: list[str]) -> None:
+    """Deny what the agent waits on, abort a turn in flight (closing stdin mid-stream loses pi's
+    partial answer), then close. The exit settles the approvals on the record (as gone)."""
+    for wid in denials:
+        try:
+            await worker.request("approval_answer", timeout=2.0, approval=wid, decision="deny",
+                                 reason="the roost daemon shut down")
+        except (asyncio.TimeoutError, ConnectionError):
+            break
     if abort_first:
         try:
             await worker.request("abort", timeout=2.0)

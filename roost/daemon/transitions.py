@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from roost.bounds import LAST_TEXT_MAX, cut, labels_problem
+from roost.daemon import approvals
 from roost.daemon import messages as m
 from roost.daemon import reports
 from roost.daemon import turns as t
@@ -40,6 +41,10 @@ def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
     if restart and msg.caller is not None:  # only a person restarts a stopped job
         raise ProtocolError(ErrorCode.STOPPED, f"job {job.id} is stopped; a stopped job takes no messages "
                                                "from agents (a person's message restarts it)")
+    if job.approvals:  # not an answer: it denies what is pending, its text the reason the agent hears
+        msg.answer({"outcome": "denied", "job": job.id,
+                    "approvals": approvals.deny_for_message(eng, job, msg.text, msg.caller)})
+        return
     with eng.store.transaction():
         if restart:
             eng.set_state(job, State.IDLE, note="restarted by a person's message")
@@ -75,15 +80,16 @@ def on_stop(eng: "Engine", job: Job, msg: m.Stop) -> None:
     if job.state not in STOPPABLE_STATES or job.archived_at is not None:
         msg.answer(False)
         return
+    reason = f"stopped by job {msg.caller}" if msg.caller else "stopped by a person"
     with eng.store.transaction():
-        eng.set_state(job, State.STOPPED, by=msg.caller or "person",
-                      reason=f"stopped by job {msg.caller}" if msg.caller else "stopped by a person")
+        denials = approvals.deny_all(eng, job, "a stop", reason)
+        eng.set_state(job, State.STOPPED, by=msg.caller or "person", reason=reason)
         eng.store.drop_messages(job.id, eng.clock())
         eng.inbox.pop(job.id, None)
         eng.save(job)
     slot = eng.slots.get(job.id)
     if slot is not None:
-        t.abort(eng, job, slot, bounded=True)
+        t.abort(eng, job, slot, bounded=True, first=denials)
     eng.recheck_parent(job)
     eng.pump()
     msg.answer(True)
@@ -100,7 +106,10 @@ def on_close(eng: "Engine", job: Job, msg: m.Close) -> None:
         raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} is starting; wait for it to be ready")
     if msg.reply is not None:
         slot.close_replies.append(msg.reply)
-    w.close_worker(eng, job, slot, msg.reason)
+    with eng.store.transaction():  # what its agent waits on (a background subagent's request) is denied first
+        denials = approvals.deny_all(eng, job, "a close", msg.reason, restore=True)
+        eng.save(job)
+    w.close_worker(eng, job, slot, msg.reason, first=denials)
 
 
 def on_pin(eng: "Engine", job: Job, msg: m.Pin) -> None:
@@ -151,6 +160,7 @@ def on_report(eng: "Engine", job: Job, msg: m.Report) -> None:
 def on_archive(eng: "Engine", job: Job, msg: m.Archive) -> None:
     now = eng.clock()
     with eng.store.transaction():
+        denials = approvals.deny_all(eng, job, "the archive", "archived")
         job.archived_at = now
         if job.state in STOPPABLE_STATES:
             eng.set_state(job, State.STOPPED, reason="archived")
@@ -160,9 +170,8 @@ def on_archive(eng: "Engine", job: Job, msg: m.Archive) -> None:
         eng.timeline(job, "archived")
         eng.save(job)
     slot = eng.slots.get(job.id)
-    if slot is not None:
-        t.abort(eng, job, slot, bounded=True)
-        w.close_worker(eng, job, slot, "archived", bounded=True)
+    if slot is not None:  # the denials, then the abort, then the close: in that order at the worker
+        w.close_worker(eng, job, slot, "archived", bounded=True, first=t.abort_effect(eng, job, slot, denials))
     worktrees.after_archive(eng, job)
     eng.recheck_parent(job)
     eng.pump()
@@ -266,6 +275,7 @@ def on_due(eng: "Engine", job: Job, msg: m.Due) -> None:
     if slot is None or slot.phase is Phase.CLOSING:
         return
     facts, kids, config, now = eng.facts(job), eng.index.kids(job.id), eng.config, eng.monotonic()
+    approvals.expire(eng, job, slot, now)
     if auto_close_due(job, facts, kids, config, now):
         w.close_worker(eng, job, slot, "done: subagent auto-close")
         if job.parent:
@@ -284,5 +294,7 @@ HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
     m.Evict: w.on_evict, m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,
     m.PromptAnswer: t.on_prompt_answer, m.SteerAnswer: t.on_steer_answer, m.AbortAnswer: t.on_abort_answer,
     m.Event: t.on_event, m.Exited: w.on_exited,
+    m.AnswerApproval: approvals.on_answer, m.AnswerNotTaken: approvals.on_answer_not_taken,
     worktrees.Settled: worktrees.on_settled,
+    worktrees.Restored: worktrees.on_restored,
 }

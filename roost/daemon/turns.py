@@ -5,9 +5,9 @@ outcome comes back to the job's mailbox as a message; nothing here awaits inside
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Coroutine
 
-from roost.daemon import reports
+from roost.daemon import approvals, reports
 from roost.daemon.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
 from roost.daemon.slot import Phase, Slot, Turn
 from roost.models import QUESTION_MAX, Job, State, cut_middle
@@ -136,14 +136,30 @@ def on_steer_answer(eng: "Engine", job: Job, msg: SteerAnswer) -> None:
         deliver_next(eng, job)
 
 
-def abort(eng: "Engine", job: Job, slot: Slot, bounded: bool = False) -> None:
-    """Cut the turn in flight short; a worker that does not answer is killed."""
-    if slot.turn is None:
-        return
-    eng.spawn_task(_abort(eng, job.id, slot.worker, slot.turn.run), bounded=bounded)
+def abort(eng: "Engine", job: Job, slot: Slot, bounded: bool = False,
+          first: Coroutine[Any, Any, None] | None = None) -> None:
+    """Cut the turn in flight short; a worker that does not answer is killed. ``first`` (the denial of
+    what the agent waits on) goes to the worker before the abort, also when no turn runs."""
+    effect = abort_effect(eng, job, slot, first)
+    if effect is not None:
+        eng.spawn_task(effect, bounded=bounded)
 
 
-async def _abort(eng: "Engine", job_id: str, worker: Any, run: int) -> None:
+def abort_effect(eng: "Engine", job: Job, slot: Slot,
+                 first: Coroutine[Any, Any, None] | None = None) -> Coroutine[Any, Any, None] | None:
+    """What ``abort`` runs: ``first``, then the abort of the turn in flight; ``first`` alone (or None)
+    when nothing runs. With no turn but subagents of the agent's own that run, the abort goes too: it
+    stops them (docs/protocols.md). For an effect that must come after both (closing the worker)."""
+    if slot.turn is None and not job.provider_running:
+        return first
+    run = slot.turn.run if slot.turn is not None else None
+    return _abort(eng, job.id, slot.worker, run, first)
+
+
+async def _abort(eng: "Engine", job_id: str, worker: Any, run: int | None,
+                 first: Coroutine[Any, Any, None] | None = None) -> None:
+    if first is not None:
+        await first
     try:
         await worker.request("abort", timeout=ABORT_TIMEOUT)
         ok = True
@@ -193,6 +209,10 @@ def on_event(eng: "Engine", job: Job, msg: Event) -> None:
     elif kind == "turn_start":
         if event.get("own"):
             begin_own_turn(eng, job, slot)
+    elif kind == "approval":
+        approvals.on_asked(eng, job, slot, event)
+    elif kind == "approval_withdrawn":
+        approvals.on_withdrawn(eng, job, slot, event)
     elif kind == "response":
         pass  # a response here answers a command that already timed out
     elif kind == "turn_end":

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Coroutine
 
 from roost.config import ConfigError
-from roost.daemon import reports, worktrees
+from roost.daemon import approvals, reports, worktrees
 from roost.daemon.gitrun import GitError
 from roost.daemon.messages import Event, Evict, Exited, NotReady, Ready, Spawned, StartFailed
 from roost.daemon.run_queue import Placed
@@ -187,13 +187,23 @@ def on_evict(eng: "Engine", job: Job, msg: Evict) -> None:
         eng.pump()
 
 
-def close_worker(eng: "Engine", job: Job, slot: Slot, reason: str, bounded: bool = False) -> None:
-    """Close a worker on purpose; its record stays and the next message resumes it."""
+def close_worker(eng: "Engine", job: Job, slot: Slot, reason: str, bounded: bool = False,
+                 first: Coroutine[Any, Any, None] | None = None) -> None:
+    """Close a worker on purpose; its record stays and the next message resumes it. ``first`` (the
+    denial of what its agent waits on) goes to the worker before it is closed."""
     if slot.phase is Phase.CLOSING:
+        if first is not None:
+            eng.spawn_task(first, bounded=bounded)
         return
     slot.phase = Phase.CLOSING
     slot.close_reason = reason
-    eng.spawn_task(slot.worker.close(), bounded=bounded)
+    eng.spawn_task(_close(slot.worker, first), bounded=bounded)
+
+
+async def _close(worker: Any, first: Coroutine[Any, Any, None] | None) -> None:
+    if first is not None:
+        await first
+    await worker.close()
 
 
 def end_own_subagents(eng: "Engine", job: Job, why: str) -> None:
@@ -214,6 +224,7 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     on_purpose = slot.phase is Phase.CLOSING
     what = describe_exit(msg.returncode)
     with eng.store.transaction():
+        approvals.gone(eng, job, f"its worker {what} before anyone answered")
         end_own_subagents(eng, job, slot.close_reason if on_purpose else f"worker {what}")
         job.pid = None
         if on_purpose:

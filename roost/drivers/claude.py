@@ -46,10 +46,13 @@ OWN = object()
 YES = {"y", "yes", "allow", "ok", "approve", "go ahead"}
 
 
-def mcp_config(job: Job, ctx: LaunchContext) -> dict[str, Any]:
-    """The MCP config that gives an agent roost's tools as the job (shared by the Claude Code and Codex drivers)."""
+def mcp_config() -> dict[str, Any]:
+    """The MCP config that gives an agent roost's tools (shared by the Claude Code and Codex drivers). It
+    names no job and holds no token: it is on Claude Code's command line, which any process can read
+    (/proc/PID/cmdline). The server takes the job from the environment: Claude Code passes its own
+    on, where the daemon put ROOST_SOCKET, ROOST_JOB_ID and ROOST_TOKEN; Codex is given them (codex.py)."""
     return {"mcpServers": {MCP_NAME: {"type": "stdio", "command": sys.executable,
-                                      "args": ["-m", "roost.programs.mcp_server"], "env": ctx.roost_env(job)}}}
+                                      "args": ["-m", "roost.programs.mcp_server"]}}}
 
 
 def after_retries(count: int) -> str:
@@ -79,7 +82,7 @@ class ClaudeDriver(Driver):
         if config_dir is not None:
             config_dir.mkdir(parents=True, exist_ok=True)
         argv = [program, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
-                "--mcp-config", json.dumps(mcp_config(job, ctx)), "--allowedTools", f"mcp__{MCP_NAME}"]
+                "--mcp-config", json.dumps(mcp_config()), "--allowedTools", f"mcp__{MCP_NAME}"]
         if options.get("model"):
             argv += ["--model", str(options["model"])]
         if options.get("permission_mode"):

@@ -39,9 +39,11 @@ APPROVALS: dict[str, Callable[[bool], dict[str, Any]]] = {
 
 
 def thread_params(job: Job, ctx: LaunchContext) -> dict[str, Any]:
-    """What ``thread/start`` and ``thread/resume`` carry: the job's cwd, roost's tools as an MCP server
-    (the one Claude Code gets), and the configured model, sandbox and approval policy."""
-    server = {k: v for k, v in mcp_config(job, ctx)["mcpServers"][MCP_NAME].items() if k != "type"}
+    """What ``thread/start`` and ``thread/resume`` carry (on Codex's stdin): the job's cwd, roost's tools
+    as an MCP server (the one Claude Code gets, with the job's variables), and the configured model,
+    sandbox and approval policy."""
+    server = {k: v for k, v in mcp_config()["mcpServers"][MCP_NAME].items() if k != "type"}
+    server["env"] = ctx.roost_env(job)  # Codex passes few variables on; these go over its stdin, never argv
     params: dict[str, Any] = {"cwd": job.cwd, "config": {"mcp_servers": {MCP_NAME: server}},
                               "sandbox": ctx.options.get("sandbox", "workspace-write"),
                               "approvalPolicy": ctx.options.get("approval_policy", "on-request")}

@@ -6,9 +6,10 @@ watcher marks the host down; the next start on that host starts a new master). I
 is in roost's runtime directory, owner-only. Every worker, every file shipped and every probe is a
 session over it (``-o ControlMaster=no``), so a spawn costs no new handshake.
 
-The daemon's control socket is forwarded to the host once per master (``ssh -O forward -R``, a Unix
-socket in roost's directory there, 0600 by sshd's StreamLocalBindMask), so remote workers' tools
-reach the daemon as their job exactly as local ones do.
+A socket of the host's own (``host_socket_path``, the daemon listens on it) is forwarded to the host
+once per master (``ssh -O forward -R``, a Unix socket in roost's directory there, 0600 by sshd's
+StreamLocalBindMask), so remote workers' tools reach the daemon as their job exactly as local ones
+do — and never the person's socket: a connection through it must prove a job placed on that host.
 
 No prompt ever: BatchMode, StrictHostKeyChecking=yes (an unknown host key is refused with the
 command that fixes it), ConnectTimeout, and ServerAlive probes so a silent drop is seen in seconds.
@@ -48,6 +49,12 @@ def ssh_options(host: HostSettings) -> list[str]:
     if host.identity:
         out += ["-i", host.identity, "-o", "IdentitiesOnly=yes"]
     return [*out, *host.options]
+
+
+def host_socket_path(runtime_dir: Path, name: str) -> Path:
+    """The daemon's socket for host ``name``'s workers (what its forward targets): one per host, in
+    the runtime directory (0700), short since a Unix socket's path is bounded."""
+    return runtime_dir / "h" / f"{hashlib.sha256(name.encode()).hexdigest()[:10]}.sock"
 
 
 def remote_dir_expr(path: str) -> str:

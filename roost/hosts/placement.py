@@ -15,6 +15,7 @@ import json
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from roost.config import Config, ConfigError, DriverProfile, HostSettings
@@ -41,12 +42,12 @@ def _paths() -> Paths:
     return resolve()
 
 
-def link_for(host: HostSettings) -> Link:
-    """The daemon's one link to ``host`` (a reloaded config's settings replace the old ones)."""
+def link_for(host: HostSettings, host_socket: Callable[[str], Path]) -> Link:
+    """The daemon's one link to ``host`` (a reloaded config's settings replace the old ones); its
+    forward targets the socket ``host_socket`` opens for that host, never the person's."""
     link = _links.get(host.name)
     if link is None:
-        paths = _paths()
-        link = _links[host.name] = Link(host, paths.runtime_dir, paths.socket)
+        link = _links[host.name] = Link(host, _paths().runtime_dir, host_socket(host.name))
     link.host = host
     return link
 
@@ -75,11 +76,14 @@ async def prepare(eng: "Engine", job_id: str, worker: Any) -> str | None:
     job = eng.index.get(job_id)
     if job is None or not job.host:
         return None
+    if eng.host_socket is None:
+        return f"host {job.host}: this daemon serves no host sockets"
     try:
-        link = link_for(eng.config.host(job.host))
+        settings = eng.config.host(job.host)
     except ConfigError as exc:
         return f"host {job.host} is gone from the config: {exc.message}"
     try:
+        link = link_for(settings, eng.host_socket)
         await link.ensure()
         worker.launch = await _remote_launch(link, job, worker.launch)
     except HostDown as exc:

@@ -207,6 +207,8 @@ class BuiltinAgent(WorkerProcess):
                 self.write(rest)
             elif word == "run":
                 await self.run_command(rest)
+            elif word == "ask-run":
+                await self.ask_run(rest)
             elif word == "recall":
                 self.say("earlier prompts: " + (" | ".join(first_line(t) for t in self.history) or "(none)"))
             else:
@@ -244,6 +246,19 @@ class BuiltinAgent(WorkerProcess):
             raise TurnFailed(f"run: `{command}` exited with code {proc.returncode}" + (f": {text}" if text else ""))
         if text:
             self.say(text)
+
+    async def ask_run(self, command: str) -> None:
+        """``ask-run COMMAND``: ask for permission to run COMMAND (an approval of the tool ``shell``),
+        then run it as ``run`` does if allowed, or say why not; a denial does not fail the turn."""
+        if not command:
+            raise TurnFailed("ask-run: expected ask-run COMMAND")
+        decision, reason = await self.ask_approval("shell", {"command": command, "cwd": os.getcwd()})
+        if decision == "allow":
+            await self.run_command(command)
+            return
+        self.emit({"type": "tool", "name": "ask-run", "args": {"command": command}, "result": f"denied: {reason}",
+                   "error": True})
+        self.say(f"not run: {command} (denied: {reason})")
 
     async def wait_children(self) -> None:
         """Until every child has settled, reading them page by page (the first that has not ends

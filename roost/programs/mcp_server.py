@@ -48,7 +48,12 @@ TOOLS: list[dict[str, Any]] = [
          "title": _string("A short title (default: the task's first line)"),
          "lifetime": _string("task (default): closed once it reports done; workflow/session: kept until you "
                              "close it", ("task", "workflow", "session")),
-         "driver": _string("Which configured agent runs it (default: roost's default driver)")}, ("task",))},
+         "driver": _string("Which configured agent runs it (default: roost's default driver)"),
+         "approvals": _string("What it does with a permission request no rule allows (never looser than "
+                              "your own policy: the stricter wins)", ("ask", "deny", "allow")),
+         "approval_rules": {"type": "array", "items": {"type": "string"},
+                            "description": "Requests it may make without asking, within your own policy: "
+                                           "TOOL or TOOL:PATTERN, e.g. 'Bash:npm test*'"}}, ("task",))},
     {"name": "roost_send",
      "description": "Send a message to another roost job (a subagent of yours, say, to answer its question). "
                     "A finished or idle job resumes to take it.",
@@ -68,7 +73,7 @@ TOOLS: list[dict[str, Any]] = [
 
 def _spawn(call: Callable[..., Any], args: dict[str, Any]) -> str:
     row = call("spawn", prompt=args.get("task", ""), title=args.get("title"), lifetime=args.get("lifetime"),
-               driver=args.get("driver"))
+               driver=args.get("driver"), approvals=args.get("approvals"), approval_rules=args.get("approval_rules"))
     return (f'spawned job {row["id"]} ("{row["title"]}", driver {row["driver"]}, lifetime {row["lifetime"]}); '
             f"its report will arrive as a message")
 

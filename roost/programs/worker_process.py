@@ -9,6 +9,7 @@ A spare (``run_spare``) is started before its job, which it takes from the daemo
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import select
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from roost.protocol import MAX_FRAME
-from roost.worker_protocol import Oversize, encode_event, read_line, response, text_events, turn_end
+from roost.worker_protocol import (DECISIONS, Oversize, approval, approval_withdrawn, encode_event, read_line, response,
+                                   text_events, turn_end)
 
 STDOUT = 1
 #: Field of /proc/PID/stat where the environment block starts (the next is where it ends).
@@ -47,6 +49,9 @@ class WorkerProcess:
         self.turn: asyncio.Task[None] | None = None
         self.turn_run: Any = None
         self.turn_ended = True
+        #: The answers its approvals wait for, by its own approval id.
+        self.approvals: dict[str, asyncio.Future[tuple[str, str]]] = {}
+        self._approval_ids = itertools.count(1)
 
     @property
     def busy(self) -> bool:
@@ -65,6 +70,20 @@ class WorkerProcess:
     async def run_turn(self, run: Any, message: str) -> None:
         """Carry out one prompt, emitting events, and end it with ``end_turn``."""
         raise NotImplementedError
+
+    async def ask_approval(self, tool: str, what: dict[str, Any]) -> tuple[str, str]:
+        """Ask the daemon for permission and wait for its ``approval_answer``: (decision, reason). A turn
+        cancelled meanwhile withdraws the request."""
+        approval_id = f"b{next(self._approval_ids)}"
+        waiting: asyncio.Future[tuple[str, str]] = asyncio.get_running_loop().create_future()
+        self.approvals[approval_id] = waiting
+        self.emit(approval(approval_id, tool, what))
+        try:
+            return await waiting
+        finally:
+            if not waiting.done():
+                self.emit(approval_withdrawn(approval_id))
+            self.approvals.pop(approval_id, None)
 
     def steer(self, message: str) -> None:
         """Take a note into the turn in flight (only called when ``steer_refusal`` is None)."""
@@ -99,6 +118,15 @@ class WorkerProcess:
             self.steer(str(frame.get("message", "")))
         elif kind == "abort":
             await self.abort()
+            self.emit(response(req_id, kind, True))
+        elif kind == "approval_answer":
+            waiting = self.approvals.get(str(frame.get("approval")))
+            decision = frame.get("decision")
+            if waiting is None or waiting.done() or decision not in DECISIONS:
+                self.emit(response(req_id, kind, False, error=f"no pending approval {frame.get('approval')!r}"
+                                   if decision in DECISIONS else f"decision must be allow or deny, not {decision!r}"))
+                return
+            waiting.set_result((str(decision), str(frame.get("reason") or "")))
             self.emit(response(req_id, kind, True))
         else:
             self.emit(response(req_id, str(kind), False, error=f"unknown command: {kind}"))

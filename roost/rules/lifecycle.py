@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from roost.models import ACTIVE_STATES, Job, State
+from roost.rules.approvals import next_timeout
 
 
 class LifecycleConfig(Protocol):
@@ -20,6 +21,7 @@ class LifecycleConfig(Protocol):
     subagent_auto_close_delay: float
     report_hold_max: float
     wake_reaped_parent: bool
+    approval_timeout: float
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ class WorkerFacts:
     subagent_word_at: float | None = None
     #: Its worker was closed to make room under ``max_live_workers`` (reports wake it again).
     closed_for_room: bool = False
+    #: When each of its pending approvals was asked (the timeout counts from there).
+    approvals_asked: tuple[float, ...] = ()
 
 
 def close_blocker(job: Job, worker: WorkerFacts, children: Iterable[Job]) -> str | None:
@@ -60,6 +64,8 @@ def close_blocker(job: Job, worker: WorkerFacts, children: Iterable[Job]) -> str
         return "attached"
     if worker.in_turn:
         return "a turn is running"
+    if worker.approvals_asked:  # its agent waits on a person (a background subagent, between turns)
+        return "an approval is pending"
     if worker.busy:
         return "starting or stopping"
     if worker.queued:
@@ -135,11 +141,13 @@ def hold_until(worker: WorkerFacts, config: LifecycleConfig) -> float | None:
 
 
 def next_due(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig) -> float | None:
-    """The next moment a time rule may act on this job (auto-close, reap, the report hold), or
-    None: the engine arms one timer per job for it, so an idle daemon does nothing."""
+    """The next moment a time rule may act on this job (auto-close, reap, the report hold, an
+    approval's timeout), or None: the engine arms one timer per job for it, so an idle daemon does
+    nothing."""
     kids = list(children)
     times = [t for t in (auto_close_at(job, worker, kids, config), reap_at(job, worker, kids, config),
-                         hold_until(worker, config)) if t is not None]
+                         hold_until(worker, config), next_timeout(worker.approvals_asked, config.approval_timeout))
+             if t is not None]
     return min(times) if times else None
 
 

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from roost.models import FINISHED_STATES, NEEDS_INPUT_STATES, Row, State
+from roost.rules.approvals import describe, pending_line
 
 __all__ = ["activity_text", "age_seconds", "asked", "format_age", "peek_line", "readable_text", "usage_text"]
 
@@ -109,10 +110,12 @@ def _cut(text: str, width: int) -> str:
 def activity_text(row: Row, width: int) -> tuple[str, bool]:
     """What a row's activity column says, and whether it is a failure: a failed or stopped
     job says why (its reason) before anything else, a waiting one what it asks (a permission
-    request is such a question); others their last line."""
+    request: what it asks to run); others their last line."""
     if row.state in (State.FAILED, State.STOPPED) and row.job.reason:
         return _cut(row.job.reason, width), row.state is State.FAILED
-    if row.state is State.WAITING and row.job.question:
+    if row.state is State.WAITING and row.job.approvals:
+        return _cut(pending_line(row.job.approvals), width), False
+    if row.state is State.WAITING and row.job.question and not row.job.approvals:
         return _cut(row.job.question, width), False
     return peek_line(row, width), False
 
@@ -122,6 +125,8 @@ def asked(row: Row) -> str:
     (its report); "" for any other job."""
     if row.state not in NEEDS_INPUT_STATES:
         return ""
+    if row.state is State.WAITING and row.job.approvals:
+        return "\n".join(f"approve? {describe(a)}" for a in row.job.approvals)
     return (row.state is State.WAITING and row.job.question) or row.job.last_text
 
 
@@ -139,4 +144,11 @@ def readable_text(text: str) -> str:
         child, title, state, kind = (html.unescape(group) for group in match.groups())
         return f"↩ {title} [{child}] {state}" + (" (question)" if kind == "question" else "") + ":"
 
-    return _REPORT_CLOSE.sub("", _REPORT_OPEN.sub(opened, text)).replace("&lt;/roost-report", "</roost-report")
+    blocks = list(_REPORT_OPEN.finditer(text))
+    if not blocks:
+        return text
+    pieces = [text[:blocks[0].start()]]  # the agent's own words before the first block, as written
+    for match, after in zip(blocks, [*blocks[1:], None]):
+        body = text[match.end():after.start() if after else len(text)]
+        pieces += [opened(match), html.unescape(_REPORT_CLOSE.sub("", body))]  # bodies are escaped
+    return "".join(pieces)

@@ -52,6 +52,9 @@ class JobSource(Protocol):
     def events(self) -> AsyncIterator[dict[str, Any]]:
         """Pushed events (``row`` and ``timeline`` frames) until the connection ends."""
 
+    def store_notice(self) -> str | None:
+        """What the daemon said, greeting this connection, about a repaired store (None: nothing)."""
+
     def end_reason(self) -> str:
         """Why the last events stream ended (the daemon went away, or dropped a slow reader)."""
 
@@ -94,6 +97,9 @@ class DaemonSource:
             return
         async for event in self._client.events():
             yield event
+
+    def store_notice(self) -> str | None:
+        return self._client.greeting.get("store_notice") if self._client is not None else None
 
     def end_reason(self) -> str:
         client = self._client
@@ -142,12 +148,15 @@ class DaemonLink:
         self.rows: dict[str, Row] = {}
         #: How many finished root jobs the agent view's subscription left out (old ones).
         self.more = 0
+        #: The store's repair notice, from the hello and then its ``store_notice`` events (the banner shows it).
+        self.store_notice: str | None = None
         self._held: dict[int, set[str]] = {}
 
     async def connect(self, inline: bool = False) -> LinkUpdate:
         """Connect, subscribe to the agent view (children as rows too when ``inline``) and load
         its rows; the update names every row that came or went."""
         await self.source.connect()
+        self.store_notice = self.source.store_notice()
         gone = set(self.rows)
         self.rows.clear()
         self._held.clear()
@@ -217,6 +226,8 @@ class DaemonLink:
                     self.rows.pop(data["id"], None)
             elif kind == "timeline":
                 update.entries.append(event["entry"])
+            elif kind == "store_notice":
+                self.store_notice = event.get("text")
         return update
 
     async def batches(self, window: float = BURST_WINDOW) -> AsyncIterator[list[dict[str, Any]]]:

@@ -22,6 +22,7 @@ from roost.tui.help_screen import HelpScreen
 from roost.tui.job_message import JobMessage
 from roost.tui.looks import Palette
 from roost.tui.status_line import StatusLine
+from roost.tui.store_banner import StoreBanner
 
 #: Seconds between refreshes of what depends on the time (ages, lifetimes, the footer hint).
 TICK_SECONDS = 1.0
@@ -72,8 +73,10 @@ class RoostScreen(Screen[None]):
         self.palette: Palette | None = None
         self.stop_press = DoublePress(clock)
         self.status = StatusLine(id="status")
+        self.banner = StoreBanner()
 
     def compose_bottom(self) -> ComposeResult:
+        yield self.banner
         yield self.status
         yield Footer(compact=True)
 
@@ -83,6 +86,7 @@ class RoostScreen(Screen[None]):
         # change ever reaches a screen that is not there.
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         self.set_interval(TICK_SECONDS, self.tick)
+        self.banner.show(self.link.store_notice)
 
     def _theme_changed(self, _theme: object) -> None:
         self.palette = Palette.from_variables(self.app.get_css_variables())
@@ -99,6 +103,7 @@ class RoostScreen(Screen[None]):
         """The theme changed: draw again with the new palette."""
 
     def on_daemon_link_changed(self, message: DaemonLink.Changed) -> None:
+        self.banner.show(self.link.store_notice)
         self.rows_changed(message.update)
 
     def on_daemon_link_lost(self, message: DaemonLink.Lost) -> None:

@@ -103,3 +103,129 @@ def test_a_runtime_directory_that_links_to_another_users_directory_is_refused(tm
         p.ensure()
     assert "a link to" in str(info.value) and str(theirs) in str(info.value)
     assert mode(theirs) == 0o700 and os.stat(theirs).st_uid == other_uid, "nothing was changed on their side"
+
+
+# -- the store file (issue 18) ---------------------------------------------------------------------------
+NOBODY = 65534
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm"])
+def test_a_store_file_another_user_owns_is_refused_and_left_as_it_is(tmp_path: Path, suffix: str) -> None:
+    from roost.daemon.store import Store
+    from roost.daemon.store_repair import open_store
+
+    p = paths_mod.resolve({"ROOST_HOME": str(tmp_path / "home")})
+    p.ensure()
+    Store(p.store).close()
+    target = p.store.with_name(p.store.name + suffix)
+    target.touch()
+    os.chown(target, NOBODY, -1)
+    before = sorted(f.name for f in p.state_dir.iterdir())
+    with pytest.raises(paths_mod.UnsafePath) as info:
+        open_store(p.store, p.state_dir)
+    assert str(target) in str(info.value) and f"belongs to uid {NOBODY}" in str(info.value)
+    assert sorted(f.name for f in p.state_dir.iterdir()) == before, "not moved aside, not repaired"
+
+
+def test_a_store_writable_by_others_is_refused_with_the_fix_and_the_daemon_does_not_start(tmp_path: Path) -> None:
+    from roost.daemon.store import Store
+
+    home = tmp_path / "home"
+    p = paths_mod.resolve({"ROOST_HOME": str(home)})
+    p.ensure()
+    Store(p.store).close()
+    p.store.chmod(0o666)
+    env = {**os.environ, "ROOST_HOME": str(home)}
+    env.pop("ROOST_CONFIG", None)
+    done = subprocess.run([sys.executable, "-m", "roost.daemon"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"{p.store} is writable by group and others" in done.stdout and f"chmod go-w {p.store}" in done.stdout
+
+
+def test_a_store_others_may_read_is_made_owner_only_and_so_is_every_file_sqlite_makes(roost_home: Path) -> None:
+    from conftest import DaemonHarness
+    from roost.daemon.store import Store
+
+    daemon = DaemonHarness(roost_home)
+    daemon.write_config("")
+    daemon.paths.ensure()
+    Store(daemon.paths.store).close()
+    daemon.paths.store.chmod(0o644)
+    old = os.umask(0)
+    try:
+        daemon.start()
+    finally:
+        os.umask(old)
+    try:
+        daemon.wait_state(daemon.spawn("say hi"), "idle")
+        files = sorted(daemon.paths.state_dir.glob("roost.db*"))
+        assert {f.name for f in files} >= {"roost.db", "roost.db-wal", "roost.db-shm"}
+        assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}
+    finally:
+        daemon.stop()
+
+
+# -- ownership all the way up (issue 18) -------------------------------------------------------------------
+def test_a_parent_of_roost_home_that_others_may_write_is_refused_with_the_fix(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    p = paths_mod.resolve({"ROOST_HOME": str(shared / "me" / "roost")})
+    with pytest.raises(paths_mod.UnsafePath) as info:
+        p.ensure()
+    text = str(info.value)
+    assert f"the directory {shared} above it is writable by group and others (mode 777)" in text
+    assert f"chmod go-w {shared}" in text
+    assert not (shared / "me").exists(), "nothing was made under it"
+
+
+def test_the_daemon_refuses_to_start_under_a_parent_others_may_write(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o775)
+    env = {**os.environ, "ROOST_HOME": str(shared / "roost")}
+    env.pop("ROOST_CONFIG", None)
+    done = subprocess.run([sys.executable, "-m", "roost.cli", "ls"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode != 0 and f"{shared} above it is writable by group (mode 775)" in done.stderr
+    assert not (shared / "roost" / "run" / "roost.sock").exists()
+
+
+def shared_sticky(tmp_path: Path) -> Path:
+    """A directory like /tmp: everyone may write it, nobody may rename what is someone else's."""
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    return sticky
+
+
+def test_a_directory_of_ones_own_in_a_sticky_shared_directory_is_fine(tmp_path: Path) -> None:
+    sticky = shared_sticky(tmp_path)
+    p = paths_mod.resolve({"ROOST_HOME": str(sticky / "mine" / "roost")})
+    p.ensure()
+    assert mode(sticky / "mine") == 0o700 and p.socket.parent.is_dir()
+    p.ensure()  # and again, once it is all there
+
+
+def test_a_directory_another_user_owns_above_roost_home_is_refused(tmp_path: Path) -> None:
+    sticky = shared_sticky(tmp_path)
+    theirs = sticky / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, NOBODY, -1)
+    p = paths_mod.resolve({"ROOST_HOME": str(theirs / "roost")})
+    with pytest.raises(paths_mod.UnsafePath) as info:
+        p.ensure()
+    assert f"{theirs} above it belongs to uid {NOBODY}" in str(info.value)
+
+
+def test_a_link_another_user_owns_in_a_sticky_directory_is_refused(tmp_path: Path) -> None:
+    """The link itself could be replaced by its owner, whatever it points at."""
+    sticky = shared_sticky(tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    link = sticky / "link"
+    link.symlink_to(mine)
+    os.lchown(link, NOBODY, -1)
+    with pytest.raises(paths_mod.UnsafePath) as info:
+        paths_mod.check_ancestors(link / "roost" / "state", "state directory")
+    assert f"{link} is in the shared directory {sticky}" in str(info.value)

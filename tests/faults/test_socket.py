@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +183,57 @@ def test_the_daemon_log_the_cli_starts_is_owner_only_whatever_the_umask(roost_ho
         assert stat.S_IMODE(os.stat(log).st_mode) == 0o600
     finally:
         subprocess.run([*umask0, "daemon", "stop"], env=env, capture_output=True, timeout=60)
+
+
+# -- who answers on the socket (issue 18) ----------------------------------------------------------------
+LISTENER = """
+import socket, sys
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.bind(sys.argv[1])
+sock.listen()
+print("ready", flush=True)
+sock.settimeout(60)
+conn, _ = sock.accept()
+conn.settimeout(5)
+got = b""
+try:
+    while chunk := conn.recv(65536):
+        got += chunk
+except TimeoutError:
+    pass
+print(f"received {len(got)} bytes: {got[:200]!r}", flush=True)
+"""
+
+
+def test_a_socket_another_user_answers_on_is_refused_and_told_nothing(tmp_path):
+    """Someone who could replace the runtime directory listens on roost.sock as themselves: the
+    CLI refuses to talk to them, says whose it is, and sends not one byte (not even its hello)."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to run a listener as another uid")
+    import shutil
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="roost-peer-", dir="/tmp"))  # a path uid 65534 can reach
+    try:
+        home.chmod(0o755)
+        run = home / "run"
+        run.mkdir(mode=0o700)
+        os.chown(run, 65534, 65534)
+        listener = subprocess.Popen(["/usr/bin/python3", "-c", LISTENER, str(run / "roost.sock")], user=65534,
+                                    group=65534, stdout=subprocess.PIPE, text=True, cwd="/")
+        try:
+            assert listener.stdout.readline().strip() == "ready"
+            env = {k: v for k, v in os.environ.items() if k not in ("ROOST_CONFIG", "ROOST_JOB_ID", "ROOST_TOKEN")}
+            done = subprocess.run([sys.executable, "-m", "roost.cli", "spawn", "--cwd", "/", "say my secret prompt"],
+                                  env={**env, "ROOST_HOME": str(home)}, capture_output=True, text=True, timeout=60)
+            said = listener.communicate(timeout=30)[0]
+        finally:
+            listener.kill()
+            listener.wait()
+        assert done.returncode == 1
+        assert f"answering on {run / 'roost.sock'} runs as uid 65534, not as you" in done.stderr
+        assert "nothing was sent" in done.stderr
+        assert said.strip() == "received 0 bytes: b''", "the listener got nothing"
+        assert not (home / "state").exists(), "and no daemon was started beside it"
+    finally:
+        shutil.rmtree(home)

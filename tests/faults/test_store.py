@@ -102,7 +102,13 @@ def test_one_bad_record_is_set_aside_and_the_rest_load(roost_home: Path) -> None
     store.close()
 
 
-def test_an_empty_store_where_roost_ran_before_is_not_taken_as_new_in_silence(roost_home: Path) -> None:
+def roost_cli(daemon: DaemonHarness, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "roost.cli", *args], env=daemon.env, capture_output=True,
+                          text=True, timeout=60, check=True)
+
+
+def replaced_store(roost_home: Path) -> tuple[Path, DaemonHarness]:
+    """A store found empty where roost ran before (every record gone), and a daemon on its new one."""
     path = seed(roost_home, 3)
     (path.parent / "sessions" / "j0001.jsonl").write_text('{"prompt": "say hi"}\n')
     for extra in path.parent.glob("roost.db-*"):
@@ -111,9 +117,79 @@ def test_an_empty_store_where_roost_ran_before_is_not_taken_as_new_in_silence(ro
     daemon = DaemonHarness(roost_home)
     daemon.write_config("")
     daemon.start()
+    return path, daemon
+
+
+def test_an_empty_store_where_roost_ran_before_is_not_taken_as_new_in_silence(roost_home: Path) -> None:
+    path, daemon = replaced_store(roost_home)
     try:
         notice = daemon.call("status")["store_notice"]
         assert "empty (0 bytes)" in notice and asides(path, "empty")
         assert daemon.rows() == []
     finally:
         daemon.stop()
+
+
+def test_a_replaced_store_is_said_on_stderr_of_every_command_until_acknowledged(roost_home: Path) -> None:
+    path, daemon = replaced_store(roost_home)
+    try:
+        [aside] = asides(path, "empty")
+        for args in (("ls",), ("ls", "--json"), ("spawn", "--cwd", "/", "say hi")):
+            done = roost_cli(daemon, *args)
+            [line] = done.stderr.splitlines()
+            assert line.startswith("roost: the store was found empty (0 bytes) and replaced on "), args
+            assert str(aside) in line and line.endswith("run `roost daemon status --acknowledge` once you have "
+                                                        "read this"), line
+        assert "no jobs yet" not in roost_cli(daemon, "ls").stdout, "the new job is listed"
+        roost_cli(daemon, "daemon", "status", "--acknowledge")
+        for args in (("ls",), ("ls", "--json"), ("daemon", "status")):
+            assert roost_cli(daemon, *args).stderr == "", args
+    finally:
+        daemon.stop()
+
+
+async def test_the_app_shows_a_banner_until_the_notice_is_acknowledged(roost_home: Path) -> None:
+    from roost.tui.store_banner import StoreBanner
+    from tui_helpers import SIZE, make_app, open_job, table_ids, until
+
+    _path, daemon = replaced_store(roost_home)
+    try:
+        app = make_app(daemon)
+        async with app.run_test(size=SIZE) as pilot:
+            banner = await until(pilot, lambda: next(iter(app.screen.query(StoreBanner).filter(".-shown")), None),
+                                 "the banner")
+            assert banner.region.height >= 1, "it takes room on the screen"
+            text = str(banner.render())
+            assert "the store was found empty" in text and "roost daemon status --acknowledge" in text
+            job_screen = await open_job(pilot, app, daemon.spawn("say here"))
+            assert job_screen.query_one(StoreBanner).has_class("-shown"), "on the job's screen too"
+            roost_cli(daemon, "daemon", "status", "--acknowledge")
+            await until(pilot, lambda: not job_screen.query_one(StoreBanner).has_class("-shown"),
+                        "the banner to go when acknowledged elsewhere")
+        job = daemon.spawn("say after")
+        app = make_app(daemon)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: job in table_ids(app), "the app to list the new job")
+            assert app.link.store_notice is None
+            assert not app.screen.query(StoreBanner).filter(".-shown"), "acknowledged: no banner"
+    finally:
+        daemon.stop()
+
+
+def test_the_notice_stays_within_its_bound_keeping_the_newest(tmp_path: Path) -> None:
+    """It rides in every person's hello: a store repaired again and again cannot grow it."""
+    from roost.daemon.store import NOTICE_CHARS
+
+    store = Store(tmp_path / "roost.db")
+    try:
+        store.set_notice("x" * (NOTICE_CHARS - 1))
+        assert len(store.notice()) == NOTICE_CHARS - 1, "at the bound: kept whole"
+        store.set_notice("y" * (NOTICE_CHARS * 3))
+        assert store.notice() == "y" * NOTICE_CHARS, "past it: the newest, cut to the bound"
+        for i in range(100):
+            store.set_notice(f"repair {i:03d}: " + "z" * 300)
+        notice = store.notice()
+        assert len(notice) <= NOTICE_CHARS and notice.splitlines()[-1].startswith("repair 099")
+        assert not notice.startswith("repair 000"), "the oldest gave way"
+    finally:
+        store.close()

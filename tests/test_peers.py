@@ -1,0 +1,47 @@
+"""Who may be a person (roost/daemon/peers.py), on real processes: a descendant of the daemon never
+is, nor a process that carries a worker's mark, nor one that cannot be read; others are."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from roost.daemon.peers import daemons_own
+from roost.proctree import MARK_VAR
+
+SLEEP = [sys.executable, "-c", "import time; time.sleep(30)"]
+
+
+def _child(**env: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(SLEEP, env={**{k: v for k, v in os.environ.items() if k != MARK_VAR}, **env})
+
+
+def test_a_descendant_of_the_daemon_is_never_a_person():
+    child = _child()
+    try:  # this test process plays the daemon, then its parent does: its child is theirs too
+        assert "descends from the daemon" in (daemons_own(child.pid, daemon=os.getpid()) or "")
+        assert "descends from the daemon" in (daemons_own(child.pid, daemon=os.getppid()) or "")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_process_outside_the_tree_is_a_person_unless_it_carries_a_mark():
+    plain, marked = _child(), _child(**{MARK_VAR: "0123abcd"})
+    try:
+        stranger = 2 ** 22 + 1  # no daemon of theirs: a pid that is no ancestor of either
+        assert daemons_own(plain.pid, daemon=stranger) is None
+        assert "carries a worker's mark" in (daemons_own(marked.pid, daemon=stranger) or "")
+    finally:
+        for proc in (plain, marked):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_process_that_is_gone_is_not_a_person():
+    gone = _child()
+    gone.kill()
+    gone.wait()
+    assert "gone" in (daemons_own(gone.pid, daemon=2 ** 22 + 1) or "")
+    assert "gone" in (daemons_own(0) or "")
