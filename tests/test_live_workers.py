@@ -96,7 +96,7 @@ async def test_idle_workers_count_and_the_least_recently_used_is_closed_for_a_st
 
 async def test_pinned_attached_and_waited_for_workers_are_not_closed(rig: Rig) -> None:
     pinned, attached, free = await idle_jobs(rig, 3)
-    await rig.sup.set_pinned(pinned, True, None)
+    await rig.sup.set_pinned(pinned, True)
     rig.sup.attach(attached, conn_id=7)
     await rig.settle()
     fourth = await rig.spawn("the fourth")
@@ -140,7 +140,7 @@ async def test_a_parent_closed_for_room_is_woken_by_its_childs_report(rig: Rig) 
     rig.config = replace(CFG, max_live_workers=2)
     parent = await rig.spawn("parent")
     child = await rig.spawn("child", caller=parent, lifetime="workflow")
-    await rig.sup.set_pinned(child, True, None)  # so the parent is the one the cap closes
+    await rig.sup.set_pinned(child, True)  # so the parent is the one the cap closes
     rig.worker(parent).end_turn()
     await rig.settle()
     rig.worker(child).end_turn(text="first")
