@@ -48,6 +48,7 @@ def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
     with eng.store.transaction():
         if restart:
             eng.set_state(job, State.IDLE, note="restarted by a person's message")
+            msg.restarted = True
         eng.store.add_message(job.id, msg.text, eng.clock())
         eng.inbox[job.id] += 1
         eng.timeline(job, "message", text=msg.text, by=msg.caller or "person")
@@ -89,6 +90,7 @@ def on_stop(eng: "Engine", job: Job, msg: m.Stop) -> None:
         eng.save(job)
     slot = eng.slots.get(job.id)
     if slot is not None:
+        t.cut(slot, "stop", msg.caller or "person")
         t.abort(eng, job, slot, bounded=True, first=denials)
     eng.recheck_parent(job)
     eng.pump()
@@ -100,7 +102,7 @@ def on_close(eng: "Engine", job: Job, msg: m.Close) -> None:
     if slot is None:
         msg.answer({"closed": False, "reason": "no worker is running"})
         return
-    if slot.turn is not None and job.state != State.STOPPED:  # a stopped turn is being cut anyway
+    if slot.turn is not None and slot.turn.ending is None:  # a stopped turn is being cut anyway
         raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} is in a turn; stop it first or wait")
     if slot.phase is Phase.STARTING:
         raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} is starting; wait for it to be ready")
@@ -171,6 +173,7 @@ def on_archive(eng: "Engine", job: Job, msg: m.Archive) -> None:
         eng.save(job)
     slot = eng.slots.get(job.id)
     if slot is not None:  # the denials, then the abort, then the close: in that order at the worker
+        t.cut(slot, "archive", "person")
         w.close_worker(eng, job, slot, "archived", bounded=True, first=t.abort_effect(eng, job, slot, denials))
     worktrees.after_archive(eng, job)
     eng.recheck_parent(job)

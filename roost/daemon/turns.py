@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Coroutine
 
 from roost.daemon import approvals, reports
 from roost.daemon.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
-from roost.daemon.slot import Phase, Slot, Turn
+from roost.daemon.slot import Ending, Phase, Slot, Turn
 from roost.models import QUESTION_MAX, Job, State, cut_middle
 from roost.protocol import ENTRY_MAX, without_lone_surrogates
 
@@ -136,6 +136,12 @@ def on_steer_answer(eng: "Engine", job: Job, msg: SteerAnswer) -> None:
         deliver_next(eng, job)
 
 
+def cut(slot: Slot, why: str, by: str) -> None:
+    """Say why the turn in flight is being cut short, and who asked (the first reason stays)."""
+    if slot.turn is not None and slot.turn.ending is None:
+        slot.turn.ending = Ending(why, by)
+
+
 def abort(eng: "Engine", job: Job, slot: Slot, bounded: bool = False,
           first: Coroutine[Any, Any, None] | None = None) -> None:
     """Cut the turn in flight short; a worker that does not answer is killed. ``first`` (the denial of
@@ -175,7 +181,7 @@ def on_abort_answer(eng: "Engine", job: Job, msg: AbortAnswer) -> None:
     if not msg.ok:
         msg.worker.kill()
         return
-    if job.state == State.STOPPED:  # the abort was taken but no turn_end came: settle this run
+    if slot.turn.ending is not None:  # the abort was taken but no turn_end came: settle this run
         eng.answer_turn(slot.turn, {"outcome": "delivered", "job": job.id})
         slot.turn = None
         slot.idle_since = eng.monotonic()
@@ -253,14 +259,15 @@ def begin_own_turn(eng: "Engine", job: Job, slot: Slot) -> None:
         return  # a prompt is in flight: its own turn_end settles it (Claude Code answers it after this one)
     slot.turn = Turn(run=next(eng.runs), kind="own", ids=[], state_before=job.state, text_before=job.last_text)
     slot.idle_since = None
-    cut = job.state == State.STOPPED
+    stopped = job.state == State.STOPPED
     with eng.store.transaction():
-        if cut:
+        if stopped:
             eng.timeline(job, "note", message="the agent began a turn of its own after a stop; it is aborted")
         else:
             eng.set_state(job, State.WORKING, note="a turn of the agent's own")
         eng.save(job)
-    if cut:
+    if stopped:
+        cut(slot, "stopped-before", "person")
         abort(eng, job, slot)
 
 
@@ -284,9 +291,11 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
     # was (a done parent stays done) and tells its own parent nothing new.
     quiet = (outcome == "ok" and report is None and turn.kind == "reports"
              and turn.state_before in (State.DONE, State.IDLE, State.BLOCKED, State.WAITING))
+    ending = turn.ending  # how it ends is decided from the turn, not from the job's state now
+    cut_short = ending is not None
     with eng.store.transaction():
-        if job.state == State.STOPPED:
-            eng.timeline(job, "turn_end", outcome=outcome, note="stopped")
+        if ending is not None:
+            eng.timeline(job, "turn_end", outcome=outcome, note="stopped", by=ending.by)
         elif quiet:
             eng.set_state(job, turn.state_before)
             if job.state == State.DONE:  # done again from now: the auto-close wait starts over
@@ -310,7 +319,7 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
             cut = {"cut": len(text) - ENTRY_MAX + 1} if len(text) > ENTRY_MAX else {}
             eng.set_state(job, State.WAITING, question=cut_middle(text, ENTRY_MAX), **cut)
             eng.timeline(job, "turn_end", outcome="waiting")
-        elif outcome == "aborted":  # nobody asked (a stop sets STOPPED first): a failed turn
+        elif outcome == "aborted":  # nobody asked (a stop or an archive cuts the turn first): a failed turn
             eng.set_state(job, State.FAILED, reason="the worker aborted its turn by itself")
             eng.timeline(job, "turn_end", outcome="aborted")
         else:
@@ -318,7 +327,7 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
             eng.set_state(job, State.FAILED, reason=text)
             eng.timeline(job, "turn_end", outcome="failed", error=text)
         eng.save(job)
-    if job.state != State.STOPPED and not quiet:
+    if not cut_short and not quiet:
         reports.route(eng, job, job.state, text)
     deliver_next(eng, job)
     eng.recheck_parent(job)

@@ -222,6 +222,8 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     del eng.slots[job.id]
     eng.queue.releasing.pop(job.id, None)
     on_purpose = slot.phase is Phase.CLOSING
+    #: A stop or an archive was cutting its turn (the job may have been restarted since).
+    cut_short = slot.turn is not None and slot.turn.ending is not None
     what = describe_exit(msg.returncode)
     with eng.store.transaction():
         approvals.gone(eng, job, f"its worker {what} before anyone answered")
@@ -232,7 +234,7 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
             eng.timeline(job, "closed", reason=slot.close_reason or "closed", exit=what)
             if job.state in TURN_STATES:  # it never sits at "working" with no worker
                 eng.set_state(job, State.FAILED, reason=f"{slot.close_reason or 'closed'} during its turn")
-        elif job.state == State.STOPPED or job.archived_at is not None or eng.closing_down:
+        elif job.state == State.STOPPED or cut_short or job.archived_at is not None or eng.closing_down:
             job.reaped = True
             eng.timeline(job, "closed", reason="worker ended after a stop", exit=what)
         else:
@@ -248,7 +250,7 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     if job.state == State.FAILED and not on_purpose and job.archived_at is None:
         reports.route(eng, job, State.FAILED, eng.last_error(job))
     refuse = "its worker ended before it was ready" if slot.resume_replies else ""
-    if slot.reopen and not eng.closing_down and job.archived_at is None and job.state != State.STOPPED:
+    if (slot.reopen or (cut_short and eng.inbox[job.id])) and not eng.closing_down and job.archived_at is None and job.state != State.STOPPED:
         placed = begin_start(eng, job)
         if placed is Placed.STARTED:
             eng.slots[job.id].resume_replies.extend(slot.resume_replies)
