@@ -10,6 +10,8 @@ import pytest
 
 from roost.config import Config
 from roost.daemon import messages as m
+from roost.models import State
+from roost.rules.state_table import IllegalTransition
 from tests.engine_fakes import Rig
 
 CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60, max_running_jobs=0)
@@ -54,3 +56,28 @@ async def test_a_send_behind_a_stop_says_restarted_from_the_handler(rig: Rig) ->
     sent = await rig.sup.send(child, "again", None)
     assert sent["outcome"] == "restarted"
     assert rig.state(child) == "idle"  # restarted; "again" waits for the aborted turn's end
+
+
+async def test_a_change_the_table_does_not_allow_raises_and_changes_nothing(rig: Rig) -> None:
+    job = await rig.spawn()
+    await rig.sup.stop(job, False, None)
+    await rig.settle()
+    record = rig.job(job)
+    with pytest.raises(IllegalTransition, match="stopped -> working is not allowed for 'turn'"):
+        rig.sup.engine.set_state(record, State.WORKING, "turn")
+    with pytest.raises(IllegalTransition, match="not a kind of state change"):
+        rig.sup.engine.set_state(record, State.IDLE, "whim")
+    assert rig.state(job) == "stopped"
+
+
+async def test_a_restart_by_a_message_is_saved_even_when_the_job_must_wait_to_start(tmp_path: Path) -> None:
+    """Found by the model (tests/engine_model.py): the restart changed memory only, so a stopped job
+    the cap kept from starting still read ``stopped`` in the store (and after a daemon restart)."""
+    rig = Rig(tmp_path, Config(idle_timeout=100, max_running_jobs=0, max_live_workers=1))
+    busy = await rig.spawn("busy")
+    job = await rig.spawn("second")
+    await rig.sup.stop(job, False, None)
+    assert (await rig.sup.send(job, "again", None))["outcome"] == "restarted"
+    await rig.settle()
+    assert rig.state(busy) == "working" and rig.state(job) == "idle"
+    assert {j.id: j.state for j in rig.store.jobs()}[job] == State.IDLE

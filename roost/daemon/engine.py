@@ -32,6 +32,7 @@ from roost.daemon.workers import WorkerFactory
 from roost.models import REASONED_STATES, Job, State
 from roost.protocol import ENTRY_MAX, ErrorCode, ProtocolError
 from roost.rules.lifecycle import WorkerFacts, next_due
+from roost.rules.state_table import check as check_transition
 
 if TYPE_CHECKING:
     from roost.daemon.publisher import Publisher
@@ -278,15 +279,17 @@ class Engine:
         ids = set(ids)
         self.store.after_commit(lambda: self.publisher.rows_changed(ids))
 
-    def set_state(self, job: Job, state: State, **data: Any) -> None:
-        """Change a job's state, with a timeline entry; the hooks hear of it once it is committed. A job
-        with an approval pending stays ``waiting``: the state asked for is where it goes once none is."""
+    def set_state(self, job: Job, state: State, kind: str, **data: Any) -> None:
+        """Change a job's state for a ``kind`` of reason the table allows (roost/rules/state_table.py:
+        an illegal change raises), with a timeline entry; the hooks hear of it once it is committed. A
+        job with an approval pending stays ``waiting``: the state asked for is where it goes once none is."""
         if job.approvals and state not in (State.WAITING, State.STOPPED, State.FAILED):
             job.approval_back = state.value  # waiting while an approval is pending; this is what comes after
-            state = State.WAITING
+            state, kind = State.WAITING, "approval"
         if job.state == state:
             return
         old = job.state
+        check_transition(job.id, old, state, kind)
         job.state = state
         job.state_since = self.clock()
         job.reason = str(data.get("reason") or f"by {data.get('by', 'its owner')}") if state in REASONED_STATES else ""

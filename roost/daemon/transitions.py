@@ -47,11 +47,13 @@ def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
         return
     with eng.store.transaction():
         if restart:
-            eng.set_state(job, State.IDLE, note="restarted by a person's message")
+            eng.set_state(job, State.IDLE, "restart", note="restarted by a person's message")
             msg.restarted = True
         eng.store.add_message(job.id, msg.text, eng.clock())
         eng.inbox[job.id] += 1
         eng.timeline(job, "message", text=msg.text, by=msg.caller or "person")
+        if restart:  # the record says so too, not only memory (a restart before its next save kept it stopped)
+            eng.save(job)
         eng.changed([job.id])
     slot = eng.slots.get(job.id)
     if job.state == State.QUEUED or (slot is not None and (slot.phase is Phase.STARTING or slot.turn is not None)):
@@ -84,7 +86,7 @@ def on_stop(eng: "Engine", job: Job, msg: m.Stop) -> None:
     reason = f"stopped by job {msg.caller}" if msg.caller else "stopped by a person"
     with eng.store.transaction():
         denials = approvals.deny_all(eng, job, "a stop", reason)
-        eng.set_state(job, State.STOPPED, by=msg.caller or "person", reason=reason)
+        eng.set_state(job, State.STOPPED, "stop", by=msg.caller or "person", reason=reason)
         eng.store.drop_messages(job.id, eng.clock())
         eng.inbox.pop(job.id, None)
         eng.save(job)
@@ -151,7 +153,7 @@ def on_report(eng: "Engine", job: Job, msg: m.Report) -> None:
     new = t.REPORT_STATES.get(msg.status, State.IDLE)
     if job.state != State.STOPPED:
         with eng.store.transaction():
-            eng.set_state(job, new)
+            eng.set_state(job, new, "report")
             eng.save(job)
         if new == State.DONE and slot is not None:
             slot.done_at = eng.monotonic()
@@ -165,7 +167,7 @@ def on_archive(eng: "Engine", job: Job, msg: m.Archive) -> None:
         denials = approvals.deny_all(eng, job, "the archive", "archived")
         job.archived_at = now
         if job.state in STOPPABLE_STATES:
-            eng.set_state(job, State.STOPPED, reason="archived")
+            eng.set_state(job, State.STOPPED, "archive", reason="archived")
         eng.store.drop_messages(job.id, now)
         eng.inbox.pop(job.id, None)
         eng.store.mark_reports([r["id"] for r in eng.store.pending_reports(job.id)], now)
@@ -262,7 +264,7 @@ def on_resync(eng: "Engine", job: Job, msg: m.Resync) -> None:
     nothing_runs = slot is None or (slot.turn is None and slot.phase is Phase.READY)
     with eng.store.transaction():
         if job.state in (State.STARTING, State.WORKING) and nothing_runs:
-            eng.set_state(job, State.FAILED, reason=f"{msg.reason} while its turn began or ended")
+            eng.set_state(job, State.FAILED, "failure", reason=f"{msg.reason} while its turn began or ended")
         eng.timeline(job, "error", message=f"{msg.reason}; the record was saved again once the store took writes "
                                            "(what happened in between may be missing from the timeline)")
         eng.save(job)

@@ -56,7 +56,7 @@ def deliver_next(eng: "Engine", job: Job) -> bool:
             eng.store.mark_reports(ids, now)
         eng.timeline(job, kind, run=run, **entry)
         # Working from the moment it is handed over, so a stop right after a message cuts it.
-        eng.set_state(job, State.WORKING)
+        eng.set_state(job, State.WORKING, "turn")
         eng.save(job)
     try:
         eng.commit_now()  # the prompt goes to the worker only once the store says it was handed over
@@ -99,7 +99,7 @@ def on_prompt_answer(eng: "Engine", job: Job, msg: PromptAnswer) -> None:
             eng.store.undeliver_reports(turn.ids)
         eng.timeline(job, "error", message=f"prompt refused: {msg.refusal}")
         if job.state == State.WORKING:
-            eng.set_state(job, turn.state_before)
+            eng.set_state(job, turn.state_before, "prompt-refused")
         eng.save(job)
     eng.answer_turn(turn, {"outcome": "queued", "job": job.id})
 
@@ -264,7 +264,7 @@ def begin_own_turn(eng: "Engine", job: Job, slot: Slot) -> None:
         if stopped:
             eng.timeline(job, "note", message="the agent began a turn of its own after a stop; it is aborted")
         else:
-            eng.set_state(job, State.WORKING, note="a turn of the agent's own")
+            eng.set_state(job, State.WORKING, "turn", note="a turn of the agent's own")
         eng.save(job)
     if stopped:
         cut(slot, "stopped-before", "person")
@@ -297,7 +297,7 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
         if ending is not None:
             eng.timeline(job, "turn_end", outcome=outcome, note="stopped", by=ending.by)
         elif quiet:
-            eng.set_state(job, turn.state_before)
+            eng.set_state(job, turn.state_before, "turn-end")
             if job.state == State.DONE:  # done again from now: the auto-close wait starts over
                 slot.done_at = now
             job.last_text = turn.text_before  # the peek keeps the question or the result
@@ -309,7 +309,7 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
             new = REPORT_STATES.get(status, State.IDLE)
             if new == State.DONE:
                 slot.done_at = now
-            eng.set_state(job, new)
+            eng.set_state(job, new, "turn-end")
             eng.timeline(job, "turn_end", outcome="ok", report=status if report else None)
         elif outcome == "waiting":
             text = str(event.get("question") or text)
@@ -317,14 +317,14 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
             # Bounded like a text entry (Claude Code's permission question quotes a tool's whole input), cut
             # in the middle so the question itself, at its end, stays (Claude Code also sends all of it as text).
             cut = {"cut": len(text) - ENTRY_MAX + 1} if len(text) > ENTRY_MAX else {}
-            eng.set_state(job, State.WAITING, question=cut_middle(text, ENTRY_MAX), **cut)
+            eng.set_state(job, State.WAITING, "turn-end", question=cut_middle(text, ENTRY_MAX), **cut)
             eng.timeline(job, "turn_end", outcome="waiting")
         elif outcome == "aborted":  # nobody asked (a stop or an archive cuts the turn first): a failed turn
-            eng.set_state(job, State.FAILED, reason="the worker aborted its turn by itself")
+            eng.set_state(job, State.FAILED, "turn-end", reason="the worker aborted its turn by itself")
             eng.timeline(job, "turn_end", outcome="aborted")
         else:
             text = str(event.get("error") or "the turn failed")
-            eng.set_state(job, State.FAILED, reason=text)
+            eng.set_state(job, State.FAILED, "turn-end", reason=text)
             eng.timeline(job, "turn_end", outcome="failed", error=text)
         eng.save(job)
     if not cut_short and not quiet:

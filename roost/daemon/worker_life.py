@@ -98,7 +98,7 @@ def _os_reason(exc: OSError) -> str:
 
 def fail_start(eng: "Engine", job: Job, reason: str) -> None:
     with eng.store.transaction():
-        eng.set_state(job, State.FAILED, reason=f"could not start its worker: {reason}")
+        eng.set_state(job, State.FAILED, "failure", reason=f"could not start its worker: {reason}")
         eng.timeline(job, "error", message=f"could not start its worker: {reason}")
         eng.save(job)
     eng.queue.releasing.pop(job.id, None)
@@ -135,7 +135,7 @@ def on_spawned(eng: "Engine", job: Job, msg: Spawned) -> None:
         if slot.launch_session:
             job.session = slot.launch_session
         if job.state == State.QUEUED:
-            eng.set_state(job, State.STARTING)
+            eng.set_state(job, State.STARTING, "started")
         eng.timeline(job, "worker", pid=job.pid, resumed=job.session is not None)
         eng.save(job)
         eng.kids_changed(job)
@@ -167,7 +167,7 @@ def on_not_ready(eng: "Engine", job: Job, msg: NotReady) -> None:
     with eng.store.transaction():
         eng.timeline(job, "error", message=msg.reason)
         if job.state in TURN_STATES:
-            eng.set_state(job, State.FAILED, reason=msg.reason)
+            eng.set_state(job, State.FAILED, "failure", reason=msg.reason)
         eng.save(job)
     refuse_resumes(eng, slot, job, msg.reason)
     slot.phase = Phase.CLOSING
@@ -233,13 +233,13 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
             job.reaped = True
             eng.timeline(job, "closed", reason=slot.close_reason or "closed", exit=what)
             if job.state in TURN_STATES:  # it never sits at "working" with no worker
-                eng.set_state(job, State.FAILED, reason=f"{slot.close_reason or 'closed'} during its turn")
+                eng.set_state(job, State.FAILED, "failure", reason=f"{slot.close_reason or 'closed'} during its turn")
         elif job.state == State.STOPPED or cut_short or job.archived_at is not None or eng.closing_down:
             job.reaped = True
             eng.timeline(job, "closed", reason="worker ended after a stop", exit=what)
         else:
             message = f"worker {what}" + (": " + " | ".join(msg.stderr_tail) if msg.stderr_tail else "")
-            eng.set_state(job, State.FAILED, reason=message)
+            eng.set_state(job, State.FAILED, "failure", reason=message)
             eng.timeline(job, "error", message=message, exit=what, stderr=msg.stderr_tail)
         eng.save(job)
         eng.kids_changed(job)
