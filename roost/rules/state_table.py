@@ -33,7 +33,7 @@ ROWS: dict[str, tuple[frozenset[State], frozenset[State]]] = {
     # the job's own report outside a turn (a shell tool after the fact)
     "report": (_but(ST), frozenset({I, D, B})),
     # its agent asks for an approval, or any change while one is pending (it stays waiting)
-    "approval": (_but(WT), frozenset({WT})),
+    "approval": (_but(WT, ST), frozenset({WT})),
     # no approval is pending any more: the state it had before
     "approval-settled": (frozenset({WT}), _but(WT, ST)),
     # a person's message to a stopped job
