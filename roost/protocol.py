@@ -19,7 +19,7 @@ from roost import bounds
 if TYPE_CHECKING:
     import asyncio
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 #: The largest frame either side may send, newline included.
 MAX_FRAME = 1024 * 1024
 #: How many bytes of rows or entries one page (a ``list`` or ``logs`` reply, a snapshot frame)

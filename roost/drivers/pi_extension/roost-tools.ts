@@ -12,7 +12,7 @@ import { StringEnum } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { createConnection } from "node:net";
 
-const PROTOCOL_VERSION = 2; // roost/protocol.py's PROTOCOL_VERSION (tests/test_pi_driver.py checks they agree)
+const PROTOCOL_VERSION = 3; // roost/protocol.py's PROTOCOL_VERSION (tests/test_pi_driver.py checks they agree)
 const TIMEOUT_MS = 30_000;
 const CHILDREN_PAGE = 200; // roost/programs/mcp_server.py's CHILDREN_PAGE: one tool result stays readable
 
