@@ -48,6 +48,8 @@ class EngineModel(RuleBasedStateMachine):
         #: Jobs a person stopped since their last turn began (none may fail for its own abort).
         self.stopped_by_person: set[str] = set()
         self.over_cap_from: set[str] | None = None
+        self.live_before: set[str] = set()
+        self.queued_before: set[str] = set()
         #: Asked, not answered yet (each must be answered once no abort is held back).
         self.pending: list[asyncio.Future[Any]] = []
 
@@ -300,16 +302,22 @@ class EngineModel(RuleBasedStateMachine):
 
     @invariant()
     def caps_hold(self) -> None:
-        eng = self.rig.sup.engine
-        running = {j for j, s in eng.slots.items() if s.turn is not None or s.phase.value == "starting"}
-        over = ((self.config.max_running_jobs and eng.queue.running() > self.config.max_running_jobs)
-                or (self.config.max_live_workers and eng.queue.live_count() > self.config.max_live_workers))
-        if over:  # only right after a lowered cap or a restart: then nothing new may start
+        """Past ``max_live_workers`` (right after a lowered cap or a restart) no new worker starts;
+        at ``max_running_jobs`` no queued spawn does (the cap is on starting spawns: a message to a
+        live worker, or a resume, is not held by it)."""
+        eng, cfg = self.rig.sup.engine, self.config
+        live = set(eng.slots)
+        if cfg.max_live_workers and eng.queue.live_count() > cfg.max_live_workers:
             if self.over_cap_from is None:
-                self.over_cap_from = running
-            assert running <= self.over_cap_from, (running, self.over_cap_from)
+                self.over_cap_from = self.live_before
+            assert live <= self.over_cap_from, (live, self.over_cap_from)
         else:
             self.over_cap_from = None
+        if cfg.max_running_jobs and eng.queue.running() > cfg.max_running_jobs:
+            started = {j for j in live - self.live_before if j in self.queued_before}
+            assert not started, (started, eng.queue.running(), cfg.max_running_jobs)
+        self.live_before = live
+        self.queued_before = {j.id for j in self.rig.sup.index.jobs.values() if j.state == State.QUEUED}
 
     @invariant()
     def no_job_both_queued_and_running(self) -> None:
