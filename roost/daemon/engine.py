@@ -69,7 +69,8 @@ class Engine:
         self.monotonic = monotonic
         self.hooks = hooks
         self.slots: dict[str, Slot] = {}
-        #: Messages waiting in each job's inbox (kept here so no timer or rule runs SQL).
+        #: Messages waiting in each job's inbox (kept here so no timer or rule runs SQL); changed with the
+        #: store's rows by the inbox methods below (and recounted by recovery and Resync).
         self.inbox: collections.Counter[str] = collections.Counter()
         self.queue = RunQueue(self)
         #: Which job each pending approval is of, and how recent ones were settled.
@@ -268,6 +269,26 @@ class Engine:
         entry = self.store.add_timeline(job.id, kind, data, self.clock())
         self.store.after_commit(lambda: self.publisher.timeline(entry))
         return entry
+
+    # -- a job's inbox: the store's rows and the engine's count change in one place ---------------
+    def add_message(self, job_id: str, text: str) -> None:
+        self.store.add_message(job_id, text, self.clock())
+        self.inbox[job_id] += 1
+
+    def take_message(self, job_id: str, msg_id: int) -> None:
+        """The message was handed to the worker."""
+        self.store.mark_message(msg_id, self.clock())
+        self.inbox[job_id] -= 1
+
+    def put_back_message(self, job_id: str, msg_id: int) -> None:
+        """The worker did not take it: it waits again, first."""
+        self.store.undeliver_message(msg_id)
+        self.inbox[job_id] += 1
+
+    def drop_messages(self, job_id: str) -> None:
+        """A stopped or archived job takes none of what waits for it."""
+        self.store.drop_messages(job_id, self.clock())
+        self.inbox.pop(job_id, None)
 
     def save(self, job: Job) -> None:
         job.updated_at = self.clock()

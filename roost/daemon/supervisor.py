@@ -192,7 +192,7 @@ class Supervisor:
                 self.store.save_job(job)
                 eng.timeline(job, "spawned", parent=job.parent, driver=driver_name, lifetime=lifetime,
                              by=caller or "person")
-                self.store.add_message(job.id, args["prompt"], now)
+                self.store.add_message(job.id, args["prompt"], now)  # counted below, once it is kept
         except (sqlite3.Error, OSError) as exc:  # nothing was kept: the job does not exist
             raise ProtocolError(ErrorCode.STORE, describe_failure(exc, self.store.path)) from None
         eng.changed(self.index.add(job))

@@ -49,8 +49,7 @@ def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
         if restart:
             eng.set_state(job, State.IDLE, "restart", note="restarted by a person's message")
             msg.restarted = True
-        eng.store.add_message(job.id, msg.text, eng.clock())
-        eng.inbox[job.id] += 1
+        eng.add_message(job.id, msg.text)
         eng.timeline(job, "message", text=msg.text, by=msg.caller or "person")
         if restart:  # the record says so too, not only memory (a restart before its next save kept it stopped)
             eng.save(job)
@@ -87,8 +86,7 @@ def on_stop(eng: "Engine", job: Job, msg: m.Stop) -> None:
     with eng.store.transaction():
         denials = approvals.deny_all(eng, job, "a stop", reason)
         eng.set_state(job, State.STOPPED, "stop", by=msg.caller or "person", reason=reason)
-        eng.store.drop_messages(job.id, eng.clock())
-        eng.inbox.pop(job.id, None)
+        eng.drop_messages(job.id)
         eng.save(job)
     slot = eng.slots.get(job.id)
     if slot is not None:
@@ -168,8 +166,7 @@ def on_archive(eng: "Engine", job: Job, msg: m.Archive) -> None:
         job.archived_at = now
         if job.state in STOPPABLE_STATES:
             eng.set_state(job, State.STOPPED, "archive", reason="archived")
-        eng.store.drop_messages(job.id, now)
-        eng.inbox.pop(job.id, None)
+        eng.drop_messages(job.id)
         eng.store.mark_reports([r["id"] for r in eng.store.pending_reports(job.id)], now)
         eng.timeline(job, "archived")
         eng.save(job)

@@ -50,8 +50,7 @@ def deliver_next(eng: "Engine", job: Job) -> bool:
     since = job.state_since
     with eng.store.transaction():
         if kind == "prompt":
-            eng.store.mark_message(ids[0], now)
-            eng.inbox[job.id] -= 1
+            eng.take_message(job.id, ids[0])
         else:
             eng.store.mark_reports(ids, now)
         eng.timeline(job, kind, run=run, **entry)
@@ -93,8 +92,7 @@ def on_prompt_answer(eng: "Engine", job: Job, msg: PromptAnswer) -> None:
     slot.idle_since = eng.monotonic()
     with eng.store.transaction():  # undo: it was never delivered
         if turn.kind == "prompt":
-            eng.store.undeliver_message(turn.ids[0])
-            eng.inbox[job.id] += 1
+            eng.put_back_message(job.id, turn.ids[0])
         else:
             eng.store.undeliver_reports(turn.ids)
         eng.timeline(job, "error", message=f"prompt refused: {msg.refusal}")
