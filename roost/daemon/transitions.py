@@ -19,7 +19,7 @@ from roost.daemon.run_queue import Placed
 from roost.daemon.slot import Phase
 from roost.models import STOPPABLE_STATES, Job, State
 from roost.protocol import ErrorCode, ProtocolError
-from roost.rules.lifecycle import auto_close_due, reap_due, report_action
+from roost.rules.lifecycle import auto_close_due, hold_due, reap_due, report_action
 
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
@@ -284,7 +284,7 @@ def on_due(eng: "Engine", job: Job, msg: m.Due) -> None:
             eng.changed([job.parent])
     elif reap_due(job, facts, kids, config, now):
         w.close_worker(eng, job, slot, f"idle for {config.idle_timeout:g}s")
-    elif slot.held_since is not None and slot.turn is not None and now - slot.held_since >= config.report_hold_max:
+    elif hold_due(facts, config, now):
         t.steer(eng, job, slot)
 
 
