@@ -2,7 +2,7 @@
 
 Every command about a job (send, stop, close, pin, archive, …) and every event of its worker is a
 message posted to that job's mailbox; ``apply`` hands each, in order, to the one handler for its
-type (``transitions.HANDLERS``). Handlers are synchronous: they change the record, commit, and start
+type (``transitions.BY_MESSAGE``). Handlers are synchronous: they change the record, commit, and start
 effects (start a process, send a prompt, abort) as tasks whose outcome comes back as another
 message. So nothing mutates a job between two messages, and every race — the reaper against a
 message, a stop against a new turn, a report while a turn ends — is a question of order.
@@ -174,11 +174,11 @@ class Engine:
         self._held = [(fut, False, refusal) for fut, _, _ in self._held]
 
     def _apply(self, job: Job, message: Message) -> None:
-        from roost.daemon.transitions import HANDLERS
+        from roost.daemon.transitions import BY_MESSAGE
 
         try:
             with self.store.savepoint():
-                HANDLERS[type(message)](self, job, message)
+                BY_MESSAGE[type(message)](self, job, message)
         except ProtocolError as exc:  # a refusal, for the sender
             message.fail(exc)
         except (sqlite3.Error, OSError) as exc:  # the store took no writes (a full disk)

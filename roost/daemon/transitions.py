@@ -1,7 +1,8 @@
 """The transition function: one handler per message type, applied in order from a job's mailbox.
 
 The commands (what people, owners and the time rules ask of a job) are here; what the worker did
-is in ``worker_life``. ``HANDLERS`` maps each message type to its handler.
+is in ``worker_life``. ``BY_MESSAGE`` maps each message type to its handler (the socket's
+requests have their own table, ``handlers.HANDLERS``).
 """
 
 from __future__ import annotations
@@ -288,7 +289,7 @@ def on_due(eng: "Engine", job: Job, msg: m.Due) -> None:
         t.steer(eng, job, slot)
 
 
-HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
+BY_MESSAGE: dict[type, Callable[["Engine", Job, Any], None]] = {
     m.Start: on_start, m.Send: on_send, m.Stop: on_stop, m.Close: on_close, m.Pin: on_pin, m.Label: on_label,
     m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume, m.Rename: on_rename,
     m.Unarchive: on_unarchive,
