@@ -48,7 +48,7 @@ class SearchError(ValueError):
 
 def entry_text(kind: str, data: dict[str, Any]) -> str:
     """The words of one timeline entry a person would search for ("" when it has none)."""
-    if kind in ("message", "text", "report"):
+    if kind in ("prompt", "message", "text", "report"):
         text = data.get("text")
     elif kind in ("note", "error"):
         text = data.get("message")
