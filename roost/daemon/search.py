@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 #: Most characters of one entry that go into the index (entries are at most ENTRY_MAX already).
 INDEX_CHARS = 16 * 1024
-#: Entries one background step indexes in one transaction (about 40 ms at 100k entries here).
-BACKFILL_BATCH = 2000
+#: Entries one background step indexes in one transaction (bench/search.py: tens of ms).
+BACKFILL_BATCH = 250
 #: The longest query a search takes, and the most words in it.
 QUERY_MAX = 200
 WORDS_MAX = 16
@@ -31,7 +31,7 @@ SNIPPET_TOKENS = 16
 #: The snippet's longest text in characters (a token may be long; the reply stays bounded).
 SNIPPET_CHARS = 400
 #: How deep one search may look through matches outside the caller's reach before giving a page.
-SCAN_MAX = 20000
+SCAN_MAX = 5000
 
 _OPEN, _CLOSE = "\ue000", "\ue001"  # private-use marks around a match; stripped from indexed text
 _STRIP = str.maketrans({_OPEN: " ", _CLOSE: " "})
@@ -153,28 +153,37 @@ def marked(snippet: str) -> tuple[str, list[list[int]]]:
 
 def search(db: sqlite3.Connection, text: str, visible: Callable[[str], bool],
            limit: int = SEARCH_LIMIT, before: int | None = None) -> dict[str, Any]:
-    """One page of matches, newest first, of the entries of jobs ``visible`` says the caller sees. ``next`` is the ``before`` of the next page (None: no more); ``scanned_out`` says a
-    page stopped early after SCAN_MAX matches outside the caller's reach (ask again from ``next``)."""
+    """One page of matches, newest first, of the entries of jobs ``visible`` says the caller sees.
+    ``next`` is the ``before`` of the next page (None: no more); ``scanned_out`` says a page stopped
+    early after SCAN_MAX matches outside the caller's reach (ask again from ``next``). ``visible``
+    runs inside the query, so a snippet is made only for a match the caller sees."""
     query = fts_query(text)
-    cur = db.execute(
-        f"SELECT f.rowid, f.job, t.ts, t.kind, snippet(timeline_fts, 0, '{_OPEN}', '{_CLOSE}', '…', "
-        f"{SNIPPET_TOKENS}) FROM timeline_fts f JOIN timeline t ON t.seq = f.rowid "
-        "WHERE timeline_fts MATCH ? AND f.rowid < ? ORDER BY f.rowid DESC",
-        (query, before if before is not None else 2 ** 62))
+    db.create_function("roost_visible", 1, lambda job: bool(visible(job)))
     results: list[dict[str, Any]] = []
     skipped = 0
+    more: int | None = None
+    scanned_out = False
     try:
-        for seq, job, ts, kind, snip in cur:
-            if not visible(job):
+        cur = db.execute(
+            f"SELECT f.rowid, f.job, CASE WHEN roost_visible(f.job) THEN snippet(timeline_fts, 0, '{_OPEN}', "
+            f"'{_CLOSE}', '…', {SNIPPET_TOKENS}) END FROM timeline_fts f WHERE timeline_fts MATCH ? AND f.rowid < ? "
+            "ORDER BY f.rowid DESC", (query, before if before is not None else 2 ** 62))
+        for seq, job, snip in cur:
+            if snip is None:
                 skipped += 1
                 if skipped >= SCAN_MAX:
-                    return {"results": results, "next": seq, "scanned_out": True, "indexing": backlog(db)}
+                    more, scanned_out = seq, True
+                    break
                 continue
             if len(results) >= limit:
-                return {"results": results, "next": results[-1]["seq"], "scanned_out": False,
-                        "indexing": backlog(db)}
-            snippet, marks = marked(snip)
-            results.append({"seq": seq, "job": job, "ts": ts, "kind": kind, "text": snippet, "marks": marks})
+                more = results[-1]["seq"]
+                break
+            snippet, spans = marked(snip)
+            results.append({"seq": seq, "job": job, "text": snippet, "marks": spans})
+        cur.close()
     except sqlite3.OperationalError as exc:  # fts_query quotes every word, so this is rare: say it plainly
         raise SearchError(f"search: SQLite could not search for {text!r}: {exc}") from None
-    return {"results": results, "next": None, "scanned_out": False, "indexing": backlog(db)}
+    for result in results:  # the entry's time and kind, by its primary key
+        result["ts"], result["kind"] = db.execute("SELECT ts, kind FROM timeline WHERE seq=?",
+                                                  (result["seq"],)).fetchone()
+    return {"results": results, "next": more, "scanned_out": scanned_out, "indexing": backlog(db)}
