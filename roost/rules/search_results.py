@@ -1,0 +1,34 @@
+"""What a search result shows in the app: its snippet on one line with the daemon's match spans
+kept, and how long ago the entry was written. Pure: the search screen draws what these return."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roost.rules.row_text import format_age
+
+#: The most characters of a snippet a row shows (the daemon's are at most 400).
+SNIPPET_SHOWN = 400
+
+
+def one_line(result: dict[str, Any]) -> tuple[str, list[tuple[int, int]]]:
+    """The result's snippet with line breaks and tabs as spaces (same length, so the spans still
+    fit), cut to SNIPPET_SHOWN, and the match spans that fall inside it (cut at its end)."""
+    text = str(result.get("text", ""))[:SNIPPET_SHOWN]
+    flat = text.translate({ord("\n"): " ", ord("\r"): " ", ord("\t"): " "})
+    spans: list[tuple[int, int]] = []
+    for mark in result.get("marks") or ():
+        if not (isinstance(mark, (list, tuple)) and len(mark) == 2 and all(isinstance(i, int) for i in mark)):
+            continue
+        start, end = max(0, mark[0]), min(len(flat), mark[1])
+        if start < end:
+            spans.append((start, end))
+    return flat, spans
+
+
+def when(result: dict[str, Any], now: float) -> str:
+    """How long ago the entry was written ("5m")."""
+    try:
+        return format_age(now - float(result.get("ts") or 0))
+    except (TypeError, ValueError):
+        return "?"
