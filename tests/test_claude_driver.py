@@ -292,3 +292,18 @@ def test_a_fork_resumes_with_fork_session_into_a_session_of_its_own(claude_daemo
                             timeout=START)
     argv = Path(f"/proc/{again['pid']}/cmdline").read_bytes().decode().split("\0")
     assert "--fork-session" not in argv and argv[argv.index("--resume") + 1] == row["session"]
+
+
+@pytest.mark.claude
+def test_a_fork_with_a_worktree_of_its_own_resumes_the_source_session_from_there(claude_daemon, fake, tmp_path):
+    from tests.gitrepo import make_repo
+
+    repo = make_repo(tmp_path / "repo", {"README": "hello\n"})
+    daemon = claude_daemon()
+    source = daemon.spawn("remember the word stilt", driver="claude", cwd=str(repo), worktree=True)
+    first = daemon.wait_state(source, "idle", timeout=START)
+    forked = daemon.call("fork", job=source, worktree=True, prompt="which bird now?")["id"]
+    row = daemon.wait_row(forked, lambda r: r["state"] in ("idle", "failed") and r["last_text"] != "", timeout=START)
+    assert row["state"] == "idle" and row["cwd"] != first["cwd"], timeline(daemon, forked, "error")
+    [body] = [b for b in fake.bodies_with("which bird now?") if b.get("tools")]
+    assert prompts(body) == ["remember the word stilt", "which bird now?"]
