@@ -9,6 +9,14 @@ from roost.tui.search_screen import SearchScreen
 from tui_helpers import SIZE, make_app, notice, press_alone, select_row, type_text, until
 
 
+async def open_search(pilot, app, rows: int) -> SearchScreen:
+    """``S`` on the agent view once it lists ``rows`` jobs; the search screen."""
+    await until(pilot, lambda: isinstance(app.screen, AgentViewScreen) and app.screen.table.row_count == rows,
+                "the agent view")
+    await press_alone(pilot, "S")
+    return await until(pilot, lambda: isinstance(app.screen, SearchScreen) and app.screen, "the search screen")
+
+
 async def test_S_searches_every_transcript_and_enter_opens_the_job_at_the_entry(daemon):
     many = "\n".join([*(f"say filler line {i}" for i in range(80)), "say the bittern booms", "say after it"])
     job = daemon.spawn(many)
@@ -17,10 +25,7 @@ async def test_S_searches_every_transcript_and_enter_opens_the_job_at_the_entry(
     daemon.wait_state(other, "idle", "done")
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, AgentViewScreen) and app.screen.table.row_count == 2,
-                    "the agent view")
-        await press_alone(pilot, "S")
-        screen = await until(pilot, lambda: isinstance(app.screen, SearchScreen) and app.screen, "the search screen")
+        screen = await open_search(pilot, app, 2)
         await type_text(pilot, "bittern booms")
         await pilot.press("enter")
         await until(pilot, lambda: screen.results, "the results")
@@ -53,10 +58,7 @@ async def test_a_search_that_finds_nothing_says_so(daemon):
     daemon.wait_state(job, "idle", "done")
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, AgentViewScreen) and app.screen.table.row_count == 1,
-                    "the agent view")
-        await press_alone(pilot, "S")
-        await until(pilot, lambda: isinstance(app.screen, SearchScreen), "the search screen")
+        await open_search(pilot, app, 1)
         await type_text(pilot, "zzqqxx")
         await pilot.press("enter")
         await until(pilot, lambda: "nothing matches" in notice(app), "the notice")
