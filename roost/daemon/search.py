@@ -75,6 +75,14 @@ def create(db: sqlite3.Connection) -> None:
     db.execute("INSERT OR REPLACE INTO meta VALUES ('search_backfill', ?)", (str(top + 1),))
 
 
+def index_again(db: sqlite3.Connection) -> None:
+    """Forget the index and mark every stored entry for the background backfill (a store salvaged
+    row by row: its timeline rows came in without the index's upkeep)."""
+    db.execute("DELETE FROM timeline_fts")
+    top = db.execute("SELECT COALESCE(MAX(seq), 0) FROM timeline").fetchone()[0]
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('search_backfill', ?)", (str(top + 1),))
+
+
 def index_entry(db: sqlite3.Connection, seq: int, job: str, kind: str, data: dict[str, Any]) -> None:
     """Index one new timeline entry (in the transaction that stores it)."""
     text = entry_text(kind, data)

@@ -335,6 +335,11 @@ class Store:
         """One page of timeline entries matching ``text`` (roost/daemon/search.py)."""
         return search.search(self._db, text, visible, limit, before)
 
+    def index_again(self) -> None:
+        """Index every timeline entry again, in the background (after a salvage)."""
+        with self.transaction():
+            search.index_again(self._db)
+
     def index_old_entries(self) -> int:
         """Index one batch of the entries stored before the search index existed; 0 when none wait."""
         with self.transaction():
