@@ -227,3 +227,31 @@ def test_fork_worktree_of_a_job_outside_git_is_refused_saying_so(daemon, tmp_pat
     daemon.wait_state(source, "idle", "done")
     with pytest.raises(ClientError, match="not a git checkout"):
         daemon.call("fork", job=source, worktree=True)
+    assert [p.name for p in daemon.paths.sessions_dir.glob("*.jsonl")] == [f"{source}.jsonl"], \
+        "a refused fork leaves no copy of the session behind"
+    assert [r["id"] for r in daemon.rows()] == [source]
+
+
+def test_a_forks_title_and_prompt_are_checked_before_anything_is_made(daemon):
+    source = daemon.spawn("say one")
+    daemon.wait_state(source, "idle", "done")
+    with pytest.raises(ClientError, match="a title is 1 to 200 characters, not 201"):
+        daemon.call("fork", job=source, title="t" * 201)
+    with pytest.raises(ClientError, match="limit for one prompt"):
+        daemon.call("fork", job=source, prompt="p" * (1024 * 1024 - 2048))  # fits a frame, not a prompt
+    assert [r["id"] for r in daemon.rows()] == [source]
+    assert daemon.call("fork", job=source, title="t" * 200)["title"] == "t" * 200
+
+
+def test_cli_fork_prints_the_new_jobs_id(daemon):
+    source = daemon.spawn("say one")
+    daemon.wait_state(source, "idle", "done")
+    out = subprocess.run([sys.executable, "-m", "roost.cli", "fork", "--title", "again", source, "recall"],
+                         env=daemon.env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    forked = out.stdout.strip()
+    row = daemon.wait_row(forked, lambda r: "earlier prompts: say one" in r["last_text"])
+    assert row["title"] == "again"
+    gone = subprocess.run([sys.executable, "-m", "roost.cli", "fork", "nope"], env=daemon.env, capture_output=True,
+                          text=True, timeout=60)
+    assert gone.returncode == 2 and "no job with id 'nope'" in gone.stderr

@@ -15,19 +15,17 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from roost.config import ConfigError
 from roost.daemon.gitrun import GitError, git
 from roost.daemon.store import describe_failure
+from roost.daemon.supervisor import TITLE_MAX, Supervisor, check_prompt
 from roost.daemon import worktrees
 from roost.drivers import driver_for
 from roost.drivers.base import DriverError
 from roost.models import Job, State
 from roost.protocol import ErrorCode, ProtocolError
-
-if TYPE_CHECKING:
-    from roost.daemon.supervisor import Supervisor
 
 #: The most untracked files, and bytes of them, a fork's worktree takes from the source's.
 FORK_FILES_MAX = 2000
@@ -55,8 +53,14 @@ async def fork(sup: Supervisor, job_id: str, caller: str | None, worktree: bool,
     depth = parent.depth + 1 if parent else 0
     if depth > sup.config.max_depth:
         raise _refuse(ErrorCode.DEPTH, f"the fork would be depth {depth}, over max_depth = {sup.config.max_depth}")
+    if prompt:
+        check_prompt(prompt)
+    if title is not None:
+        title = " ".join(title.split())
+        if not title or len(title) > TITLE_MAX:
+            raise _refuse(ErrorCode.BAD_ARGS, f"a title is 1 to {TITLE_MAX} characters, not {len(title)}")
     now = sup.clock()
-    job = Job(id=sup.new_id(), title=" ".join((title or f"fork of {source.title}").split())[:200],
+    job = Job(id=sup.new_id(), title=title or " ".join(f"fork of {source.title}".split())[:TITLE_MAX],
               driver=source.driver, cwd=source.cwd, parent=parent.id if parent else None, state=State.IDLE,
               state_since=now, created_at=now, updated_at=now, labels=dict(source.labels),
               lifetime=source.lifetime, depth=depth, driver_opts=source.driver_opts,
@@ -68,8 +72,21 @@ async def fork(sup: Supervisor, job_id: str, caller: str | None, worktree: bool,
         raise _refuse(ErrorCode.DRIVER, str(exc)) from None
     except OSError as exc:
         raise _refuse(ErrorCode.STORE, f"could not copy job {source.id}'s session: {exc}") from None
-    if worktree:
-        await _worktree_with_changes(job, source, profile, sup)
+    try:
+        if worktree:
+            await _worktree_with_changes(job, source, profile, sup)
+        _save(sup, job, source, caller)
+    except BaseException:  # no job came of it: the session copy made for it goes (never the source's)
+        if job.session and job.session != source.session:
+            Path(job.session).unlink(missing_ok=True)
+        raise
+    if prompt:
+        await sup.send(job.id, prompt, caller)
+    return sup.index.row(job.id)
+
+
+def _save(sup: Supervisor, job: Job, source: Job, caller: str | None) -> None:
+    """The fork's record and first entries, in one transaction; then the index has it."""
     eng = sup.engine
     try:
         with sup.store.transaction():
@@ -80,9 +97,6 @@ async def fork(sup: Supervisor, job_id: str, caller: str | None, worktree: bool,
     except (sqlite3.Error, OSError) as exc:
         raise ProtocolError(ErrorCode.STORE, describe_failure(exc, sup.store.path)) from None
     eng.changed(sup.index.add(job))
-    if prompt:
-        await sup.send(job.id, prompt, caller)
-    return sup.index.row(job.id)
 
 
 async def _worktree_with_changes(job: Job, source: Job, profile: Any, sup: Supervisor) -> None:

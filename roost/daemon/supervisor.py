@@ -188,7 +188,7 @@ class Supervisor:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"lifetime {lifetime!r} is not one of {', '.join(LIFETIMES)}")
         labels = {str(k): str(v) for k, v in (args.get("labels") or {}).items()}
         policy = _policy(args, profile, parent, caller)
-        _check_prompt(args["prompt"])
+        check_prompt(args["prompt"])
         now = self.clock()
         job = Job(id=self.new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
                   cwd=cwd, host=host, parent=parent.id if parent else None, state=State.QUEUED,
@@ -223,7 +223,7 @@ class Supervisor:
     async def send(self, job_id: str, text: str, caller: str | None) -> dict[str, Any]:
         """A message for a job; a person's message to a stopped job restarts it."""
         restarts = self.index.require(job_id).state == State.STOPPED and caller is None
-        _check_prompt(text)
+        check_prompt(text)
         result = await self._ask(job_id, m.Send(text, caller))
         return {**result, "outcome": "restarted"} if restarts else result
 
@@ -417,7 +417,7 @@ def _policy(args: dict[str, Any], profile: Any, parent: Job | None, caller: str 
         raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {exc}") from None
 
 
-def _check_prompt(text: str) -> None:
+def check_prompt(text: str) -> None:
     """A message must fit in one worker-protocol frame with room to spare, or no worker could
     ever take it (it would wait in the inbox for good)."""
     size = len(json.dumps(text, ensure_ascii=False).encode())
