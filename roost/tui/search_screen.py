@@ -62,7 +62,7 @@ class SearchScreen(RoostScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        for key, label, width in (("id", "job", 6), ("title", "title", 20), ("age", "when", 4), ("text", "match", 200)):
+        for key, label, width in (("id", "job", 6), ("title", "title", 14), ("age", "when", 4), ("text", "match", 200)):
             self.table.add_column(label, width=width, key=key)
         self.query_box.focus()
 
