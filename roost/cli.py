@@ -23,6 +23,7 @@ import click
 from roost import paths as paths_mod
 from roost.client import UNREACHABLE, Client, ClientError, connect, job_identity, notice_line, probe, start_daemon
 from roost.models import record_json
+from roost.protocol import SEARCH_LIMIT_MAX
 from roost.text import safe_text
 
 
@@ -280,7 +281,7 @@ def send(ctx: Ctx, job_id: str, text: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The page as JSON (results, next, indexing).")
 @click.option("--archived", is_flag=True, help="Search archived jobs' timelines too.")
 @click.option("--under", metavar="ID", help="Only this job and the jobs below it.")
-@click.option("-n", "--limit", type=click.IntRange(1, 100), default=20, show_default=True,
+@click.option("-n", "--limit", type=click.IntRange(1, SEARCH_LIMIT_MAX), default=20, show_default=True,
               help="Results on the page.")
 @click.option("--before", type=click.IntRange(0), help="The page that starts below this entry (the last page's next).")
 @pass_ctx

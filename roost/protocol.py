@@ -34,6 +34,9 @@ MAX_CONNECTIONS = 512
 #: Defaults of the paged reads (docs/protocols.md).
 LIST_LIMIT = 500
 LOGS_LIMIT = 200
+#: The most results one page of ``search`` holds (each snippet at most 400 characters: a page stays
+#: well inside PAGE_BYTES however its text escapes).
+SEARCH_LIMIT_MAX = 100
 #: How many bytes at the start of an oversize frame are searched for its request id.
 ID_SCAN = 4096
 #: What a client that stopped reading gets, best effort, before the daemon closes it.
@@ -155,7 +158,7 @@ OPS: dict[str, dict[str, Arg]] = {
     "worktrees_prune": {},
     "diff": {"job": _NEED_STR, "offset": Arg((int,), bounds=(0, None)), "snapshot": _OPT_STR},
     "merge": _JOB,
-    "search": {"text": _NEED_STR, "under": _OPT_STR, "archived": _BOOL, "limit": Arg((int,), bounds=(1, 100)),
+    "search": {"text": _NEED_STR, "under": _OPT_STR, "archived": _BOOL, "limit": Arg((int,), bounds=(1, SEARCH_LIMIT_MAX)),
                "before": _SEQ},
     "fork": {"job": _NEED_STR, "worktree": _BOOL, "title": _OPT_STR, "prompt": _OPT_STR},
     "answer_approval": {"approval": _NEED_STR, "decision": Arg((str,), required=True, choices=APPROVAL_ANSWERS),

@@ -3,10 +3,12 @@ out of the caller's reach, a backfill step, an entry's indexed text, a snippet) 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from roost.daemon import search
 from roost.daemon.store import Store
+from roost.protocol import PAGE_BYTES, SEARCH_LIMIT_MAX
 
 
 def every(store: Store, text: str) -> list[int]:
@@ -14,7 +16,7 @@ def every(store: Store, text: str) -> list[int]:
     seqs: list[int] = []
     before = None
     while True:
-        page = store.search(text, lambda job: True, search.SEARCH_LIMIT_MAX, before)
+        page = store.search(text, lambda job: True, SEARCH_LIMIT_MAX, before)
         seqs += [r["seq"] for r in page["results"]]
         before = page["next"]
         if before is None:
@@ -90,3 +92,18 @@ def test_what_each_kind_of_entry_gives_the_index() -> None:
     assert search.entry_text("error", {"message": "boom"}) == "boom"
     assert search.entry_text("reports", {"reports": [{"text": "one"}, {"text": "two"}]}) == "one two"
     assert search.entry_text("state", {"state": "idle"}) == ""
+
+
+def test_a_full_page_of_the_worst_escaping_text_stays_inside_a_page(tmp_path: Path) -> None:
+    """SEARCH_LIMIT_MAX results whose snippets are all characters JSON writes as six (a control
+    character each): the page's JSON is still within PAGE_BYTES."""
+    store = Store(tmp_path / "s.db")
+    worst = "\x01" * (search.INDEX_CHARS // 2)
+    with store.transaction():
+        for _ in range(SEARCH_LIMIT_MAX + 1):
+            store.add_timeline("j", "text", {"text": f"{worst} wren {worst}"})
+    page = store.search("wren", lambda job: True, SEARCH_LIMIT_MAX, None)
+    assert len(page["results"]) == SEARCH_LIMIT_MAX and page["next"] is not None
+    assert all(len(r["text"]) <= search.SNIPPET_CHARS for r in page["results"])
+    size = len(json.dumps(page).encode())
+    assert size < PAGE_BYTES, size

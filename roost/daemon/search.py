@@ -23,9 +23,8 @@ BACKFILL_BATCH = 250
 #: The longest query a search takes, and the most words in it.
 QUERY_MAX = 200
 WORDS_MAX = 16
-#: Results per page: the default and the most.
+#: Results per page by default (the most: roost.protocol.SEARCH_LIMIT_MAX).
 SEARCH_LIMIT = 50
-SEARCH_LIMIT_MAX = 100
 #: Tokens of context a result's snippet shows around its match.
 SNIPPET_TOKENS = 16
 #: The snippet's longest text in characters (a token may be long; the reply stays bounded).
