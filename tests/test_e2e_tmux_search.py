@@ -4,27 +4,14 @@ Enter on a result opens its job at that entry. Read with capture-pane until the 
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
-from typing import Iterator
-
 import pytest
 
-from conftest import DaemonHarness
-from test_e2e_tmux import ROOST, Tmux
+from test_e2e_tmux import ROOST, term  # noqa: F401  (the fixture)
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]
-
-
-@pytest.fixture
-def term(daemon: DaemonHarness, tmp_path: Path) -> Iterator[Tmux]:
-    tmux = Tmux(tmp_path / "tmux.sock", daemon)
-    try:
-        yield tmux
-    finally:
-        tmux.kill()
 
 
 @pytest.mark.parametrize("size", [(60, 20), (80, 24), (200, 50)], ids=["60x20", "80x24", "200x50"])
