@@ -4,6 +4,7 @@ Enter on a result opens its job at that entry. Read with capture-pane until the 
 from __future__ import annotations
 
 import shutil
+
 import pytest
 
 from test_e2e_tmux import ROOST, term  # noqa: F401  (the fixture)

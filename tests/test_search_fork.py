@@ -235,7 +235,7 @@ def test_fork_worktree_of_a_job_outside_git_is_refused_saying_so(daemon, tmp_pat
 def test_a_forks_title_and_prompt_are_checked_before_anything_is_made(daemon):
     source = daemon.spawn("say one")
     daemon.wait_state(source, "idle", "done")
-    with pytest.raises(ClientError, match="a title is 1 to 200 characters, not 201"):
+    with pytest.raises(ClientError, match="201 characters, over the 200-character cap"):
         daemon.call("fork", job=source, title="t" * 201)
     with pytest.raises(ClientError, match="limit for one prompt"):
         daemon.call("fork", job=source, prompt="p" * (1024 * 1024 - 2048))  # fits a frame, not a prompt

@@ -20,7 +20,8 @@ from typing import Any
 from roost.config import ConfigError
 from roost.daemon.gitrun import GitError, git
 from roost.daemon.store import describe_failure
-from roost.daemon.supervisor import TITLE_MAX, Supervisor, check_prompt
+from roost.bounds import TITLE_MAX
+from roost.daemon.supervisor import Supervisor, check_prompt
 from roost.daemon import worktrees
 from roost.drivers import driver_for
 from roost.drivers.base import DriverError
