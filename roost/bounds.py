@@ -34,7 +34,7 @@ QUOTE_MAX = 80
 
 #: The cap of each string field of a record (roost.models.Job), as rows carry them.
 RECORD_CAPS: dict[str, int] = {
-    "title": TITLE_MAX, "driver": NAME_MAX, "cwd": PATH_MAX, "parent": ID_MAX, "session": PATH_MAX,
+    "title": TITLE_MAX, "driver": NAME_MAX, "cwd": PATH_MAX, "parent": ID_MAX, "session": PATH_MAX, "fork_of": PATH_MAX,
     "lifetime": NAME_MAX, "repo": PATH_MAX, "worktree": PATH_MAX, "branch": BRANCH_MAX, "base": BRANCH_MAX,
     "host": NAME_MAX, "last_text": LAST_TEXT_MAX, "reason": LAST_TEXT_MAX,
 }

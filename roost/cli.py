@@ -23,6 +23,7 @@ import click
 from roost import paths as paths_mod
 from roost.client import UNREACHABLE, Client, ClientError, connect, job_identity, notice_line, probe, start_daemon
 from roost.models import record_json
+from roost.protocol import SEARCH_LIMIT_MAX
 from roost.text import safe_text
 
 
@@ -272,6 +273,45 @@ def send(ctx: Ctx, job_id: str, text: str) -> None:
     denied = f" (not an answer: it denied {', '.join(result['approvals'])} with your text as the reason)" \
         if result["outcome"] == "denied" else ""
     _say(f"{result['outcome']}: {job_id}{denied}")
+
+
+# -- search and fork (bodies in cli_search.py) -------------------------------------------------------------
+@cli.command()
+@click.argument("words", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="The page as JSON (results, next, indexing).")
+@click.option("--archived", is_flag=True, help="Search archived jobs' timelines too.")
+@click.option("--under", metavar="ID", help="Only this job and the jobs below it.")
+@click.option("-n", "--limit", type=click.IntRange(1, SEARCH_LIMIT_MAX), default=20, show_default=True,
+              help="Results on the page.")
+@click.option("--before", type=click.IntRange(0), help="The page that starts below this entry (the last page's next).")
+@pass_ctx
+def search(ctx: Ctx, words: tuple[str, ...], as_json: bool, archived: bool, under: str | None, limit: int,
+           before: int | None) -> None:
+    """Search every job's timeline for entries holding all the WORDS (a word ending in * is a
+    prefix), newest first, one page at a time."""
+    from roost import cli_search
+
+    text = " ".join(words)
+    with ctx.client() as client, _errors():
+        page = client.search(text, under=under, archived=archived, limit=limit, before=before)
+        if as_json:
+            click.echo(json.dumps(page))
+        else:
+            cli_search.show(page, text, sys.stdout.isatty(), lambda line: _say(line, err=True))
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--worktree", is_flag=True, help="A new worktree holding the job's uncommitted changes.")
+@click.option("--title", help="The fork's title (default: fork of TITLE).")
+@click.argument("prompt", required=False)
+@pass_ctx
+def fork(ctx: Ctx, job_id: str, worktree: bool, title: str | None, prompt: str | None) -> None:
+    """Make a new job that goes on from JOB_ID's conversation so far (the job itself is untouched)
+    and print its id; with PROMPT it starts on it, else it waits for a message."""
+    with ctx.client() as client, _errors():
+        row = client.fork(job_id, worktree=worktree, title=title, prompt=prompt)
+    _say(row["id"])
 
 
 # -- approvals (bodies in cli_approvals.py) --------------------------------------------------------------

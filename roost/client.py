@@ -261,6 +261,15 @@ class Client:
         the same command prefix) or ``deny`` (``reason`` is what the agent hears)."""
         return self.call("answer_approval", **approval_args(approval, decision, reason, rule))
 
+    def search(self, text: str, **args: Any) -> dict[str, Any]:
+        """One page of timeline entries matching ``text``, newest first (``before``: the page's
+        ``next``; ``under``, ``archived``, ``limit``: docs/protocols.md#search)."""
+        return dict(self.call("search", text=text, **args))
+
+    def fork(self, job: str, **args: Any) -> dict[str, Any]:
+        """A new job going on from ``job``'s conversation so far (``worktree``, ``title``, ``prompt``); its row."""
+        return dict(self.call("fork", job=job, **args))
+
     def pending_approvals(self) -> Iterator[dict[str, Any]]:
         """Every pending approval, each with its ``job``: read from the rows of waiting jobs."""
         for row in self.rows(states=["waiting"]):
@@ -409,6 +418,14 @@ class AsyncClient:
     async def answer_approval(self, approval: str, decision: str, reason: str = "", rule: str | None = None) -> Any:
         """A person's answer to one approval (``Client.answer_approval``)."""
         return await self.call("answer_approval", **approval_args(approval, decision, reason, rule))
+
+    async def search(self, text: str, **args: Any) -> dict[str, Any]:
+        """One page of timeline entries matching ``text`` (``Client.search``)."""
+        return dict(await self.call("search", text=text, **args))
+
+    async def fork(self, job: str, **args: Any) -> dict[str, Any]:
+        """Fork ``job`` (``Client.fork``); the new job's row."""
+        return dict(await self.call("fork", job=job, **args))
 
     async def subscribe(self, what: str, timeout: float = DEFAULT_TIMEOUT,
                         **args: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:

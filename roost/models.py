@@ -53,7 +53,7 @@ PEEK_MAX = 200
 #: ENTRY_MAX characters of it, cut the same way).
 QUESTION_MAX = 4000
 #: Record fields a row leaves out: what no view shows and only ``show`` needs.
-_FULL_ONLY = ("driver_opts", "session", "approval_back", "approval_policy", "approval_grants")
+_FULL_ONLY = ("driver_opts", "session", "fork_of", "approval_back", "approval_policy", "approval_grants")
 
 
 @dataclass
@@ -114,6 +114,9 @@ class Job:
     #: (roost/rules/approvals.py); and the allow rules a person granted it ("approve for this job").
     approval_policy: list[dict[str, Any]] = field(default_factory=list)
     approval_grants: list[str] = field(default_factory=list)
+    #: The session a fork's first start forks with its agent's own fork (Claude Code, Codex); unused
+    #: once the job has a session of its own.
+    fork_of: str | None = None
 
     def stoppable(self) -> bool:
         """Whether a stop has something to stop: a turn in flight, a question, or (in any state) subagents

@@ -37,6 +37,9 @@ MAX_CONNECTIONS = 512
 #: Defaults of the paged reads (docs/protocols.md).
 LIST_LIMIT = 500
 LOGS_LIMIT = 200
+#: The most results one page of ``search`` holds (each snippet at most 400 characters: a page stays
+#: well inside PAGE_BYTES however its text escapes).
+SEARCH_LIMIT_MAX = 100
 #: The most digits an integer in a frame may have (any 64-bit integer fits; 5,000 digits would
 #: cost Python a quadratic conversion and fit no argument).
 INT_DIGITS = 20
@@ -179,6 +182,10 @@ OPS: dict[str, dict[str, Arg]] = {
     "worktrees_prune": {},
     "diff": {"job": _ID, "offset": Arg((int,), bounds=(0, INT_MAX)), "snapshot": _OPT_ID},
     "merge": _JOB,
+    "search": {"text": _NEED_STR, "under": _OPT_ID, "archived": _BOOL,  # text: search.QUERY_MAX, said there
+               "limit": Arg((int,), bounds=(1, SEARCH_LIMIT_MAX)), "before": _SEQ},
+    "fork": {"job": _ID, "worktree": _BOOL, "title": Arg((str, type(None)), cap=bounds.TITLE_MAX),
+             "prompt": _OPT_STR},  # a prompt is bounded as one (supervisor.check_prompt)
     "answer_approval": {"approval": _ID, "decision": Arg((str,), required=True, choices=APPROVAL_ANSWERS),
                         "reason": _STR, "rule": _OPT_STR},
     "acknowledge": {},

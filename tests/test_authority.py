@@ -38,6 +38,8 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "list": {"under": "{t}"},
     "logs": {"job": "{t}"},
     "diff": {"job": "{t}"},
+    "search": {"text": "table", "under": "{t}"},
+    "fork": {"job": "{t}"},
     "subscribe agent_view": {"what": "agent_view"},
     "subscribe subtree": {"what": "subtree", "job": "{t}"},
     "subscribe timeline": {"what": "timeline", "job": "{t}"},

@@ -68,6 +68,7 @@ RULES: dict[str, Rule] = {
     "rename": _MINE,
     "unarchive": _MINE,
     "merge": _MINE,
+    "fork": _MINE,  # a job's fork is its own child, like its spawns
     "report": Rule(Reach.SELF, person=False),
     "answer_approval": _PERSON,  # no job answers an approval: not the asking one, its parent or its children
     "show": Rule(Reach.FAMILY, "job"),
@@ -75,6 +76,7 @@ RULES: dict[str, Rule] = {
     "list": Rule(Reach.SUBTREE, "under"),
     "logs": _MINE,
     "diff": _MINE,
+    "search": Rule(Reach.SUBTREE, "under"),  # a job's search sees its own subtree's timelines only
     "subscribe agent_view": _PERSON,
     "subscribe subtree": _MINE,
     "subscribe timeline": _MINE,

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from roost import __version__
-from roost.daemon import authority, review, worktrees
+from roost.daemon import authority, forks, review, worktrees
+from roost.daemon.search import SEARCH_LIMIT
 from roost.models import State
 from roost.protocol import (LIST_LIMIT, LOGS_LIMIT, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode,
                             parse_request)
@@ -271,3 +272,17 @@ def diff(ctx: Context, req: Request) -> Any:
 @handles("merge")
 def merge(ctx: Context, req: Request) -> Any:
     return review.merge(ctx.supervisor, req.args["job"])
+
+
+@handles("search")
+def search(ctx: Context, req: Request) -> Any:
+    args = req.args
+    return ctx.supervisor.search(args["text"], args.get("under"), bool(args.get("archived")),
+                                 args.get("limit", SEARCH_LIMIT), args.get("before"))
+
+
+@handles("fork")
+def fork(ctx: Context, req: Request) -> Any:
+    args = req.args
+    return forks.fork(ctx.supervisor, args["job"], req.caller, bool(args.get("worktree")), args.get("title"),
+                      args.get("prompt"))

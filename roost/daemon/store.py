@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from roost.daemon import search
 from roost.models import Job
 from roost.paths import open_private
 from roost.protocol import PAGE_BYTES
@@ -145,6 +146,7 @@ class Store:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     self._db.execute(stmt)
+            search.create(self._db)
             row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is None:
                 self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
@@ -281,6 +283,7 @@ class Store:
         ts = time.time() if ts is None else ts
         cur = self._db.execute("INSERT INTO timeline (job, ts, kind, data) VALUES (?, ?, ?, ?)",
                                (job_id, ts, kind, json.dumps(data)))
+        search.index_entry(self._db, cur.lastrowid or 0, job_id, kind, data)
         return {"seq": cur.lastrowid, "job": job_id, "ts": ts, "kind": kind, "data": data}
 
     def last_entry(self, job_id: str, kind: str) -> dict[str, Any] | None:
@@ -327,6 +330,20 @@ class Store:
             entries.reverse()
         return {"entries": entries, "more": more, "oldest": entries[0]["seq"] if entries else None,
                 "newest": entries[-1]["seq"] if entries else None}
+
+    def search(self, text: str, visible: Callable[[str], bool], limit: int, before: int | None) -> dict[str, Any]:
+        """One page of timeline entries matching ``text`` (roost/daemon/search.py)."""
+        return search.search(self._db, text, visible, limit, before)
+
+    def index_again(self) -> None:
+        """Index every timeline entry again, in the background (after a salvage)."""
+        with self.transaction():
+            search.index_again(self._db)
+
+    def index_old_entries(self) -> int:
+        """Index one batch of the entries stored before the search index existed; 0 when none wait."""
+        with self.transaction():
+            return search.backfill_step(self._db)
 
     # -- reports to parents -------------------------------------------------------------------
     def add_report(self, parent: str, child: str, state: str, text: str, question: bool, ts: float) -> int:

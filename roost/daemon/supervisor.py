@@ -23,6 +23,7 @@ from roost.daemon.engine import Engine
 from roost.daemon.hooks import Hooks
 from roost.daemon.index import JobIndex
 from roost.daemon.recovery import recover
+from roost.daemon.search import SearchError
 from roost.daemon.slot import Phase
 from roost.daemon.spare import Spares
 from roost.daemon.store import Store, describe_failure
@@ -112,6 +113,15 @@ class Supervisor:
         self.engine.pump()
         if self.spares is not None:
             self.spares.start()
+        self.engine.spawn_task(self._index_old_entries())
+
+    async def _index_old_entries(self) -> None:
+        """Index, a batch at a time between other work, the entries of a store made before search."""
+        try:
+            while self.store.index_old_entries():
+                await asyncio.sleep(0)
+        except (sqlite3.Error, OSError) as exc:  # the next start goes on from where this one stopped
+            log.warning("indexing old timeline entries for search stopped: %s", exc)
 
     def config_changed(self) -> None:
         """A reloaded config may raise the cap or change a time rule: start what may start, and
@@ -179,9 +189,9 @@ class Supervisor:
         if problem := labels_problem(labels):
             raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {problem}")
         policy = _policy(args, profile, parent, caller)
-        _check_prompt(args["prompt"])
+        check_prompt(args["prompt"])
         now = self.clock()
-        job = Job(id=self._new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
+        job = Job(id=self.new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
                   cwd=cwd, host=host, parent=parent.id if parent else None, state=State.QUEUED,
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
                   driver_opts=profile.to_dict(), approval_policy=policy)
@@ -201,7 +211,8 @@ class Supervisor:
         eng.pump()
         return self.index.row(job.id)
 
-    def _new_id(self) -> str:
+    def new_id(self) -> str:
+        """A job id no job has."""
         for length in (4, 5, 6, 8):
             for _ in range(20):
                 job_id = "".join(secrets.choice(ID_ALPHABET) for _ in range(length))
@@ -212,7 +223,7 @@ class Supervisor:
     # -- operations on a job --------------------------------------------------------------------------
     async def send(self, job_id: str, text: str, caller: str | None) -> dict[str, Any]:
         """A message for a job; a person's message to a stopped job restarts it."""
-        _check_prompt(text)
+        check_prompt(text)
         message = m.Send(text, caller)
         result = await self._ask(job_id, message)
         return {**result, "outcome": "restarted"} if message.restarted else result
@@ -359,6 +370,26 @@ class Supervisor:
         self.index.require(job_id)
         return self.store.timeline_page(job_id, limit=limit, before=before, after=after)
 
+    def search(self, text: str, under: str | None, archived: bool, limit: int,
+               before: int | None) -> dict[str, Any]:
+        """Timeline entries matching ``text``, newest first: of ``under``'s subtree (None: every
+        job), archived jobs' only with ``archived``."""
+        index = self.index
+        if under is not None:
+            index.require(under)
+
+        def visible(job_id: str) -> bool:
+            job = index.get(job_id)
+            return (job is not None and (archived or job.archived_at is None)
+                    and (under is None or index.under(job_id, under)))
+        try:
+            page = self.store.search(text, visible, limit, before)
+        except SearchError as exc:
+            raise ProtocolError(ErrorCode.BAD_ARGS, str(exc)) from None
+        for result in page["results"]:
+            result["title"] = index.jobs[result["job"]].title
+        return page
+
     def token_valid(self, job_id: str, token: str | None) -> bool:
         """Whether ``token`` proves a connection is that job's worker (tokens die with it)."""
         slot = self.engine.slots.get(job_id)
@@ -387,7 +418,7 @@ def _policy(args: dict[str, Any], profile: Any, parent: Job | None, caller: str 
         raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {exc}") from None
 
 
-def _check_prompt(text: str) -> None:
+def check_prompt(text: str) -> None:
     """A message must fit in one worker-protocol frame with room to spare, or no worker could
     ever take it (it would wait in the inbox for good)."""
     size = len(json.dumps(text, ensure_ascii=False).encode())

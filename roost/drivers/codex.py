@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.drivers.approvals import bounded, codex_file_what, words
@@ -81,8 +82,12 @@ class CodexDriver(Driver):
         self._params = thread_params(job, ctx)
         return Launch(argv=argv, env=env, cwd=cwd, session=job.session, record=ctx.record(job))
 
+    def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
+        """Codex's app-server forks a thread itself (``thread/fork``) at the fork's first start."""
+        return None, source.session
+
     def adapter(self, job: Job) -> Adapter:
-        return CodexAdapter(thread=job.session, params=self._params, usage=job.usage)
+        return CodexAdapter(thread=job.session, params=self._params, usage=job.usage, fork_of=job.fork_of)
 
 
 class CodexAdapter(Adapter):
@@ -93,8 +98,11 @@ class CodexAdapter(Adapter):
     ``approval`` event, answered by the ``approval_answer`` that names it.
     """
 
-    def __init__(self, thread: str | None, params: dict[str, Any], usage: Mapping[str, Any]) -> None:
+    def __init__(self, thread: str | None, params: dict[str, Any], usage: Mapping[str, Any],
+                 fork_of: str | None = None) -> None:
         self.thread = thread
+        #: The thread a fork's first start forks (``thread/fork``) instead of starting a new one.
+        self.fork_of = fork_of
         self.params = params
         self.ready = False
         self.run: Any = None
@@ -158,8 +166,12 @@ class CodexAdapter(Adapter):
         if "error" in answer:
             return [response(req_id, "get_state", False, error=_error(answer))]
         self._write(encode({"jsonrpc": "2.0", "method": "initialized"}))
-        method, params = ("thread/resume", {**self.params, "threadId": self.thread, "excludeTurns": True}) \
-            if self.thread else ("thread/start", self.params)
+        if self.thread:
+            method, params = "thread/resume", {**self.params, "threadId": self.thread, "excludeTurns": True}
+        elif self.fork_of:
+            method, params = "thread/fork", {**self.params, "threadId": self.fork_of, "excludeTurns": True}
+        else:
+            method, params = "thread/start", self.params
         self._write(self._call(method, params, lambda reply: self._thread_open(req_id, reply)))
         return []
 

@@ -34,6 +34,7 @@ from roost.tui.job_table import Column, JobTable, table_columns
 from roost.tui.peek_pane import PEEK_ENTRIES, PeekPane
 from roost.tui.looks import BOLD, STATE_CELL_WIDTH, cell, state_marks, state_text
 from roost.tui.roost_screen import RoostScreen, plural, send_outcome, stopped_text
+from roost.tui.search_screen import SearchScreen
 
 class AgentViewScreen(RoostScreen):
     """Every listed job, newest first; Enter opens one."""
@@ -55,6 +56,8 @@ class AgentViewScreen(RoostScreen):
         Binding("r", "rename", "rename"),
         Binding("A", "archived", "archived"),
         Binding("d", "diff", "diff"),
+        Binding("S", "search", "search", show=False),
+        Binding("F", "fork", "fork", show=False),
         Binding("j,down", "move(1)", "down", show=False),
         Binding("k,up", "move(-1)", "up", show=False),
         Binding("g,home", "edge(0)", "first", show=False),
@@ -230,7 +233,8 @@ class AgentViewScreen(RoostScreen):
         return self.link.rows.get(job_id) if job_id else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek", "diff") and self._selected() is None:
+        if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek", "diff", "fork") \
+                and self._selected() is None:
             return None
         if action == "clear_filter":
             return bool(self.filter_text)
@@ -335,6 +339,20 @@ class AgentViewScreen(RoostScreen):
         row = self._selected()
         if row is not None:
             open_diff(self, row)
+
+    def action_search(self) -> None:
+        """``S``: search every transcript; a result opens its job at the entry."""
+        def open_at(job_id: str, seq: int) -> None:
+            self.app.push_screen(JobScreen(self.link, self.config, self.clock, job_id, at=seq))
+
+        self.app.push_screen(SearchScreen(self.link, self.config, self.clock, open_at))
+
+    def action_fork(self) -> None:
+        """``F``: a new job that goes on from the selected job's conversation (roost fork)."""
+        row = self._selected()
+        if row is not None:
+            self.request("fork", {"job": row.id}, lambda result: f"forked {row.id} as {result['id']}: "
+                                                                 "it starts on your first message")
 
     def action_archived(self) -> None:
         self.app.push_screen(ArchivedScreen(self.link, self.config, self.clock))

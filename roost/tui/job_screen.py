@@ -44,6 +44,8 @@ PANEL_ACTIONS = frozenset({"open_subagent", "message_subagent", "rename_subagent
                            "leave_panel", "panel_edge", "panel_filter", "diff_subagent"})
 #: Panel actions a provider subagent's (read-only) row does not take.
 READ_ONLY_ACTIONS = frozenset({"message_subagent", "rename_subagent", "diff_subagent"})
+#: Entries shown above the one a search result opens at (scrolling up reads the rest).
+OPEN_AT_ABOVE = 5
 #: Key names of printable keys that are not the character itself.
 _KEY_CHARACTERS = {"slash": "/", "question_mark": "?"}
 
@@ -76,9 +78,12 @@ class JobScreen(RoostScreen):
         Binding("escape,down", "leave_block", "back to the composer", key_display="esc"),
     ]
 
-    def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str) -> None:
+    def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str,
+                 at: int | None = None) -> None:
         super().__init__(link, config, clock)
         self.job_id = job_id
+        #: The entry to open at (a search result), instead of the tail.
+        self.at = at
         #: Whether the transcript has been read once.
         self.loaded = False
         #: Whether the timeline subscription is in place; entries streamed before wait in ``_early``.
@@ -131,7 +136,12 @@ class JobScreen(RoostScreen):
             own = await self.link.call("show", job=self.job_id)
             update.rows |= self.link.hold(sub["sub"], [own], newer=False).rows
             self.path = await self._path_to_root(own.get("parent"))
-            if not self.loaded:
+            if not self.loaded and self.at is not None:  # a search result: the entry, and a few before it
+                above = await self.link.call("logs", job=self.job_id, before=self.at, limit=OPEN_AT_ABOVE)
+                page = await self.link.call("logs", job=self.job_id, after=self.at - 1)
+                self.transcript.start_at(above["entries"], page["entries"], above["more"], page["more"])
+                self.panel.take_entries([*above["entries"], *page["entries"]])
+            elif not self.loaded:
                 page = await self.link.call("logs", job=self.job_id)
                 self.transcript.start(page["entries"], page["more"])
                 self.panel.take_entries(page["entries"])
