@@ -43,6 +43,8 @@ class Start(Message):
 class Send(Message):
     text: str
     caller: str | None
+    #: Set by its handler: the message restarted a stopped job (the sender's answer says so).
+    restarted: bool = field(default=False, kw_only=True)
 
 
 @dataclass

@@ -202,7 +202,7 @@ class Supervisor:
                 self.store.save_job(job)
                 eng.timeline(job, "spawned", parent=job.parent, driver=driver_name, lifetime=lifetime,
                              by=caller or "person")
-                self.store.add_message(job.id, args["prompt"], now)
+                self.store.add_message(job.id, args["prompt"], now)  # counted below, once it is kept
         except (sqlite3.Error, OSError) as exc:  # nothing was kept: the job does not exist
             raise ProtocolError(ErrorCode.STORE, describe_failure(exc, self.store.path)) from None
         eng.changed(self.index.add(job))
@@ -223,10 +223,10 @@ class Supervisor:
     # -- operations on a job --------------------------------------------------------------------------
     async def send(self, job_id: str, text: str, caller: str | None) -> dict[str, Any]:
         """A message for a job; a person's message to a stopped job restarts it."""
-        restarts = self.index.require(job_id).state == State.STOPPED and caller is None
         check_prompt(text)
-        result = await self._ask(job_id, m.Send(text, caller))
-        return {**result, "outcome": "restarted"} if restarts else result
+        message = m.Send(text, caller)
+        result = await self._ask(job_id, message)
+        return {**result, "outcome": "restarted"} if message.restarted else result
 
     async def answer_approval(self, approval: str, decision: str, reason: str, rule: str | None) -> dict[str, Any]:
         """A person's answer to one pending approval (handlers let only a person call this)."""

@@ -98,7 +98,7 @@ def _os_reason(exc: OSError) -> str:
 
 def fail_start(eng: "Engine", job: Job, reason: str) -> None:
     with eng.store.transaction():
-        eng.set_state(job, State.FAILED, reason=f"could not start its worker: {reason}")
+        eng.set_state(job, State.FAILED, "failure", reason=f"could not start its worker: {reason}")
         eng.timeline(job, "error", message=f"could not start its worker: {reason}")
         eng.save(job)
     eng.queue.releasing.pop(job.id, None)
@@ -135,7 +135,7 @@ def on_spawned(eng: "Engine", job: Job, msg: Spawned) -> None:
         if slot.launch_session:
             job.session = slot.launch_session
         if job.state == State.QUEUED:
-            eng.set_state(job, State.STARTING)
+            eng.set_state(job, State.STARTING, "started")
         eng.timeline(job, "worker", pid=job.pid, resumed=job.session is not None)
         eng.save(job)
         eng.kids_changed(job)
@@ -167,7 +167,7 @@ def on_not_ready(eng: "Engine", job: Job, msg: NotReady) -> None:
     with eng.store.transaction():
         eng.timeline(job, "error", message=msg.reason)
         if job.state in TURN_STATES:
-            eng.set_state(job, State.FAILED, reason=msg.reason)
+            eng.set_state(job, State.FAILED, "failure", reason=msg.reason)
         eng.save(job)
     refuse_resumes(eng, slot, job, msg.reason)
     slot.phase = Phase.CLOSING
@@ -222,6 +222,8 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     del eng.slots[job.id]
     eng.queue.releasing.pop(job.id, None)
     on_purpose = slot.phase is Phase.CLOSING
+    #: A stop or an archive was cutting its turn (the job may have been restarted since).
+    cut_short = slot.turn is not None and slot.turn.ending is not None
     what = describe_exit(msg.returncode)
     with eng.store.transaction():
         approvals.gone(eng, job, f"its worker {what} before anyone answered")
@@ -231,13 +233,13 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
             job.reaped = True
             eng.timeline(job, "closed", reason=slot.close_reason or "closed", exit=what)
             if job.state in TURN_STATES:  # it never sits at "working" with no worker
-                eng.set_state(job, State.FAILED, reason=f"{slot.close_reason or 'closed'} during its turn")
-        elif job.state == State.STOPPED or job.archived_at is not None or eng.closing_down:
+                eng.set_state(job, State.FAILED, "failure", reason=f"{slot.close_reason or 'closed'} during its turn")
+        elif job.state == State.STOPPED or cut_short or job.archived_at is not None or eng.closing_down:
             job.reaped = True
             eng.timeline(job, "closed", reason="worker ended after a stop", exit=what)
         else:
             message = f"worker {what}" + (": " + " | ".join(msg.stderr_tail) if msg.stderr_tail else "")
-            eng.set_state(job, State.FAILED, reason=message)
+            eng.set_state(job, State.FAILED, "failure", reason=message)
             eng.timeline(job, "error", message=message, exit=what, stderr=msg.stderr_tail)
         eng.save(job)
         eng.kids_changed(job)
@@ -248,7 +250,7 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     if job.state == State.FAILED and not on_purpose and job.archived_at is None:
         reports.route(eng, job, State.FAILED, eng.last_error(job))
     refuse = "its worker ended before it was ready" if slot.resume_replies else ""
-    if slot.reopen and not eng.closing_down and job.archived_at is None and job.state != State.STOPPED:
+    if (slot.reopen or (cut_short and eng.inbox[job.id])) and not eng.closing_down and job.archived_at is None and job.state != State.STOPPED:
         placed = begin_start(eng, job)
         if placed is Placed.STARTED:
             eng.slots[job.id].resume_replies.extend(slot.resume_replies)

@@ -140,6 +140,12 @@ def hold_until(worker: WorkerFacts, config: LifecycleConfig) -> float | None:
     return worker.held_since + config.report_hold_max
 
 
+def hold_due(worker: WorkerFacts, config: LifecycleConfig, now: float) -> bool:
+    """Whether the bounded hold ran out now: the held reports are steered into the turn."""
+    at = hold_until(worker, config)
+    return at is not None and now >= at
+
+
 def next_due(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig) -> float | None:
     """The next moment a time rule may act on this job (auto-close, reap, the report hold, an
     approval's timeout), or None: the engine arms one timer per job for it, so an idle daemon does
