@@ -84,13 +84,35 @@ def test_an_agents_message_to_a_stopped_job_is_refused_and_a_persons_restarts_it
     assert daemon.wait_state(job, "idle")["last_text"] == "again"
 
 
+def test_a_gate_holds_the_turn_until_its_file_appears_and_a_stop_cuts_it_short(daemon):
+    held = daemon.spawn("say before\nwait-for go\nsay after")
+    cut = daemon.spawn("wait-for never\nsay not reached")
+    daemon.at_gate(held, "go")
+    daemon.at_gate(cut, "never")
+    assert daemon.show(held)["state"] == "working" and daemon.texts(held) == ["before"]
+    daemon.release("go")
+    assert daemon.wait_state(held, "idle")["last_text"] == "after"
+    daemon.call("stop", job=cut)
+    daemon.wait_for(lambda: daemon.texts(cut)[-1:] == ["(stopped)"], what="the stop to cut the gate short")
+    assert "not reached" not in daemon.texts(cut) and daemon.show(cut)["state"] == "stopped"
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "..", "x" * 201])
+def test_a_gate_that_is_not_one_file_name_fails_the_turn(daemon, name):
+    job = daemon.spawn(f"wait-for {name}".strip())
+    daemon.wait_state(job, "failed")
+    assert any("wait-for: expected a file name of 1 to 200 characters" in str(e["data"])
+               for e in daemon.timeline(job) if e["kind"] == "turn_end")
+
+
 def test_starting_while_the_running_cap_is_full(daemon_factory):
     daemon = daemon_factory("max_running_jobs = 1\n")
-    first = daemon.spawn("work 1.5")
+    first = daemon.spawn("wait-for first")
     daemon.wait_state(first, "working")
     second = daemon.spawn("say second")
     row = daemon.show(second)
     assert row["state"] == "queued" and not row["worker_up"]
+    daemon.release("first")
     daemon.wait_state(first, "idle", timeout=10)
     assert daemon.wait_state(second, "idle")["last_text"] == "second"
 
@@ -133,9 +155,10 @@ def test_a_message_resumes_a_done_job_from_its_session_file(daemon):
 
 
 def test_a_message_while_a_turn_runs_is_queued_then_delivered(daemon):
-    job = daemon.spawn("work 0.8")
+    job = daemon.spawn("wait-for sent")
     daemon.wait_state(job, "working")
     assert daemon.call("send", job=job, text="say after the work")["outcome"] == "queued"
+    daemon.release("sent")
     daemon.wait_for(lambda: "after the work" in daemon.texts(job), what="the queued message's turn")
 
 
