@@ -108,15 +108,16 @@ def test_a_tree_spawned_from_the_cli_shows_up(daemon, term):
 
 
 def test_a_done_childs_row_leaves_and_the_hint_appears(daemon, term):
-    root = daemon.spawn("spawn work 1.5; report done child finished\nspawn work 30\nwork 30", title="parent")
+    root = daemon.spawn("spawn wait-for child; report done child finished\nspawn work 30\nwork 30", title="parent")
     daemon.wait_for(lambda: len(daemon.children(root)) == 2, what="two children")
     term.start()
     term.wait_text("parent")
     term.keys("Enter")
     term.wait_text("subagents · 2 running")
+    daemon.release("child")
     screen = term.wait_text("/subagents to see subagents")
     panel = screen.split("subagents ·", 1)[1]
-    assert "work 1.5" not in panel, "the done row left the panel"
+    assert "wait-for child" not in panel, "the done row left the panel"
     assert "work 30" in panel
 
 

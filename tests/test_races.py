@@ -63,11 +63,12 @@ def test_an_answer_to_a_last_line_question_is_not_run_as_a_script(daemon: Daemon
 
 def test_a_message_to_a_job_queued_by_the_cap_waits_its_turn(daemon_factory):
     daemon = daemon_factory("max_running_jobs = 1\n")
-    first = daemon.spawn("work 1")
+    first = daemon.spawn("wait-for first")
     daemon.wait_state(first, "working")
     second = daemon.spawn("say queued")
     assert daemon.call("send", job=second, text="say and then this")["outcome"] == "queued"
     assert not daemon.show(second)["worker_up"]
+    daemon.release("first")
     daemon.wait_for(lambda: "and then this" in daemon.texts(second), timeout=10, what="both turns")
     assert daemon.texts(second).index("queued") < daemon.texts(second).index("and then this")
 

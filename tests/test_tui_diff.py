@@ -71,13 +71,15 @@ async def test_a_job_without_a_worktree_says_so_and_opens_nothing(daemon, repo):
 
 
 async def test_the_diff_of_a_working_job_is_read_again_as_it_changes(daemon, repo):
-    job = daemon.spawn("write early.txt one\nwork 2.5\nwrite late.txt two\nwork 30", cwd=str(repo), worktree=True)
+    job = daemon.spawn("write early.txt one\nwait-for late\nwrite late.txt two\nwait-for never", cwd=str(repo),
+                       worktree=True)
     daemon.wait_for(lambda: (Path(daemon.show(job)["worktree"] or "/nonexistent") / "early.txt").exists(),
                     what="the first file")
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_diff_of(pilot, app, job)
         assert [f.path for f in screen.files] == ["early.txt"]
+        daemon.release("late")
         await until(pilot, lambda: [f.path for f in screen.files] == ["early.txt", "late.txt"],
                     "the second file, read again by the screen's timer", timeout=15)
         assert screen.selected == "early.txt"  # the selection stays where it was
