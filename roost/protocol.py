@@ -158,6 +158,7 @@ OPS: dict[str, dict[str, Arg]] = {
     "answer_approval": {"approval": _NEED_STR, "decision": Arg((str,), required=True, choices=APPROVAL_ANSWERS),
                         "reason": _STR, "rule": _OPT_STR},
     "acknowledge": {},
+    "reload": {},
     "shutdown": {},
 }
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from roost import paths as paths_mod
-from roost.config import ConfigError, ConfigWatcher, load_config
+from roost.config import ConfigError, load_config
+from roost.daemon.config_reload import ConfigFile
 
 OTHER = "roost-other"
 
@@ -62,10 +63,10 @@ def test_a_config_made_writable_after_start_is_not_reloaded(tmp_path: Path) -> N
     config = tmp_path / "roost.toml"
     config.write_text("idle_timeout = 5\n")
     config.chmod(0o600)
-    watcher = ConfigWatcher(config)
+    watcher = ConfigFile(config)
     config.write_text("idle_timeout = 99\n")
     config.chmod(0o666)
-    assert not watcher.poll()
+    assert not watcher.reload().to_dict()["reloaded"]
     assert watcher.config.idle_timeout == 5
     assert watcher.last_error is not None and "writable by group and others" in str(watcher.last_error)
 
