@@ -35,6 +35,7 @@ from harness import (Daemon, Home, Result, clock, count_json_array, median, pct,
 from command_output import bench_output  # noqa: E402
 
 from roost.client import AsyncClient  # noqa: E402
+from roost.proctree import wakeups  # noqa: E402
 
 PY_PASS = [sys.executable, "-c", "pass"]
 
@@ -675,9 +676,44 @@ def bench_turn(opts: argparse.Namespace) -> list[Result]:
     return [Result("turn", "spawn -> one `say` turn -> idle row", median(s), "s", median(b), "worker by hand")]
 
 
+def bench_wakeups(opts: argparse.Namespace) -> list[Result]:
+    """An idle daemon with no jobs: how often it wakes in 10 s (its voluntary context switches),
+    with the config watched through inotify and without (``inotify_simple`` hidden from it)."""
+    out: list[Result] = []
+    for watched in (True, False):
+        home = Home(tag="wakeups")
+        if not watched:
+            home.env = {**home.env, "PYTHONPATH": str(_no_inotify(home))}
+        try:
+            with Daemon(home) as d:
+                d.start()
+                _wait_spare(d)
+                time.sleep(1.0)  # the probes' connections are closed and read
+                with d.client() as c:
+                    how = c.call("status")["config_watch"]
+                time.sleep(1.0)
+                before = wakeups(d.pid)
+                time.sleep(opts.wakeup_seconds)
+                count = wakeups(d.pid) - before
+        finally:
+            home.remove()
+        out.append(Result("wakeups", f"idle daemon wake-ups in {opts.wakeup_seconds:.0f}s, config {how}", count,
+                          "wakes", target="≤ 1 in 10 s", met=count <= opts.wakeup_seconds / 10))
+    return out
+
+
+def _no_inotify(home: Home) -> Path:
+    """A directory that, first on PYTHONPATH, makes ``import inotify_simple`` fail."""
+    stub = home.dir / "no-inotify"
+    stub.mkdir()
+    (stub / "inotify_simple.py").write_text("raise ImportError('hidden by the benchmark')\n")
+    return stub
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], list[Result]]] = {
     "scale": bench_scale, "idle": bench_idle, "latency": bench_latency, "stalled": bench_stalled,
     "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn, "output": bench_output,
+    "wakeups": bench_wakeups,
 }
 
 
@@ -700,6 +736,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cli-runs", type=int, default=15)
     parser.add_argument("--output-mb", type=int, default=100, help="output: MB the command prints")
     parser.add_argument("--output-runs", type=int, default=3)
+    parser.add_argument("--wakeup-seconds", type=float, default=10.0, help="wakeups: seconds counted")
     opts = parser.parse_args(argv)
     if opts.list:
         for name, fn in BENCHES.items():
