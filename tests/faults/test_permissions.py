@@ -29,8 +29,10 @@ def other_uid() -> int:
         pytest.skip("needs root to create a second user")
     try:
         return pwd.getpwnam(OTHER).pw_uid
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER], check=True)
+    except KeyError:  # another test process may make it at the same moment (pytest -n): exit 9, it exists
+        done = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER],
+                              capture_output=True, text=True)
+        assert done.returncode in (0, 9), done.stderr
         return pwd.getpwnam(OTHER).pw_uid
 
 
