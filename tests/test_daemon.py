@@ -55,7 +55,7 @@ def test_each_turn_outcome_lands_in_its_state(daemon, script, state, last_text):
 
 
 def test_working_then_stopped_and_stop_is_idempotent(daemon):
-    job = daemon.spawn("work 30")
+    job = daemon.spawn("wait-for never")
     daemon.wait_state(job, "working")
     first = daemon.call("stop", job=job)
     assert first["stopped"] == 1
@@ -70,7 +70,7 @@ def test_working_then_stopped_and_stop_is_idempotent(daemon):
 def test_an_agents_message_to_a_stopped_job_is_refused_and_a_persons_restarts_it(daemon):
     lead = daemon.spawn("say lead")
     daemon.wait_state(lead, "idle")
-    job = daemon.spawn("work 30", parent=lead)
+    job = daemon.spawn("wait-for never", parent=lead)
     daemon.wait_state(job, "working")
     daemon.call("stop", job=job)
     daemon.wait_state(job, "stopped")
@@ -119,7 +119,7 @@ def test_starting_while_the_running_cap_is_full(daemon_factory):
 
 @pytest.mark.parametrize("when", ["mid-turn", "between turns"])
 def test_a_worker_killed_with_sigkill_fails_its_job_within_a_second(daemon, when):
-    job = daemon.spawn("work 30" if when == "mid-turn" else "say ready")
+    job = daemon.spawn("wait-for never" if when == "mid-turn" else "say ready")
     row = daemon.wait_state(job, "working" if when == "mid-turn" else "idle")
     os.kill(row["pid"], signal.SIGKILL)
     killed = time.monotonic()
@@ -169,7 +169,7 @@ def test_an_unknown_job_is_a_clear_error(daemon):
 
 
 def test_stop_tree_stops_every_running_job_and_says_how_many(daemon):
-    root = daemon.spawn("spawn spawn work 30; work 30\nspawn work 30\nwork 30")
+    root = daemon.spawn("spawn spawn wait-for never; wait-for never\nspawn wait-for never\nwait-for never")
     daemon.wait_for(lambda: len(daemon.children(root)) == 2, what="children")
     daemon.wait_for(lambda: sum(len(daemon.children(k["id"])) for k in daemon.children(root)) == 1,
                     what="a grandchild")
@@ -185,7 +185,7 @@ def test_stop_tree_stops_every_running_job_and_says_how_many(daemon):
 
 def test_the_daemon_killed_and_started_again_keeps_every_record(daemon):
     idle = daemon.spawn("say still here")
-    busy = daemon.spawn("work 30")
+    busy = daemon.spawn("wait-for never")
     idle_row = daemon.wait_state(idle, "idle")
     busy_row = daemon.wait_state(busy, "working")
     daemon.kill()
@@ -245,7 +245,7 @@ def test_the_worker_environment_carries_the_job_and_its_token(daemon):
 
 
 def test_a_daemon_stopped_mid_turn_leaves_no_job_working_without_a_worker(daemon):
-    job = daemon.spawn("work 30")
+    job = daemon.spawn("wait-for never")
     daemon.wait_state(job, "working")
     daemon.stop()
     daemon.start()

@@ -257,7 +257,7 @@ def test_wake_reaped_parent_resumes_it_with_the_report(daemon_factory):
 
 
 def test_each_report_is_delivered_exactly_once_across_a_daemon_restart(daemon):
-    parent = daemon.spawn("spawn work 0.3; report done survived the crash\nwork 30")
+    parent = daemon.spawn("spawn work 0.3; report done survived the crash\nwait-for never")
     child = only_child(daemon, parent)["id"]
     daemon.wait_for(lambda: any(e["kind"] == "reported" for e in daemon.timeline(child)), what="the report")
     assert reports_in(daemon, parent) == [], "held while the parent works"
@@ -274,7 +274,7 @@ def test_each_report_is_delivered_exactly_once_across_a_daemon_restart(daemon):
 
 # -- what clients see --------------------------------------------------------------------------------------
 def test_parent_open_follows_clients_and_the_parents_worker(daemon):
-    parent = daemon.spawn("spawn work 30\nsay parent")
+    parent = daemon.spawn("spawn wait-for never\nsay parent")
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(parent, "idle")
     assert daemon.show(child)["parent_open"] is True
@@ -295,7 +295,7 @@ def test_parent_open_follows_clients_and_the_parents_worker(daemon):
 
 
 def test_row_events_are_pushed_to_watchers_when_parent_open_changes(daemon):
-    parent = daemon.spawn("spawn work 30\nsay parent")
+    parent = daemon.spawn("spawn wait-for never\nsay parent")
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(parent, "idle")
     with daemon.client() as watcher:
@@ -309,7 +309,7 @@ def test_row_events_are_pushed_to_watchers_when_parent_open_changes(daemon):
 
 # -- archive and detach ------------------------------------------------------------------------------------
 def test_archive_cascades_except_to_a_child_a_client_has_open(daemon):
-    root = daemon.spawn("spawn work 30\nspawn work 30\nsay root")
+    root = daemon.spawn("spawn wait-for never\nspawn wait-for never\nsay root")
     daemon.wait_for(lambda: len(daemon.children(root)) == 2, what="two children")
     first, second = (k["id"] for k in daemon.children(root))
     daemon.wait_state(first, "working")
@@ -350,7 +350,7 @@ def test_spawning_deeper_than_max_depth_is_refused(daemon_factory):
 
 def test_the_hold_is_bounded_by_report_hold_max(daemon_factory):
     daemon = daemon_factory("report_hold_max = 1\n")
-    parent = daemon.spawn("spawn report done quick one\nwork 30")
+    parent = daemon.spawn("spawn report done quick one\nwait-for never")
     child = only_child(daemon, parent)["id"]
     done_at = daemon.wait_state(child, "done")["state_since"]
     batch = daemon.wait_for(lambda: reports_in(daemon, parent), timeout=5, what="the bounded hold")[0]

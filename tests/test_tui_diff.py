@@ -86,9 +86,9 @@ async def test_the_diff_of_a_working_job_is_read_again_as_it_changes(daemon, rep
 
 
 async def test_d_in_the_subagent_panel_and_slash_diff_on_the_job_screen(daemon, repo):
-    parent = daemon.spawn("write p.txt parent\nwork 30", cwd=str(repo), worktree=True, title="parent")
+    parent = daemon.spawn("write p.txt parent\nwait-for never", cwd=str(repo), worktree=True, title="parent")
     home = daemon.wait_row(parent, lambda r: r["worktree"] is not None)["worktree"]
-    child = daemon.spawn("write c.txt child\nwork 30", parent=parent, cwd=home, worktree=True, title="child")
+    child = daemon.spawn("write c.txt child\nwait-for never", parent=parent, cwd=home, worktree=True, title="child")
     daemon.wait_for(lambda: (Path(daemon.show(child)["worktree"] or "/nonexistent") / "c.txt").exists(),
                     what="the child's file")
     app = make_app(daemon)
