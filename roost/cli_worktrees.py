@@ -9,6 +9,7 @@ from typing import Any, Callable
 import click
 
 from roost.client import Client
+from roost.rules import teardown
 from roost.text import safe_text
 
 Say = Callable[[str], None]
@@ -34,8 +35,7 @@ def show_list(result: dict[str, Any], as_json: bool, say: Say) -> None:
         elif "error" in row:
             condition = f"unreadable: {row['error']}"
         else:
-            condition = ("dirty" if row["dirty"] else "clean") + (", merged" if row["merged"] else
-                                                                   f", {row['ahead'] or '?'} unmerged")
+            condition = teardown.condition(row["changed"], row["untracked"], row["ahead"], row["submodules"])
         archived = " archived" if row["archived"] else ""
         say(f"{row['job']:<6} {row['state']:<8}{archived} {row['branch']}  {row['path']}  "
             f"{_size(row.get('size_kb'))}  {condition}")
@@ -53,7 +53,8 @@ def show_prune(result: dict[str, Any], say: Say) -> None:
 
 
 def show_diff(client: Client, job_id: str, stat: bool, say: Say) -> None:
-    """The diff's pages one after another (the daemon pages it; each page is under the frame limit)."""
+    """The diff's pages one after another, all of one snapshot (the daemon pages it; each page is
+    under the frame limit)."""
     page = client.call("diff", job=job_id)
     if stat:
         for f in page["files"]:
@@ -66,5 +67,7 @@ def show_diff(client: Client, job_id: str, stat: bool, say: Say) -> None:
         sys.stdout.write(safe_text(page["text"]))  # what an agent wrote never acts on the terminal
         if page["next"] is None:
             break
-        page = client.call("diff", job=job_id, offset=page["next"])
+        page = client.call("diff", job=job_id, offset=page["next"], snapshot=page["snapshot"])
     sys.stdout.flush()
+    if page.get("cut"):
+        click.echo(f"roost: the diff is cut at {page['size']} bytes (diffs.DIFF_MAX)", err=True)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
+from roost.bounds import bound_record
+
 
 class State(str, enum.Enum):
     """Where a job is in its life (docs/lifecycle.md draws the transitions)."""
@@ -113,6 +115,11 @@ class Job:
     approval_policy: list[dict[str, Any]] = field(default_factory=list)
     approval_grants: list[str] = field(default_factory=list)
 
+    def stoppable(self) -> bool:
+        """Whether a stop has something to stop: a turn in flight, a question, or (in any state) subagents
+        of its agent's own that still run (a Claude Code background subagent after its parent's turn)."""
+        return self.archived_at is None and (self.state in STOPPABLE_STATES or self.provider_running > 0)
+
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data (state as its string). Copies the dict fields
         one level deep, which is all they have; dataclasses.asdict's deep copy was most of the
@@ -203,6 +210,7 @@ class Row:
         there only while the job waits, and its provider subagents run only while its worker is
         up (they are that process's: Claude Code runs background ones while its job is idle)."""
         data = self.job.to_dict()
+        bound_record(data)  # a record from before the caps (or written around them) still fits a frame
         if not full:
             for name in _FULL_ONLY:
                 del data[name]

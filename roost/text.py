@@ -26,6 +26,9 @@ def _visible(match: re.Match[str]) -> str:
 def safe_text(s: str) -> str:
     """``s`` with every control character but newline and tab made visible (``^[`` for ESC,
     ``^G`` for BEL, ``\\x9b`` for the 8-bit CSI), so an escape sequence in it is shown as text
-    and can never act on the terminal. It runs on every row shown, so printable text (most
-    titles and peeks) is let through by ``isprintable``, a C loop, before any regex runs."""
-    return s if s.isprintable() else _UNSAFE.sub(_visible, s)
+    and can never act on the terminal. It runs on every row shown and every page of a diff, so
+    printable text (most titles and peeks; lines of text once their newlines and tabs are set
+    aside) is let through by ``isprintable``, a C loop, before any regex runs."""
+    if s.isprintable() or s.replace("\n", "").replace("\t", "").isprintable():
+        return s
+    return _UNSAFE.sub(_visible, s)

@@ -12,8 +12,9 @@ from typing import Callable
 import pytest
 
 from roost.client import ClientError
+from roost.daemon import diffs
 from tests.conftest import DaemonHarness
-from tests.gitrepo import git, make_repo
+from tests.gitrepo import daemon_logging_git, git, make_repo
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -132,12 +133,16 @@ def test_prune_removes_what_is_safe_and_says_what_it_kept(daemon: DaemonHarness,
 
 def test_a_worktree_deleted_by_hand_is_noticed(daemon: DaemonHarness, repo: Path) -> None:
     row = spawn_in(daemon, repo, "say hi")
+    git(Path(row["worktree"]), "checkout", "-q", "--detach")
+    commit(Path(row["worktree"]), "lost.txt", "mine\n", "on a detached HEAD, then the directory was deleted")
+    made = git(Path(row["worktree"]), "rev-parse", "HEAD").strip()
     shutil.rmtree(row["worktree"])
     listed = daemon.call("worktrees")["rows"]
     assert [(r["job"], r["exists"]) for r in listed] == [(row["id"], False)]
     daemon.wait_row(row["id"], lambda r: r["worktree"] is None)
     assert "deleted by hand" in entries(daemon, row["id"], "worktree")[0]["message"]
     assert row["worktree"] not in git(repo, "worktree", "list")
+    assert git(repo, "for-each-ref", "--contains", made, "--format=%(refname)") == f"refs/roost/archive/{row['id']}\n"
     daemon.call("send", job=row["id"], text="say again")  # it takes messages; nothing crashed
     assert daemon.call("status")["jobs"] == 1
 
@@ -145,15 +150,16 @@ def test_a_worktree_deleted_by_hand_is_noticed(daemon: DaemonHarness, repo: Path
 def test_diff_shows_committed_uncommitted_and_new_files_paged(daemon: DaemonHarness, repo: Path) -> None:
     row = spawn_in(daemon, repo, "write a.txt committed\nrun git add -A && git commit -qm a\nwrite README changed")
     path = Path(row["worktree"])
-    (path / "big.txt").write_text("".join(f"line {i} é\n" for i in range(30000)))  # over one page
+    (path / "big.txt").write_text("".join(f"line {i} é\n" for i in range(100000)))  # over one page
     first = daemon.call("diff", job=row["id"])
-    assert {f["path"]: f["added"] for f in first["files"]} == {"a.txt": 1, "README": 1, "big.txt": 30000}
+    assert {f["path"]: f["added"] for f in first["files"]} == {"a.txt": 1, "README": 1, "big.txt": 100000}
+    assert first["next"] is not None
     text, page = first["text"], first
     while page["next"] is not None:
         page = daemon.call("diff", job=row["id"], offset=page["next"])
         text += page["text"]
-    assert len(text.encode()) == first["size"] > 128 * 1024
-    assert "+committed" in text and "-hello" in text and "+line 29999 é" in text
+    assert len(text.encode()) == first["size"] > diffs.PAGE_MAX
+    assert "+committed" in text and "-hello" in text and "+line 99999 é" in text
     out = subprocess.run([sys.executable, "-m", "roost.cli", "diff", row["id"]], env=daemon.env, capture_output=True,
                          text=True, check=True).stdout
     assert out == text
@@ -183,5 +189,64 @@ def test_the_cli_lists_worktrees(daemon: DaemonHarness, repo: Path) -> None:
                               text=True, check=True).stdout
 
     listed = roost("worktrees")
-    assert row["id"] in listed and row["branch"] in listed and "dirty" in listed
+    assert row["id"] in listed and row["branch"] in listed and "1 untracked" in listed
     assert "a.txt" in roost("diff", "--stat", row["id"])
+
+
+def test_diff_names_are_read_whole_with_z(daemon: DaemonHarness, repo: Path) -> None:
+    row = spawn_in(daemon, repo, "say hi")
+    path = Path(row["worktree"])
+    names = ["a\ttab.txt", "é non-ascii.txt", "new\nline.txt", "sp ace.txt"]
+    for i, name in enumerate(names):
+        (path / name).write_text(f"file {i}\n")
+    page = daemon.call("diff", job=row["id"])
+    assert sorted(f["path"] for f in page["files"]) == sorted(names)
+    for i in range(len(names)):
+        assert f"+file {i}\n" in page["text"]
+    assert "+++ b/é non-ascii.txt" in page["text"] and '+++ "b/a\\ttab.txt"' in page["text"]
+
+
+def test_diff_pages_come_from_one_snapshot_of_one_state(daemon: DaemonHarness, repo: Path) -> None:
+    row = spawn_in(daemon, repo, "say hi")
+    path = Path(row["worktree"])
+    (path / "big.txt").write_text("".join(f"line {i}\n" for i in range(100000)))  # over one page
+    first = daemon.call("diff", job=row["id"])
+    assert first["next"] is not None and daemon.call("diff", job=row["id"])["snapshot"] == first["snapshot"]
+    (path / "big.txt").write_text("changed\n")
+    second = daemon.call("diff", job=row["id"], offset=first["next"], snapshot=first["snapshot"])
+    assert "+line 90000\n" in second["text"]  # the reader's snapshot still pages, as it was
+    assert daemon.call("diff", job=row["id"])["snapshot"] != first["snapshot"]  # a new state, a new snapshot
+    for i in range(diffs.SNAPSHOTS_MAX):  # the cache lets the first go ...
+        (path / "big.txt").write_text(f"state {i}\n")
+        daemon.call("diff", job=row["id"])
+    with pytest.raises(ClientError, match="changed since its first page"):  # ... and its state is gone
+        daemon.call("diff", job=row["id"], offset=first["next"], snapshot=first["snapshot"])
+    assert len(list((daemon.paths.state_dir / "diffs").iterdir())) == diffs.SNAPSHOTS_MAX
+
+
+def test_diff_pages_of_escaped_text_and_long_file_lists_stay_under_the_frame(daemon: DaemonHarness,
+                                                                              repo: Path) -> None:
+    row = spawn_in(daemon, repo, "say hi")
+    path = Path(row["worktree"])
+    (path / "esc.txt").write_bytes((b"\x1b\x01" * 60 + b"\n") * 20000)  # 2.4 MB that JSON writes 6x longer
+    for i in range(2100):
+        (path / f"{'n' * 150}{i:05d}.txt").write_text("x\n")
+    page, text, pages = daemon.call("diff", job=row["id"]), "", 0
+    assert len(page["files"]) < 2100 and len(page["files"]) + page["files_more"] == 2101
+    while True:
+        text, pages = text + page["text"], pages + 1
+        if page["next"] is None:
+            break
+        page = daemon.call("diff", job=row["id"], offset=page["next"], snapshot=page["snapshot"])
+    assert len(text.encode()) == page["size"] and text.count("\x1b\x01" * 60) == 20000 and pages > 3
+
+
+def test_merge_never_puts_the_title_on_a_command_line(roost_home: Path, tmp_path: Path, repo: Path) -> None:
+    with daemon_logging_git(roost_home, tmp_path) as (daemon, calls):
+        title = "a title only the merge message may hold"
+        row = spawn_in(daemon, repo, "write a.txt a\nrun git add -A && git commit -qm a", title=title)
+        commit(repo, "b.txt", "b\n", "main moves on")
+        assert daemon.call("merge", job=row["id"])["outcome"] == "merged"
+        assert title in git(repo, "log", "-1", "--format=%B")
+        logged = calls.read_text()
+        assert "merge --no-ff" in logged and title not in logged

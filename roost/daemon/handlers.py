@@ -210,7 +210,7 @@ def children(ctx: Context, req: Request) -> Any:
     target = req.args.get("job") or req.caller
     if target is None:
         raise ProtocolError(ErrorCode.BAD_ARGS, "children: give a job id (no calling job to default to)")
-    return ctx.supervisor.children_of(target)
+    return ctx.supervisor.children_of(target, req.args.get("limit", LIST_LIMIT), req.args.get("cursor"))
 
 
 @handles("logs")
@@ -272,7 +272,7 @@ def worktrees_prune(ctx: Context, req: Request) -> Any:
 
 @handles("diff")
 def diff(ctx: Context, req: Request) -> Any:
-    return review.diff(ctx.supervisor, req.args["job"], req.args.get("offset", 0))
+    return review.diff(ctx.supervisor, req.args["job"], req.args.get("offset", 0), req.args.get("snapshot"))
 
 
 @handles("merge")

@@ -15,8 +15,10 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from roost.bounds import TITLE_MAX, labels_problem
 from roost.config import Config, ConfigError
 from roost.daemon import messages as m
+from roost.daemon.diffs import DiffCache
 from roost.daemon.engine import Engine
 from roost.daemon.hooks import Hooks
 from roost.daemon.index import JobIndex
@@ -29,9 +31,9 @@ from roost.daemon.workers import WorkerFactory, process_factory
 from roost.hosts.placement import place
 from roost.drivers import driver_for
 from roost.drivers.base import DriverError
-from roost.models import LIFETIMES, RESUMABLE_STATES, STOPPABLE_STATES, Job, State
+from roost.models import LIFETIMES, RESUMABLE_STATES, Job, State
 from roost.paths import Paths
-from roost.protocol import MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
+from roost.protocol import LIST_LIMIT, MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
 from roost.rules import approvals as approval_rules
 
 if TYPE_CHECKING:
@@ -42,8 +44,6 @@ log = logging.getLogger("roost.daemon")
 ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 #: How long shutdown waits for workers to close before it stops waiting.
 SHUTDOWN_WAIT = 10.0
-#: The longest title a job may be given.
-TITLE_MAX = 200
 #: Room a prompt frame needs besides the message (its type, id and run token).
 PROMPT_MARGIN = 4096
 
@@ -73,6 +73,8 @@ class Supervisor:
                              make_worker or process_factory(paths, config, self.spares), clock, monotonic,
                              hooks=self.hooks)
         self._lost: list[Job] = []
+        #: Each job's diff, made once per state of its worktree (roost/daemon/diffs.py).
+        self.diffs = DiffCache(paths.state_dir / "diffs")
 
     @property
     def config(self) -> Config:
@@ -125,6 +127,7 @@ class Supervisor:
         flight is aborted first, so the agent saves what it has."""
         eng = self.engine
         eng.closing_down = True
+        self.diffs.close()
         if self.spares is not None:
             await self.spares.close()
         waits = []
@@ -172,7 +175,9 @@ class Supervisor:
         lifetime = args.get("lifetime") or profile.lifetime or "task"
         if lifetime not in LIFETIMES:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"lifetime {lifetime!r} is not one of {', '.join(LIFETIMES)}")
-        labels = {str(k): str(v) for k, v in (args.get("labels") or {}).items()}
+        labels = args.get("labels") or {}
+        if problem := labels_problem(labels):
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {problem}")
         policy = _policy(args, profile, parent, caller)
         _check_prompt(args["prompt"])
         now = self.clock()
@@ -249,15 +254,20 @@ class Supervisor:
                 if j.archived_at is not None and j.archived_at >= since]
         await self._ask(job.id, m.Unarchive(detach=parent is not None and parent.archived_at is not None))
         await asyncio.gather(*(self._ask(j.id, m.Unarchive(detach=False)) for j in back))
+        for member in (job, *back):  # a worktree roost removed is made again from its archive ref
+            told = await worktrees.bring_back(member)
+            if told is not None:
+                await self._ask(member.id, told)
         return self.index.row(job_id)
 
     async def stop(self, job_id: str, tree: bool, caller: str | None) -> dict[str, Any]:
         job = self.index.require(job_id)
         targets = [job, *self.index.descendants(job.id)] if tree else [job]
-        targets = [t for t in targets if t.state in STOPPABLE_STATES and t.archived_at is None]
+        targets = [t for t in targets if t.stoppable()]
+        running = {t.id: t.provider_running for t in targets}  # the agents' own subagents the stop ends too
         results = await asyncio.gather(*(self._ask(t.id, m.Stop(caller)) for t in targets))
         stopped = [t.id for t, did in zip(targets, results) if did]
-        return {"stopped": len(stopped), "ids": stopped,
+        return {"stopped": len(stopped), "ids": stopped, "subagents": sum(running[i] for i in stopped),
                 "already": job.state == State.STOPPED and not tree and not stopped}
 
     async def close(self, job_id: str, reason: str = "closed by its owner") -> dict[str, Any]:
@@ -340,9 +350,9 @@ class Supervisor:
     def list_page(self, **args: Any) -> dict[str, Any]:
         return self.index.page(**args)
 
-    def children_of(self, job_id: str) -> list[dict[str, Any]]:
-        self.index.require(job_id)
-        return [self.index.row(k.id) for k in self.index.kids(job_id)]
+    def children_of(self, job_id: str, limit: int = LIST_LIMIT, cursor: str | None = None) -> dict[str, Any]:
+        """One page of a job's children (``list``'s shape: ``rows``, ``next``, ``total``)."""
+        return self.index.kids_page(job_id, limit=limit, cursor=cursor)
 
     def logs(self, job_id: str, limit: int = 200, before: int | None = None,
              after: int | None = None) -> dict[str, Any]:

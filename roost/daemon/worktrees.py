@@ -1,9 +1,10 @@
 """Each job in its own git worktree: made at spawn, set up before its agent's first start, and
-removed with the job's archive when nothing in it is unsaved (docs/worktrees.md).
+removed with the job's archive when the teardown rule says nothing would be lost (its commits
+are saved under refs/roost/archive/ID first; docs/worktrees.md), made again on unarchive.
 
 All git work runs through ``gitrun`` (asyncio subprocesses under a timeout), never on the event
-loop. What the engine must record about a worktree (removed, kept and why, deleted by hand)
-comes back to the job's mailbox as a ``Settled`` message, so the record changes in order.
+loop. What the engine must record about a worktree (removed, kept and why, deleted by hand, made
+again) comes back to the job's mailbox as a message, so the record changes in order.
 """
 
 from __future__ import annotations
@@ -13,23 +14,25 @@ import glob
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
+from roost.bounds import BRANCH_MAX
 from roost.config import Config, DriverProfile, WorktreeSettings
 from roost.daemon.gitrun import GitError, git, shell
 from roost.daemon.messages import Message
+from roost.daemon.worktree_teardown import (READY_MARK, Back, Look, archive_ref, forget, gitdir, look,
+                                            remove, restore)
 from roost.models import Job
 from roost.paths import Paths, make_private_dir
 from roost.protocol import ErrorCode, ProtocolError
+from roost.rules.teardown import decide, merged
 
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
     from roost.daemon.supervisor import Supervisor
 
-#: The file in a worktree's private git directory that says its setup ran (and what was copied in).
-READY_MARK = "roost-setup.json"
 #: How long an archive waits for the job's worker to be gone before it looks at the worktree.
 WORKER_GONE_WAIT = 15.0
 #: How many worktrees are looked at (git status, du) at once.
@@ -39,6 +42,8 @@ LIST_MAX = 1000
 
 #: Worktrees being settled now (an archive and a prune never remove the same one twice).
 _busy: set[str] = set()
+#: Worktrees an archive will look at, and whether another archive asked for a look after that one.
+_queued: dict[str, bool] = {}
 
 
 def place(paths: Paths, config: Config) -> Path:
@@ -70,17 +75,56 @@ async def prepare(job: Job, args: dict[str, Any], profile: DriverProfile, paths:
     common = (await git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=job.cwd)).out.strip()
     repo = str(Path(common).parent) if Path(common).name == ".git" else top
     subdir = os.path.relpath(job.cwd, top)
-    base = args.get("base") or await _current_ref(job.cwd)
-    branch = args.get("branch") or f"roost/{job.id}"
+    base = await _checked_base(args.get("base") or None, job.cwd)
+    branch = await _checked_branch(args.get("branch") or None, job.id, repo)
     where = place(paths, config)
     make_private_dir(where)
     path = where / job.id
     try:
-        await git("worktree", "add", "-b", branch, str(path), base, cwd=repo)
+        commit = (await git("rev-parse", "--verify", "--end-of-options", f"{base}^{{commit}}", cwd=repo)).out.strip()
+        await git("worktree", "add", "-b", branch, "--end-of-options", str(path), commit, cwd=repo)
     except GitError as exc:
         raise _refuse(f"could not make a worktree for the job: {exc}") from None
     job.repo, job.worktree, job.branch, job.base = repo, str(path), branch, base
     job.cwd = str(path / subdir) if subdir != "." else str(path)
+
+
+async def _checked_branch(given: str | None, job_id: str, repo: str) -> str:
+    """The new branch's name: ``roost/ID``, or the given one when git takes it as a branch name
+    as written (``check-ref-format --branch``; nothing that starts with ``-`` or that git expands,
+    such as ``@{-1}``) and no branch has it yet. Refused with what was wrong otherwise."""
+    if given is None:
+        return f"roost/{job_id}"
+    if len(given) > BRANCH_MAX:
+        raise _refuse(f"spawn: a branch name is at most {BRANCH_MAX} characters, not {len(given)}")
+    if given.startswith("-"):
+        raise _refuse(f"spawn: branch {given!r} starts with '-': a branch name may not look like an option")
+    checked = await git("check-ref-format", "--branch", given, cwd=repo, check=False)
+    if not checked.ok or checked.out.strip() != given:
+        raise _refuse(f"spawn: branch {given!r} is not a valid branch name (git check-ref-format --branch)")
+    if (await git("show-ref", "--verify", "--quiet", "--end-of-options", f"refs/heads/{given}", cwd=repo,
+                  check=False)).ok:
+        raise _refuse(f"spawn: branch {given!r} exists already: a job's worktree gets a new branch")
+    return given
+
+
+async def _checked_base(given: str | None, cwd: str) -> str:
+    """Where the branch starts and what it merges into: HEAD's branch (or commit) by default; a
+    given local branch by its name; anything else that names a commit (``rev-parse --verify
+    --end-of-options BASE^{commit}``: a tag, ``HEAD~2``, ``origin/main``) as that commit, so what
+    "merged" is measured against never moves with a HEAD."""
+    if given is None:
+        return await _current_ref(cwd)
+    if len(given) > BRANCH_MAX:
+        raise _refuse(f"spawn: a base is at most {BRANCH_MAX} characters, not {len(given)}")
+    commit = None if given.startswith("-") else await git(
+        "rev-parse", "--verify", "--quiet", "--end-of-options", f"{given}^{{commit}}", cwd=cwd, check=False)
+    if commit is None or not commit.ok:
+        raise _refuse(f"spawn: base {given!r} does not name a commit in this repository")
+    if (await git("show-ref", "--verify", "--quiet", "--end-of-options", f"refs/heads/{given}", cwd=cwd,
+                  check=False)).ok:
+        return given
+    return commit.out.strip()
 
 
 async def _current_ref(cwd: str) -> str:
@@ -100,7 +144,7 @@ async def before_start(job: Job | None, settings: WorktreeSettings) -> None:
     path = Path(job.worktree)
     if not path.is_dir():
         raise GitError(f"its worktree {path} is gone (deleted by hand?); `roost worktrees` notices it")
-    mark = await _mark(path)
+    mark = await gitdir(path) / READY_MARK
     if mark.exists():
         return
     copied = await asyncio.to_thread(_copy_in, Path(job.repo), path, settings.copy)
@@ -110,11 +154,6 @@ async def before_start(job: Job | None, settings: WorktreeSettings) -> None:
         except GitError as exc:
             raise GitError(f"worktree setup failed: {exc}") from None
     await asyncio.to_thread(mark.write_text, json.dumps({"copied": copied}))
-
-
-async def _mark(path: Path) -> Path:
-    gitdir = (await git("rev-parse", "--absolute-git-dir", cwd=path)).out.strip()
-    return Path(gitdir) / READY_MARK
 
 
 def _copy_in(repo: Path, path: Path, patterns: tuple[str, ...]) -> list[str]:
@@ -137,47 +176,6 @@ def _env(job: Job) -> dict[str, str]:
             "ROOST_BRANCH": job.branch or "", "ROOST_BASE": job.base or ""}
 
 
-# -- what is in a worktree -------------------------------------------------------------------------------
-@dataclass
-class Look:
-    """A worktree as it is now: there or not, what is uncommitted, how far its branch is ahead."""
-
-    exists: bool
-    dirty: list[str] = field(default_factory=list)
-    #: Commits on its branch that its base does not have; None when that cannot be told.
-    ahead: int | None = None
-
-    @property
-    def why_kept(self) -> str:
-        """Why removing it would lose something ("" when nothing would be lost)."""
-        if self.dirty:
-            shown = ", ".join(self.dirty[:5]) + (" …" if len(self.dirty) > 5 else "")
-            return f"{len(self.dirty)} uncommitted change{'s' if len(self.dirty) != 1 else ''} ({shown})"
-        if self.ahead is None:
-            return "its base is gone, so whether its branch is merged cannot be told"
-        if self.ahead:
-            return f"its branch has {self.ahead} commit{'s' if self.ahead != 1 else ''} not merged into its base"
-        return ""
-
-
-async def look(job: Job) -> Look:
-    """What removing the job's worktree would lose. Files the setup copied in do not count."""
-    assert job.worktree is not None and job.repo is not None
-    path = Path(job.worktree)
-    if not path.is_dir():
-        return Look(exists=False)
-    status = await git("status", "--porcelain", "--untracked-files=all", cwd=path)
-    mark = await _mark(path)
-    copied = set(json.loads(mark.read_text()).get("copied", [])) if mark.exists() else set()
-    dirty = [line[3:] for line in status.out.splitlines() if line[3:] not in copied]
-    return Look(exists=True, dirty=dirty, ahead=await _ahead(job))
-
-
-async def _ahead(job: Job) -> int | None:
-    ran = await git("rev-list", "--count", f"{job.base}..{job.branch}", cwd=job.repo or ".", check=False)
-    return int(ran.out.strip()) if ran.ok else None
-
-
 # -- settling a worktree (archive, prune) ------------------------------------------------------------------
 @dataclass
 class Settled(Message):
@@ -186,7 +184,7 @@ class Settled(Message):
     path: str
     #: The worktree is no more (removed, or deleted by hand): the record forgets its path.
     gone: bool
-    #: Its branch was deleted too (it had nothing of its own).
+    #: Its branch was deleted too (its base has all of it).
     branch_deleted: bool
     text: str
 
@@ -202,30 +200,50 @@ def on_settled(eng: "Engine", job: Job, msg: Settled) -> None:
     msg.answer(None)
 
 
-async def settle(job: Job, settings: WorktreeSettings) -> Settled:
-    """Remove the job's worktree if nothing in it is unsaved (teardown first); else keep it and say why."""
+@dataclass
+class Restored(Message):
+    """The job's worktree was made again (unarchive): its record has it back."""
+
+    back: Back
+
+
+def on_restored(eng: "Engine", job: Job, msg: Restored) -> None:
+    with eng.store.transaction():
+        eng.timeline(job, "worktree", message=msg.back.text, path=msg.back.path, removed=False)
+        job.worktree, job.branch = msg.back.path, msg.back.branch
+        eng.save(job)
+    msg.answer(None)
+
+
+def users(jobs: Iterable[Job], job: Job) -> tuple[str, ...]:
+    """The other jobs, not archived, whose cwd is inside ``job``'s worktree (its children working there)."""
+    top = Path(str(job.worktree))
+    return tuple(j.id for j in jobs if j.id != job.id and j.archived_at is None and Path(j.cwd).is_relative_to(top))
+
+
+async def settle(job: Job, settings: WorktreeSettings, used_by: tuple[str, ...] = ()) -> Settled:
+    """Remove the job's worktree when the rule says so (teardown first; its commits saved under
+    its archive ref), else keep it and say why (roost.rules.teardown)."""
     path = str(job.worktree)
     if path in _busy:
         return Settled(path, False, False, f"kept its worktree {path} for now: it is being removed already")
     _busy.add(path)
     try:
-        seen = await look(job)
-        if not seen.exists:
-            await git("worktree", "prune", cwd=job.repo or ".", check=False)
-            return Settled(path, True, False, f"its worktree {path} was deleted by hand; git's note of it is pruned")
-        if seen.why_kept:
-            return Settled(path, False, False, f"kept its worktree {path}: {seen.why_kept}")
+        seen = await look(job, used_by)
+        decision = decide(seen.facts)
+        if decision.action == "forget":
+            return Settled(path, True, False, await forget(job))
+        if decision.action == "keep":
+            return Settled(path, False, False, f"kept its worktree {path}: {decision.why}")
         notes = []
         for command in settings.teardown:
             try:
                 await shell(command, path, settings.setup_timeout, _env(job))
             except GitError as exc:
                 notes.append(f"teardown failed: {exc}")
-        await git("worktree", "remove", "--force", path, cwd=job.repo or ".")
-        deleted = (await git("branch", "-D", str(job.branch), cwd=job.repo or ".", check=False)).ok
-        if deleted:
-            notes.append(f"deleted its branch {job.branch} (nothing of its own unmerged)")
-        return Settled(path, True, deleted, "; ".join([f"removed its worktree {path}", *notes]))
+        done = await remove(job, seen, decision.delete_branch)
+        deleted = len(done) > 1
+        return Settled(path, True, deleted, "; ".join([*done, *notes]))
     except GitError as exc:
         return Settled(path, False, False, f"kept its worktree {path}: {exc}")
     finally:
@@ -233,17 +251,58 @@ async def settle(job: Job, settings: WorktreeSettings) -> Settled:
 
 
 def after_archive(eng: "Engine", job: Job) -> None:
-    """The job was archived: its worktree goes once its worker has (an effect; the outcome is posted back)."""
-    if job.worktree is not None:
-        eng.spawn_task(_settle_archived(eng, Job.from_dict(job.to_dict())))
+    """The job was archived: its worktree goes once its worker has, and so does an archived
+    job's worktree it was working in (an effect; the outcome is posted back). One look at a
+    worktree at a time: an archive while one is under way asks for another look after it."""
+    owners = [o for o in eng.index.jobs.values() if o.worktree is not None and o.archived_at is not None
+              and (o.id == job.id or Path(job.cwd).is_relative_to(o.worktree))]
+    for owner in owners:
+        path = str(owner.worktree)
+        if path in _queued:
+            _queued[path] = True
+            continue
+        _queued[path] = False
+        eng.spawn_task(_settle_archived(eng, owner.id, path))
 
 
-async def _settle_archived(eng: "Engine", job: Job) -> None:
+async def _settle_archived(eng: "Engine", job_id: str, path: str) -> None:
+    """Once the workers of the owner and of every archived job that worked in the worktree are
+    gone (up to WORKER_GONE_WAIT), settle it; again if another archive asked meanwhile."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + WORKER_GONE_WAIT
-    while job.id in eng.slots and loop.time() < deadline:
-        await asyncio.sleep(0.05)
-    eng.post(job.id, await settle(job, eng.config.worktree))
+    try:
+        while True:
+            workers = {job_id, *(j.id for j in eng.index.jobs.values()
+                                 if j.archived_at is not None and Path(j.cwd).is_relative_to(path))}
+            deadline = loop.time() + WORKER_GONE_WAIT
+            while (workers & eng.slots.keys() or path in _busy) and loop.time() < deadline:
+                await asyncio.sleep(0.05)
+            current = eng.index.get(job_id)
+            if current is None or current.archived_at is None or current.worktree != path:
+                return  # unarchived meanwhile, or settled already
+            outcome = await settle(Job.from_dict(current.to_dict()), eng.config.worktree,
+                                   users(eng.index.jobs.values(), current))
+            outcome.reply = loop.create_future()
+            eng.post(job_id, outcome)
+            await outcome.reply  # the record has it before anyone looks again
+            if not _queued.get(path):
+                return
+            _queued[path] = False
+    finally:
+        _queued.pop(path, None)
+
+
+async def bring_back(job: Job) -> Message | None:
+    """What to tell an unarchived job whose worktree roost removed: it was made again from its
+    archive ref (``Restored``), or why not (a timeline note). None when it has nothing to bring back."""
+    if job.worktree is not None or job.repo is None:
+        return None
+    try:
+        back = await restore(job)
+    except GitError as exc:
+        back = f"its worktree was not made again: {exc}; {archive_ref(job)} holds its commits"
+    if isinstance(back, Back):
+        return Restored(back)
+    return None if back is None else Settled(job.cwd, False, False, back)
 
 
 # -- the operations: worktrees, worktrees_prune -------------------------------------------------------------
@@ -279,8 +338,15 @@ async def _forget_gone(sup: "Supervisor", job: Job) -> None:
     sup.engine.post(job.id, await settle(job, sup.config.worktree))
 
 
+def _seen_row(seen: Look) -> dict[str, Any]:
+    facts = seen.facts
+    return {"exists": True, "changed": len(facts.changed), "untracked": len(facts.untracked),
+            "dirty": len(facts.changed) + len(facts.untracked), "ahead": facts.ahead,
+            "submodules": len(facts.submodules), "merged": merged(facts)}
+
+
 async def listing(sup: "Supervisor") -> dict[str, Any]:
-    """Every job's own worktree: job, branch, path, size, clean or dirty, merged or not."""
+    """Every job's own worktree: job, branch, path, size, changed and untracked files, merged or not."""
     jobs = _owners(sup)
     rows = []
     for job, seen in await _looked(jobs[:LIST_MAX]):
@@ -289,12 +355,11 @@ async def listing(sup: "Supervisor") -> dict[str, Any]:
                                "path": job.worktree}
         if isinstance(seen, GitError):
             row.update(exists=True, error=str(seen))
-        elif not seen.exists:
+        elif not seen.facts.exists:
             row.update(exists=False)
             await _forget_gone(sup, job)
         else:
-            row.update(exists=True, dirty=len(seen.dirty), merged=seen.ahead == 0, ahead=seen.ahead,
-                       size_kb=await _size_kb(str(job.worktree)))
+            row.update(_seen_row(seen), size_kb=await _size_kb(str(job.worktree)))
         rows.append(row)
     return {"rows": rows, "more": max(0, len(jobs) - LIST_MAX)}
 
@@ -306,7 +371,7 @@ async def prune(sup: "Supervisor") -> dict[str, Any]:
         if job.archived_at is None and Path(str(job.worktree)).is_dir():
             kept.append({"job": job.id, "path": job.worktree, "why": "the job is not archived"})
             continue
-        outcome = await settle(job, sup.config.worktree)
+        outcome = await settle(job, sup.config.worktree, users(sup.index.jobs.values(), job))
         sup.engine.post(job.id, outcome)
         (removed if outcome.gone else kept).append({"job": job.id, "path": outcome.path, "why": outcome.text})
     return {"removed": removed, "kept": kept}

@@ -32,8 +32,8 @@ from roost.tui.roost_screen import RoostScreen, plural
 
 #: Seconds between reads of the diff of a job that is still working.
 REFRESH_SECONDS = 3.0
-#: The most pages (of review.DIFF_PAGE bytes) the view reads; the rest is left to ``roost diff``.
-MAX_PAGES = 32
+#: The most characters of diff the view reads (whole pages); the rest is left to ``roost diff``.
+MAX_TEXT = 4 * 1024 * 1024
 _FILE_START = re.compile(r"(?m)^(?=diff --git )")
 
 
@@ -51,7 +51,7 @@ class FileDiff:
 def split_diff(files: list[dict[str, Any]], text: str) -> tuple[FileDiff, ...]:
     """Each listed file with its part of ``text``. The daemon lists files in the order the diff
     holds them, so the parts go in order; when the counts disagree (a list cut at FILES_MAX, a
-    diff cut at MAX_PAGES) a part is found by the ``b/PATH`` of its header instead."""
+    diff cut at MAX_TEXT) a part is found by the ``b/PATH`` of its header instead."""
     parts = [part for part in _FILE_START.split(text) if part.startswith("diff --git ")]
     by_header = {part.split("\n", 1)[0].rsplit(" b/", 1)[-1]: part for part in parts}
     in_order = len(parts) == len(files)
@@ -150,20 +150,20 @@ class DiffScreen(RoostScreen):
 
     @work(group="diff", exclusive=True)
     async def load(self) -> None:
-        """Every page of the diff (up to MAX_PAGES), then the files and their parts."""
+        """Every page of the diff (up to MAX_TEXT), then the files and their parts."""
         state = self._state()
         try:
             page = await self.link.call("diff", job=self.job_id)
-            text, pages = page["text"], 1
-            while page["next"] is not None and pages < MAX_PAGES:
-                page = await self.link.call("diff", job=self.job_id, offset=page["next"])
-                text, pages = text + page["text"], pages + 1
+            text = page["text"]
+            while page["next"] is not None and len(text) < MAX_TEXT:
+                page = await self.link.call("diff", job=self.job_id, offset=page["next"], snapshot=page["snapshot"])
+                text += page["text"]
         except ClientError as exc:
             self.status.say(exc.message, error=True)
             return
         self._read_in = state
         self._header = page
-        cut = page["next"] is not None
+        cut = page["next"] is not None or page.get("cut", False)  # cut here, or by the daemon (DIFF_MAX)
         self._more = " · ".join(part for part in (
             f"{plural(page['files_more'], 'more file')} not listed" if page["files_more"] else "",
             f"the diff is cut after {len(text.encode()) // 1024:,} KB: roost diff {self.job_id} has it all" if cut else "",
