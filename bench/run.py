@@ -37,6 +37,7 @@ from diff import bench_diff  # noqa: E402
 from live_workers import bench_chain, bench_children  # noqa: E402
 
 from roost.client import AsyncClient  # noqa: E402
+from roost.proctree import wakeups  # noqa: E402
 
 PY_PASS = [sys.executable, "-c", "pass"]
 
@@ -677,11 +678,46 @@ def bench_turn(opts: argparse.Namespace) -> list[Result]:
     return [Result("turn", "spawn -> one `say` turn -> idle row", median(s), "s", median(b), "worker by hand")]
 
 
+def bench_wakeups(opts: argparse.Namespace) -> list[Result]:
+    """An idle daemon with no jobs: how often it wakes in 10 s (its voluntary context switches),
+    with the config watched through inotify and without (``inotify_simple`` hidden from it)."""
+    out: list[Result] = []
+    for watched in (True, False):
+        home = Home(tag="wakeups")
+        if not watched:
+            home.env = {**home.env, "PYTHONPATH": str(_no_inotify(home))}
+        try:
+            with Daemon(home) as d:
+                d.start()
+                _wait_spare(d)
+                time.sleep(1.0)  # the probes' connections are closed and read
+                with d.client() as c:
+                    how = c.call("status")["config_watch"]
+                time.sleep(1.0)
+                before = wakeups(d.pid)
+                time.sleep(opts.wakeup_seconds)
+                count = wakeups(d.pid) - before
+        finally:
+            home.remove()
+        out.append(Result("wakeups", f"idle daemon wake-ups in {opts.wakeup_seconds:.0f}s, config {how}", count,
+                          "wakes", target="≤ 1 in 10 s", met=count <= opts.wakeup_seconds / 10))
+    return out
+
+
+def _no_inotify(home: Home) -> Path:
+    """A directory that, first on PYTHONPATH, makes ``import inotify_simple`` fail."""
+    stub = home.dir / "no-inotify"
+    stub.mkdir()
+    (stub / "inotify_simple.py").write_text("raise ImportError('hidden by the benchmark')\n")
+    return stub
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], list[Result]]] = {
     "scale": bench_scale, "idle": bench_idle, "latency": bench_latency, "stalled": bench_stalled,
     "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn, "output": bench_output,
     "children": bench_children, "chain": bench_chain,
     "diff": bench_diff,
+    "wakeups": bench_wakeups,
 }
 
 
@@ -708,6 +744,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=1000, help="chain: how deep")
     parser.add_argument("--diff-mb", type=int, default=40, help="diff: MB of untracked changes")
     parser.add_argument("--diff-runs", type=int, default=3)
+    parser.add_argument("--wakeup-seconds", type=float, default=10.0, help="wakeups: seconds counted")
     opts = parser.parse_args(argv)
     if opts.list:
         for name, fn in BENCHES.items():

@@ -183,6 +183,23 @@ def daemon_status(acknowledge: bool) -> None:
                    "`roost daemon status --acknowledge` stops this message)")
 
 
+@daemon.command("reload")
+def daemon_reload() -> None:
+    """Read the config file again (as SIGHUP does) and say what changed; a broken file is not taken."""
+    paths = paths_mod.resolve()
+    try:
+        with Client.connect(paths.socket) as client:
+            done = client.call("reload")
+    except ClientError as exc:
+        _fail("roost daemon is not running: nothing to reload (it reads the config when it starts)"
+              if exc.code == UNREACHABLE else exc.message)
+    if done["error"]:
+        _fail(f"config not reloaded, keeping the settings in force: {done['error']}")
+    changed = done["changed"]
+    _say(f"config reloaded from {done['config'] or '<defaults>'}: "
+         + (f"changed {', '.join(changed)}" if changed else "nothing changed"))
+
+
 # -- jobs -----------------------------------------------------------------------------------------------
 @cli.command()
 @click.option("--parent", help="Parent job id (a job calling this is always the parent).")

@@ -40,7 +40,6 @@ __all__ = [
     "PLACEHOLDERS",
     "Config",
     "ConfigError",
-    "ConfigWatcher",
     "DriverProfile",
     "HookSettings",
     "WorktreeSettings",
@@ -588,47 +587,3 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
 def default_config_text() -> str:
     """The documented config file with every key and its default (``roost/data/roost.toml``)."""
     return resources.files("roost").joinpath("data", "roost.toml").read_text(encoding="utf-8")
-
-
-def _signature(path: Path | None) -> tuple[int, int, int, int] | None:
-    if path is None:
-        return None
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-
-
-class ConfigWatcher:
-    """Re-reads the file when its mtime/size changes; keeps the last good Config when the new one is broken.
-
-    The constructor loads the file and raises ConfigError when it is broken (a daemon refuses to
-    start on a broken file). :meth:`poll` is cheap (one ``stat``); call it every second or so.
-    """
-
-    def __init__(self, path: str | os.PathLike[str] | None) -> None:
-        self.path = Path(path) if path is not None else None
-        self._seen = _signature(self.path)
-        self.config: Config = load_config(self.path)
-        self.last_error: ConfigError | None = None
-
-    def poll(self) -> bool:
-        """True when the file changed and its new contents were loaded.
-
-        When the changed file is broken, the config in force stays, ``last_error`` says why,
-        and the result is False; a later good version clears ``last_error``. A removed file
-        means the defaults again.
-        """
-        seen = _signature(self.path)
-        if seen == self._seen:
-            return False
-        self._seen = seen  # taken before reading: a write during the read shows up next poll
-        try:
-            config = load_config(self.path)
-        except ConfigError as exc:
-            self.last_error = exc
-            return False
-        self.config = config
-        self.last_error = None
-        return True

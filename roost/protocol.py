@@ -189,6 +189,7 @@ OPS: dict[str, dict[str, Arg]] = {
     "answer_approval": {"approval": _ID, "decision": Arg((str,), required=True, choices=APPROVAL_ANSWERS),
                         "reason": _STR, "rule": _OPT_STR},
     "acknowledge": {},
+    "reload": {},
     "shutdown": {},
 }
 

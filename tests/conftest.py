@@ -22,11 +22,21 @@ LEAKY_ENV = ("ROOST_CONFIG", "ROOST_JOB_ID", "ROOST_TOKEN", "ROOST_SOCKET", "NO_
              "COLUMNS", "LINES")
 
 
+def release_gate(name: str, gates: Path | None = None) -> None:
+    """Let a built-in agent's ``wait-for NAME`` go on: the file NAME in its gates directory
+    (``ROOST_GATES``, which ``roost_home`` points at a directory of the test's own)."""
+    where = gates or Path(os.environ["ROOST_GATES"])
+    where.mkdir(parents=True, exist_ok=True)
+    (where / name).touch()
+
+
 @pytest.fixture
 def roost_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private ROOST_HOME: nothing a test does touches the real user directories."""
+    """A private ROOST_HOME: nothing a test does touches the real user directories. Its daemons'
+    built-in agents wait on gates (``wait-for NAME``) in a directory of the test's own too."""
     home = tmp_path / "home"
     monkeypatch.setenv("ROOST_HOME", str(home))
+    monkeypatch.setenv("ROOST_GATES", str(tmp_path / "gates"))
     for name in LEAKY_ENV:
         monkeypatch.delenv(name, raising=False)
     return home
@@ -118,6 +128,15 @@ class DaemonHarness:
         return [e["data"]["text"] for e in self.timeline(job_id) if e["kind"] == "text"]
 
     # -- waiting on state, not on the clock ---------------------------------------------------------------
+    def release(self, gate: str) -> None:
+        """Release the gate ``wait-for GATE`` of this daemon's built-in agents waits on."""
+        release_gate(gate, Path(self.env["ROOST_GATES"]))
+
+    def at_gate(self, job_id: str, gate: str, timeout: float = 10.0) -> None:
+        """Wait until the job's agent has reached ``wait-for GATE`` (the tool entry it writes there)."""
+        self.wait_for(lambda: any(e["kind"] == "tool" and e["data"].get("args") == {"gate": gate}
+                                  for e in self.timeline(job_id)), timeout, f"job {job_id} to wait on gate {gate}")
+
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0, what: str = "a condition") -> Any:
         deadline = time.monotonic() + timeout
         while True:

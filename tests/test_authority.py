@@ -48,6 +48,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "release": {"job": "{t}"},
     "status": {},
     "acknowledge": {},
+    "reload": {},
     "shutdown": {},
     "worktrees": {},
     "worktrees_prune": {},

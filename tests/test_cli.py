@@ -85,7 +85,7 @@ def test_ls_shows_what_a_waiting_job_asks_and_why_a_failed_one_failed(run):
 def test_errors_go_to_stderr_with_a_non_zero_exit(run):
     proc = run("send", "zzzz", "hello", check=False)
     assert proc.returncode == 2 and "no job with id 'zzzz'" in proc.stderr and proc.stdout == ""
-    job = run("spawn", "work 30").stdout.strip()
+    job = run("spawn", "wait-for never").stdout.strip()
     wait_json_state(run, job, "working")
     assert "stopped 1 job" in run("stop", job).stdout
     assert "already stopped" in run("stop", job).stdout

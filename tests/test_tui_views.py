@@ -172,7 +172,7 @@ async def test_w_jumps_to_the_next_job_that_needs_you_and_g_G_to_the_ends(daemon
 
 
 async def test_stop_stops_the_open_job_and_the_breadcrumb_shows_the_whole_path(daemon):
-    root = daemon.spawn("spawn spawn work 30; work 30\nwork 30", title="root")
+    root = daemon.spawn("spawn spawn wait-for never; wait-for never\nwait-for never", title="root")
     child = daemon.wait_for(lambda: daemon.children(root), what="a child")[0]["id"]
     grandchild = daemon.wait_for(lambda: daemon.children(child), what="a grandchild")[0]["id"]
     daemon.wait_state(grandchild, "working")
@@ -183,8 +183,8 @@ async def test_stop_stops_the_open_job_and_the_breadcrumb_shows_the_whole_path(d
         await pilot.press("enter")
         screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen, "the grandchild")
         await until(pilot, lambda: len(screen.path) == 2, "the path")
-        assert screen.path == ["root", "spawn work 30"]
-        assert str(screen.jobbar.render()).startswith("root › spawn work 30 › work 30")
+        assert screen.path == ["root", "spawn wait-for never"]
+        assert str(screen.jobbar.render()).startswith("root › spawn wait-for never › wait-for never")
         await type_text(pilot, "/stop")
         await pilot.press("enter")
         daemon.wait_state(grandchild, "stopped")

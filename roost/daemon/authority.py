@@ -85,6 +85,7 @@ RULES: dict[str, Rule] = {
     "release": Rule(Reach.ANY),
     "status": Rule(Reach.ANY),
     "acknowledge": _PERSON,
+    "reload": _PERSON,
     "shutdown": _PERSON,
     "worktrees": _PERSON,
     "worktrees_prune": _PERSON,

@@ -53,6 +53,9 @@ class Connection:
         self._queue: deque[bytes] = deque()
         self._wake = asyncio.Event()
         self._closing = False
+        #: The cut-off of a closing connection's writer; cancelled once it is done, so a closed
+        #: connection leaves no timer to wake the daemon.
+        self._cutoff: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
         self._writer_task = asyncio.create_task(self._write_loop())
 
@@ -129,6 +132,8 @@ class Connection:
             self._queue.clear()
             self.queued_bytes = 0
             self.writer.close()
+            if self._cutoff is not None:
+                self._cutoff.cancel()
 
     def close(self, grace: float = CLOSE_GRACE) -> None:
         """Take no more frames, write what is queued, then close; a peer that does not read them
@@ -137,7 +142,7 @@ class Connection:
             return
         self._closing = True
         self._wake.set()
-        self._loop.call_later(grace, self.abort)
+        self._cutoff = self._loop.call_later(grace, self.abort)
 
     def abort(self) -> None:
         """Drop the connection now, whatever is still queued."""

@@ -32,11 +32,13 @@ _STATES = frozenset(s.value for s in State)
 @dataclass
 class Context:
     """What handlers need besides the request: the supervisor, the daemon's own facts for
-    ``status``, and a way to stop the daemon (soon: the reply goes out first)."""
+    ``status``, a way to stop the daemon (soon: the reply goes out first) and to read its config
+    file again."""
 
     supervisor: Supervisor
     facts: Callable[[], dict[str, Any]]
     stop: Callable[[], None]
+    reload: Callable[[], dict[str, Any]]
 
 
 @dataclass
@@ -245,6 +247,11 @@ def acknowledge(ctx: Context, req: Request) -> None:
     """A person read the store's notice (``roost daemon status --acknowledge``)."""
     ctx.supervisor.store.acknowledge()
     ctx.supervisor.publisher.store_notice(None)
+
+
+@handles("reload")
+def reload(ctx: Context, req: Request) -> dict[str, Any]:
+    return ctx.reload()
 
 
 @handles("shutdown")

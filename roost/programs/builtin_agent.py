@@ -25,6 +25,12 @@ REPORT_MARK = "<roost-report"
 _SETTLED = {"done", "failed", "stopped", "idle", "blocked"}
 #: Seconds a ``run`` command may take before the turn fails.
 RUN_TIMEOUT = 60.0
+#: The directory ``wait-for NAME`` looks in for the file NAME (unset: the job's directory).
+GATES_VAR = "ROOST_GATES"
+#: Seconds between two looks for a gate's file: how late a released gate may be noticed.
+GATE_POLL = 0.05
+#: Longest gate name: one file name, and short enough to quote in an error whole.
+GATE_NAME_MAX = 200
 
 
 def split_task(task: str) -> str:
@@ -203,6 +209,8 @@ class BuiltinAgent(WorkerProcess):
                 self.exit_after = seconds(word, rest)
             elif word == "wait-children":
                 await self.wait_children()
+            elif word == "wait-for":
+                await self.wait_for_gate(rest)
             elif word == "write":
                 self.write(rest)
             elif word == "run":
@@ -259,6 +267,17 @@ class BuiltinAgent(WorkerProcess):
         self.emit({"type": "tool", "name": "ask-run", "args": {"command": command}, "result": f"denied: {reason}",
                    "error": True})
         self.say(f"not run: {command} (denied: {reason})")
+
+    async def wait_for_gate(self, name: str) -> None:
+        """``wait-for NAME``: hold the turn until the file NAME exists in the gates directory, so a
+        test steps the script when it is ready instead of racing a ``work`` against the clock."""
+        if not name or len(name) > GATE_NAME_MAX or "/" in name or "\0" in name or name in (".", ".."):
+            raise TurnFailed(f"wait-for: expected a file name of 1 to {GATE_NAME_MAX} characters without '/', "
+                             f"got {name[:GATE_NAME_MAX]!r}")
+        gate = Path(self.env.get(GATES_VAR) or os.getcwd()) / name
+        self.emit({"type": "tool", "name": "wait-for", "args": {"gate": name}, "result": "waiting", "error": False})
+        while not gate.exists():  # a stop cancels the sleep: the turn ends as aborted
+            await asyncio.sleep(GATE_POLL)
 
     async def wait_children(self) -> None:
         """Until every child has settled, reading them page by page (the first that has not ends
