@@ -114,6 +114,20 @@ def test_config_commands_name_the_file_and_the_key(run, roost_home, tmp_path):
     assert json.loads(run("--config", str(cfg), "config", "show").stdout)["idle_timeout"] == 60
 
 
+def test_config_check_refuses_what_the_app_would_refuse(run, tmp_path):
+    """A theme the app has not (it then refused to start) and a port past 65535 were "ok"."""
+    cfg = tmp_path / "roost.toml"
+    cfg.write_text('theme = "nope"\n')
+    proc = run("--config", str(cfg), "config", "check", check=False)
+    assert proc.returncode == 1 and "key 'theme'" in proc.stderr and "textual-dark" in proc.stderr, proc.stderr
+    cfg.write_text('[hosts.box]\nssh = "box"\nport = 70000\n')
+    proc = run("--config", str(cfg), "config", "check", check=False)
+    assert proc.returncode == 1 and "key 'hosts.box.port'" in proc.stderr, proc.stderr
+    assert "from 1 to 65535, got integer 70000" in proc.stderr
+    cfg.write_text('theme = "nord"\n[hosts.box]\nssh = "box"\nport = 65535\n')
+    assert "ok" in run("--config", str(cfg), "config", "check").stdout
+
+
 def test_report_outside_a_job_is_a_clear_error(run):
     proc = run("report", "done", "x", check=False)
     assert proc.returncode == 1 and "ROOST_JOB_ID" in proc.stderr

@@ -12,8 +12,15 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 from textual.color import Color
+from textual.theme import BUILTIN_THEMES
 
 from roost.models import NEEDS_INPUT_STATES, Row, State
+
+def theme_names() -> tuple[str, ...]:
+    """The themes ``theme`` may name: Textual's own, all the app registers (``roost config
+    check`` asks here, so it refuses what the app would refuse)."""
+    return tuple(BUILTIN_THEMES)
+
 
 #: One symbol per state; the dot before it says whether a worker is up (see ``worker_dot``).
 STATE_SYMBOLS: dict[State, str] = {
