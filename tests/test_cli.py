@@ -103,6 +103,14 @@ def test_send_resumes_and_logs_show_the_transcript(run):
     assert logs.index("one") < logs.index("two") and "resumed=True" in logs
 
 
+def test_an_empty_prompt_is_refused_and_starts_nothing(run):
+    """`roost spawn ''` ran an empty turn."""
+    for prompt in ("", "  \n "):
+        proc = run("spawn", prompt, check=False)
+        assert proc.returncode == 1 and "the prompt is empty" in proc.stderr, proc.stderr
+    assert json.loads(run("ls", "--json").stdout) == []
+
+
 def test_config_commands_name_the_file_and_the_key(run, roost_home, tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('default_driver = "builtin"\nnotify = "loud"\n')

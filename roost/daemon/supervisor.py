@@ -178,6 +178,8 @@ class Supervisor:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"lifetime {lifetime!r} is not one of {', '.join(LIFETIMES)}")
         labels = {str(k): str(v) for k, v in (args.get("labels") or {}).items()}
         policy = _policy(args, profile, parent, caller)
+        if not args["prompt"].strip():  # a turn on nothing: the agent would only guess
+            raise ProtocolError(ErrorCode.BAD_ARGS, "spawn: the prompt is empty: say what the job is to do")
         _check_prompt(args["prompt"])
         now = self.clock()
         job = Job(id=self._new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
