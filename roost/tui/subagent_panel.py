@@ -42,6 +42,15 @@ def fit_label(line: PanelRow, width: int) -> str:
     return line.prefix + line.row.job.title[: room - 1] + "…" + suffix
 
 
+#: The panel's id column: a job id (4 to 8 characters) whole; the agent's own subagents' longer ids cut.
+ID_WIDTH = 8
+
+
+def fit_id(job_id: str, width: int) -> str:
+    """An id in ``width`` cells (the rows it tells apart share a title: three ``work 600``)."""
+    return job_id if len(job_id) <= width else job_id[: width - 1] + "…"
+
+
 class SubagentPanel(Widget, can_focus=True):
     """The open job's subagents; the cursor row is the one keys act on."""
 
@@ -161,6 +170,7 @@ class SubagentPanel(Widget, can_focus=True):
             return Text()
         width = self.content_size.width
         start, window = self._window()
+        id_width = min(max(len(line.row.id) for line in window), ID_WIDTH)
         label_width = min(max(len(line.label) for line in window), max(width * 2 // 5, 12))
         now = self.clock()
         out = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -170,6 +180,7 @@ class SubagentPanel(Widget, can_focus=True):
             text = Text(no_wrap=True, overflow="ellipsis", end="")
             text.append("› " if marked else "  ")
             text.append(f"{state_marks(row)} ", style=palette.for_state(row.state))
+            text.append(f"{fit_id(row.id, id_width):<{id_width}}  ", style=palette.muted)
             text.append(f"{fit_label(line, label_width):<{label_width}}  ", style=palette.text)
             text.append(f"{row.state.value:<8}", style=palette.for_state(row.state))
             text.append(f"{format_age(age_seconds(row, now)):>4}  ", style=palette.muted)
