@@ -130,6 +130,8 @@ def test_a_message_resumes_a_done_job_from_its_session_file(daemon):
     assert row["pid"] != first["pid"] and row["worker_up"]
     assert "say first words" in row["last_text"], "the resumed worker knows the earlier conversation"
     assert row["id"] == job and row["session"] == first["session"]
+    workers = [entry["data"]["resumed"] for entry in daemon.timeline(job) if entry["kind"] == "worker"]
+    assert workers == [False, True], "a new job's worker started; the one from its session file resumed"
 
 
 def test_a_message_while_a_turn_runs_is_queued_then_delivered(daemon):
