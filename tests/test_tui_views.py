@@ -125,6 +125,8 @@ async def test_r_renames_through_the_daemon(daemon):
     async with app.run_test(size=SIZE) as pilot:
         await select_row(pilot, app, job)
         await pilot.press("r")
+        helps = [str(label.render()) for label in app.screen.query(".dialog-help")]
+        assert helps == ["enter to rename · esc to cancel"], "it said 'enter to send'"
         await pilot.press("ctrl+u")
         await type_text(pilot, "new name")
         await pilot.press("enter")

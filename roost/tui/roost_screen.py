@@ -191,7 +191,8 @@ class RoostScreen(Screen[None]):
             if title and title != row.job.title:
                 self.request_rename(row, title)
 
-        self.app.push_screen(PromptBox(f"Rename {row.job.title} [{row.id}]", "its new title", row.job.title), rename)
+        self.app.push_screen(PromptBox(f"Rename {row.job.title} [{row.id}]", "its new title", row.job.title,
+                                       verb="rename"), rename)
 
     def request_rename(self, row: Row, title: str) -> None:
         self.request("rename", {"job": row.id, "title": title}, lambda result: f"renamed {row.id} to {result['title']}")
