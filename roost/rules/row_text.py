@@ -16,7 +16,42 @@ from typing import Any
 from roost.models import FINISHED_STATES, NEEDS_INPUT_STATES, Row, State
 from roost.rules.approvals import describe, pending_line
 
-__all__ = ["activity_text", "age_seconds", "asked", "format_age", "peek_line", "readable_text", "usage_text"]
+__all__ = ["STATE_SYMBOLS", "activity_text", "age_seconds", "asked", "format_age", "peek_line", "readable_text",
+           "state_marks", "usage_text", "worker_dot"]
+
+#: One symbol per state; the dot before it says whether a worker is up (see ``worker_dot``).
+STATE_SYMBOLS: dict[State, str] = {
+    State.QUEUED: "⋯",
+    State.STARTING: "…",
+    State.WORKING: "▸",
+    State.WAITING: "?",
+    State.IDLE: "–",
+    State.DONE: "✓",
+    State.BLOCKED: "!",
+    State.STOPPED: "■",
+    State.FAILED: "✗",
+}
+
+
+def worker_up(row: Row) -> bool:
+    """Whether the job's worker process runs (the daemon clears the pid when it ends)."""
+    return row.job.pid is not None and not row.job.reaped
+
+
+def worker_dot(row: Row) -> str:
+    """● worker up, ○ closed, ◌ not started yet; ◉/◎ the same for a pinned job."""
+    up = worker_up(row)
+    if row.state in (State.QUEUED, State.STARTING) and not up:
+        return "◌"
+    if row.job.pinned:
+        return "◉" if up else "◎"
+    return "●" if up else "○"
+
+
+def state_marks(row: Row) -> str:
+    """The worker dot and the state symbol: ``● ▸`` works, ``○ ✓`` done and closed."""
+    return f"{worker_dot(row)} {STATE_SYMBOLS[row.state]}"
+
 
 def age_seconds(row: Row, now: float) -> float:
     """How old a job looks: a finished job (done, failed, stopped) shows its run time, which
