@@ -626,7 +626,7 @@ def demo(ctx: Ctx, no_app: bool) -> None:
             for line in cli_views.tree_lines(cli_views.every_row(client, archived=False)):
                 _say(line)
         return
-    _open_app(ctx, select=roots[0] if roots else None)
+    _open_app(ctx, select=roots[-1] if roots else None)  # the newest: the top row, as the app lists them
 
 
 def main() -> None:
