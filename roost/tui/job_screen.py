@@ -510,6 +510,7 @@ class JobScreen(RoostScreen):
                 f"stopped {row.job.title}, with the other subagents of the agent's own (and its turn, if one ran)"
                 if result["stopped"] else f"{row.job.title} was not running"))
         elif row.state in STOPPABLE_STATES:
+            self.panel.let_go(row.id)
             self.request("stop", {"job": row.id},
                          lambda result: f"stopped {row.job.title}" if result["stopped"] else f"{row.job.title} was not running")
         else:

@@ -82,6 +82,9 @@ class SubagentPanel(Widget, can_focus=True):
         #: The agent's own subagents, as rows (every one, whatever the panel shows).
         self.provider: list[ProviderRow] = []
         self._index = 0
+        #: The row ``x`` stopped under the cursor: when it sorts down among the finished rows, the
+        #: cursor stays at its place, on the row that takes it (a second ``x`` stops the next).
+        self._let_go: str | None = None
 
     # -- what it shows ------------------------------------------------------------------------------
     def show_rows(self, rows: Iterable[Row]) -> None:
@@ -106,6 +109,10 @@ class SubagentPanel(Widget, can_focus=True):
         kept = {row.id for row in filter_rows((line.row for line in lines), self.filter_text)} if self.filter_text else None
         self.lines = [line for line in lines if kept is None or line.row.id in kept]
         ids = [line.row.id for line in self.lines]
+        if self._let_go is not None and self.cursor == self._let_go and self._let_go in ids \
+                and ids.index(self._let_go) != self._index:
+            self._let_go = None
+            self.cursor = ids[min(self._index, len(ids) - 1)]
         if self.cursor is not None and self.cursor not in ids:
             # the row under the cursor left: stay at the same place in the list
             self.cursor = ids[min(self._index, len(ids) - 1)] if ids else None
@@ -120,6 +127,8 @@ class SubagentPanel(Widget, can_focus=True):
         self.recompute()
 
     def watch_cursor(self, cursor: str | None) -> None:
+        if cursor != self._let_go:
+            self._let_go = None  # the person moved on
         ids = [line.row.id for line in self.lines]
         if cursor in ids:
             self._index = ids.index(cursor)
@@ -218,6 +227,10 @@ class SubagentPanel(Widget, can_focus=True):
         if index < 0:
             raise SkipAction()  # ↑ at the top: the screen takes the focus back to the composer
         self.cursor = ids[min(index, len(ids) - 1)]
+
+    def let_go(self, job_id: str) -> None:
+        """``x`` stopped the row under the cursor: the cursor does not follow it down."""
+        self._let_go = job_id
 
     def hide(self, job_id: str) -> None:
         """``x`` on a finished row: it leaves the panel now, not when its lifetime runs out."""
