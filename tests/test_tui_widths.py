@@ -31,3 +31,22 @@ def test_the_footer_shows_whole_keys_and_always_help():
     assert fitting(keys, 27) == [True, True, True, False, False]
     assert fitting(keys, 20) == [True, False, True, False, False], "the footer keeps its order: none after a gap"
     assert fitting(keys, 3) == [False, False, True, False, False], "? stays even when nothing else fits"
+
+
+async def test_a_long_notice_is_shown_whole_at_60_columns(daemon):
+    """A notice wider than the status line lost its end (…), and the hint took room from it."""
+    from tui_helpers import make_app, until
+
+    long = "could not stop lint the grammar and everything below it: the daemon said no such job"
+    app = make_app(daemon)
+    async with app.run_test(size=(60, 20)) as pilot:
+        status = app.screen.query_one("#status")
+        status.hint = "↓ 3 new · End follows"
+        await pilot.pause()
+        status.say(long, error=True)
+        await until(pilot, lambda: status.notice == long and status.size.height == 2, "the notice on two lines")
+        shown = " ".join(line.text.strip() for line in status.render_lines(status.region.reset_offset))
+        assert long in " ".join(shown.split()), shown
+        status.say("stopped 1 job")
+        await until(pilot, lambda: status.size.height == 1, "a short notice on one line")
+        assert "↓ 3 new · End follows" in "".join(line.text for line in status.render_lines(status.region.reset_offset))

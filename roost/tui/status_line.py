@@ -38,11 +38,15 @@ class StatusLine(Static):
         self._show()
 
     def _show(self) -> None:
+        """The hint beside the notice when both fit; otherwise the notice alone, wrapped onto
+        the lines it needs (up to the line's max-height): a notice is never cut short."""
         width = self.content_size.width or 80
-        line = Text(self.notice, no_wrap=True, overflow="ellipsis", end="")
-        if self.hint:
-            room = width - len(self.hint) - 2
-            line.truncate(max(room, 0), overflow="ellipsis")
-            line.append(" " * max(width - line.cell_len - len(self.hint), 2))
+        if self.hint and len(self.notice) + len(self.hint) + 2 <= width:
+            line = Text(self.notice, no_wrap=True, end="")
+            line.append(" " * (width - line.cell_len - len(self.hint)))
             line.append(self.hint, style="bold")
+        elif self.notice:
+            line = Text(self.notice, end="")
+        else:
+            line = Text(self.hint, style="bold", no_wrap=True, overflow="ellipsis", end="")
         self.update(line)
