@@ -50,3 +50,18 @@ async def test_a_long_notice_is_shown_whole_at_60_columns(daemon):
         status.say("stopped 1 job")
         await until(pilot, lambda: status.size.height == 1, "a short notice on one line")
         assert "↓ 3 new · End follows" in "".join(line.text for line in status.render_lines(status.region.reset_offset))
+
+
+async def test_the_help_notes_wrap_whole_at_60_columns(daemon):
+    """The filter's help was one line cut at the box's edge."""
+    from roost.tui.filter_box import FILTER_HELP
+    from roost.tui.help_screen import HelpScreen
+    from tui_helpers import make_app, until
+
+    app = make_app(daemon)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+        note = next(label for label in app.screen.query(".dialog-help") if "filter:" in str(label.render()))
+        lines = [strip.text.strip() for strip in note.render_lines(note.region.reset_offset)]
+        assert " ".join(lines) == FILTER_HELP and len(lines) > 1
