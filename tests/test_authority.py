@@ -127,7 +127,7 @@ def test_a_jobs_list_and_children_default_to_its_own_subtree(daemon_factory):
         daemon.wait_state(job, "idle")
     with daemon.client(job=top, token=token_of(daemon.show(top)["pid"])) as as_top:
         assert [r["id"] for r in as_top.call("list")["rows"]] == [kid], "a job lists its subtree, not every job"
-        assert [r["id"] for r in as_top.call("children")] == [kid]
+        assert [r["id"] for r in as_top.call("children")["rows"]] == [kid]
         with pytest.raises(ClientError) as info:
             as_top.call("logs", job=other)
     assert info.value.code == "auth" and f"job {top} may not logs job {other}" in info.value.message
