@@ -201,6 +201,7 @@ class Supervisor:
         eng.inbox[job.id] += 1
         eng.queue.add(job.id)
         eng.pump()
+        eng.queue.explain(job.id)  # still queued: its row says for what
         return self.index.row(job.id)
 
     def _new_id(self) -> str:

@@ -144,9 +144,9 @@ def _cut(text: str, width: int) -> str:
 
 def activity_text(row: Row, width: int) -> tuple[str, bool]:
     """What a row's activity column says, and whether it is a failure: a failed or stopped
-    job says why (its reason) before anything else, a waiting one what it asks (a permission
+    job says why (its reason) before anything else, a queued one what it waits for, a waiting one what it asks (a permission
     request: what it asks to run); others their last line."""
-    if row.state in (State.FAILED, State.STOPPED) and row.job.reason:
+    if row.state in (State.FAILED, State.STOPPED, State.QUEUED) and row.job.reason:  # a queued one: what it waits for
         return _cut(row.job.reason, width), row.state is State.FAILED
     if row.state is State.WAITING and row.job.approvals:
         return _cut(pending_line(row.job.approvals), width), False
