@@ -8,6 +8,8 @@ from textual.widgets import Static
 
 #: Seconds a notice stays before the line clears itself.
 NOTICE_SECONDS = 8.0
+#: The most lines a long notice takes.
+MAX_LINES = 3
 
 
 class StatusLine(Static):
@@ -39,14 +41,17 @@ class StatusLine(Static):
 
     def _show(self) -> None:
         """The hint beside the notice when both fit; otherwise the notice alone, wrapped onto
-        the lines it needs (up to the line's max-height): a notice is never cut short."""
+        the lines it needs (up to MAX_LINES): a notice is never cut short."""
         width = self.content_size.width or 80
+        lines = 1
         if self.hint and len(self.notice) + len(self.hint) + 2 <= width:
-            line = Text(self.notice, no_wrap=True, end="")
+            line = Text(self.notice, no_wrap=True, overflow="ellipsis", end="")
             line.append(" " * (width - line.cell_len - len(self.hint)))
             line.append(self.hint, style="bold")
         elif self.notice:
             line = Text(self.notice, end="")
+            lines = min(len(line.wrap(self.app.console, width)), MAX_LINES)
         else:
             line = Text(self.hint, style="bold", no_wrap=True, overflow="ellipsis", end="")
+        self.styles.height = lines
         self.update(line)
