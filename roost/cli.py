@@ -100,7 +100,7 @@ def cli(ctx: click.Context, config: str | None) -> None:
 
 def _open_app(ctx: Ctx, select: str | None = None) -> None:
     ctx.client().close()  # starts the daemon when none runs, and says why when it cannot
-    from roost.tui.app import run_app  # the only place the CLI pulls in Textual
+    from roost.tui.app import run_app  # Textual comes in only here and in config check
 
     run_app(config=ctx.config, select=select)
 
@@ -652,7 +652,14 @@ def config_show(ctx: Ctx) -> None:
 @pass_ctx
 def config_check(ctx: Ctx) -> None:
     """Check the config file; exit 1 with the file, key and what was expected when it is wrong."""
+    from roost.config import ConfigError
+    from roost.tui.looks import theme_names  # the app's themes are Textual's: ask it, as the app does
+
     cfg = _load(ctx)
+    try:
+        cfg.check_theme(theme_names())
+    except ConfigError as exc:
+        _fail(str(exc))
     _say(f"ok: {cfg.source or 'no config file; using the defaults'}")
 
 
@@ -677,7 +684,7 @@ def demo(ctx: Ctx, no_app: bool) -> None:
             for line in cli_views.tree_lines(cli_views.every_row(client, archived=False)):
                 _say(line)
         return
-    _open_app(ctx, select=roots[0] if roots else None)
+    _open_app(ctx, select=roots[-1] if roots else None)  # the newest: the top row, as the app lists them
 
 
 def main() -> None:

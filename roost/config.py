@@ -302,7 +302,7 @@ _COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(
 
 _HOST_KEYS: dict[str, Check] = {
     "ssh": _string(nonempty=True),
-    "port": _integer(1),
+    "port": _integer(1, 65535),
     "identity": _string(),
     "options": _string_list(),
     "python": _string(nonempty=True),

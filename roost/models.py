@@ -82,7 +82,7 @@ class Job:
     archived_at: float | None = None
     last_text: str = ""
     depth: int = 0
-    #: Why it is failed or stopped ("" in any other state): what its rows show.
+    #: Why it is failed or stopped, or what a queued spawn waits for ("" in any other state): what its rows show.
     reason: str = ""
     #: The main checkout of the git repository its worktree was made from (None: no worktree of its own).
     repo: str | None = None

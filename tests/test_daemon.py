@@ -63,7 +63,9 @@ def test_working_then_stopped_and_stop_is_idempotent(daemon):
     assert row["worker_up"], "a stop cuts the turn short; it does not close the worker"
     again = daemon.call("stop", job=job)
     assert again == {"stopped": 0, "ids": [], "subagents": 0, "already": True}
-    daemon.wait_for(lambda: daemon.texts(job)[-1:] == ["(stopped)"], what="the worker to cut its turn short")
+    daemon.wait_for(lambda: any(e["kind"] == "turn_end" and e["data"]["outcome"] == "aborted"
+                                for e in daemon.timeline(job)), what="the worker to cut its turn short")
+    assert daemon.texts(job) == [], "the stop is said once, by the daemon's state line (it said '(stopped)' too)"
     assert daemon.show(job)["state"] == "stopped"
 
 
@@ -152,6 +154,8 @@ def test_a_message_resumes_a_done_job_from_its_session_file(daemon):
     assert row["pid"] != first["pid"] and row["worker_up"]
     assert "say first words" in row["last_text"], "the resumed worker knows the earlier conversation"
     assert row["id"] == job and row["session"] == first["session"]
+    workers = [entry["data"]["resumed"] for entry in daemon.timeline(job) if entry["kind"] == "worker"]
+    assert workers == [False, True], "a new job's worker started; the one from its session file resumed"
 
 
 def test_a_message_while_a_turn_runs_is_queued_then_delivered(daemon):

@@ -392,3 +392,30 @@ def test_the_reaper_keeps_a_session_child_while_its_owner_runs(daemon_factory):
         assert daemon.show(kept)["worker_up"]
         daemon.call("close", job=owner)
         daemon.wait_row(kept, lambda r: r["reaped"], timeout=5, what="the companion reaped after its owner")
+
+
+
+def test_a_queued_row_says_it_waits_for_the_cap(daemon_factory):
+    """Queued rows never said what they waited for."""
+    from roost.models import Row
+    from roost.rules.row_text import activity_text
+
+    daemon = daemon_factory("max_running_jobs = 1\n")
+    first = daemon.spawn("work 600")
+    daemon.wait_state(first, "working")
+    second = daemon.spawn("work 600")
+    row = daemon.wait_row(second, lambda r: r["reason"], what="the queued row's reason")
+    assert row["state"] == "queued" and row["reason"] == "waiting for a place (max_running_jobs = 1)"
+    assert activity_text(Row.from_wire(row), 60)[0] == "waiting for a place (max_running_jobs = 1)"
+    daemon.call("stop", job=first)
+    started = daemon.wait_row(second, lambda r: r["state"] == "working", what="the queued job to start")
+    assert started["reason"] == "", "starting clears what it waited for"
+
+
+def test_a_queued_row_says_it_waits_for_a_live_worker_place(daemon_factory):
+    daemon = daemon_factory("max_live_workers = 1\n")
+    first = daemon.spawn("work 600")
+    daemon.wait_state(first, "working")  # its worker is live and busy: nothing to close for room
+    second = daemon.spawn("say two")
+    row = daemon.wait_row(second, lambda r: r["reason"], what="the queued row's reason")
+    assert row["state"] == "queued" and row["reason"] == "waiting for a live-worker place (max_live_workers = 1)"

@@ -490,6 +490,11 @@ async def test_x_stops_a_running_row_and_hides_a_finished_one(daemon):
         daemon.wait_state(first, "stopped")
         await until(pilot, lambda: notice(app) == "stopped say reading", "the stop")
         await until(pilot, lambda: screen.panel.lines[-1].row.id == first, "the stopped row below running work")
+        second = screen.panel.lines[0].row.id
+        assert screen.panel.cursor == second, "the cursor stays at its place, not with the stopped row"
+        await press_alone(pilot, "x")
+        daemon.wait_state(second, "stopped")  # a second x stops the next (it hid the first)
+        assert first in [line.row.id for line in screen.panel.lines]
         screen.panel.cursor = first
         await press_alone(pilot, "x")
         assert first not in [line.row.id for line in screen.panel.lines]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from roost.tui.agent_view import AgentViewScreen
 from roost.tui.archived_view import ArchivedScreen
 from roost.tui.command_line import CommandLine
+from roost.tui.filter_box import FILTER_HELP
 from roost.tui.help_screen import HelpScreen
 from roost.tui.job_screen import JobScreen
 
@@ -36,8 +37,16 @@ async def test_question_mark_lists_the_keys_that_work_where_you_are(daemon):
         await press_alone(pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         assert "stop / hide" in help_text(app) and "archive" not in help_text(app)
+        keys = [keys for keys, _ in app.screen._lines]
+        assert "↑" not in keys and "pgdn" not in " ".join(keys), f"a key listed twice: {keys}"
+        assert FILTER_HELP in help_text(app), "the panel filters: its help says how"
         await pilot.press("escape")
         assert app.screen is job_screen and app.focused is job_screen.panel
+        await pilot.press("up")
+        await until(pilot, lambda: app.focused is job_screen.composer, "the composer")
+        await pilot.press("f1")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help from the composer")
+        assert FILTER_HELP not in help_text(app), "the composer has no filter: no filter help"
 
 
 async def test_the_filter_narrows_by_title_id_and_state_and_escape_clears_it(daemon):
@@ -125,6 +134,8 @@ async def test_r_renames_through_the_daemon(daemon):
     async with app.run_test(size=SIZE) as pilot:
         await select_row(pilot, app, job)
         await pilot.press("r")
+        helps = [str(label.render()) for label in app.screen.query(".dialog-help")]
+        assert helps == ["enter to rename · esc to cancel"], "it said 'enter to send'"
         await pilot.press("ctrl+u")
         await type_text(pilot, "new name")
         await pilot.press("enter")

@@ -113,9 +113,10 @@ class RunQueue:
             return
         waiting.append(job.id)
         eng = self.eng
+        why = f"waiting for room on host {job.host} (max_running_jobs = {eng.config.host(job.host).max_running_jobs})"
         with eng.store.transaction():
-            eng.timeline(job, "note", message=f"waiting for room on host {job.host} "
-                                              f"(max_running_jobs = {eng.config.host(job.host).max_running_jobs})")
+            eng.timeline(job, "note", message=why)
+            self._say_why(job, why)
 
     # -- the live-worker cap --------------------------------------------------------------------------
     def live_count(self) -> int:
@@ -144,6 +145,7 @@ class RunQueue:
                 eng.timeline(job, "note", message=f"waiting for a live-worker place (max_live_workers = "
                                                   f"{eng.config.max_live_workers}): an idle worker closes for it, "
                                                   "or the next one that ends")
+                self._say_why(job, f"waiting for a live-worker place (max_live_workers = {eng.config.max_live_workers})")
         self.make_room()
 
     def make_room(self) -> None:
@@ -176,6 +178,27 @@ class RunQueue:
             self.live.popleft()
             self.releasing[job.id] = self.host_room(job)
             eng.post(job.id, Start() if job.state == State.QUEUED else Resume())
+
+    # -- saying why --------------------------------------------------------------------------------
+    def _say_why(self, job: Job, why: str) -> None:
+        """A queued spawn's row says what it waits for: its ``reason`` while queued (the start,
+        leaving ``queued``, clears it). A resume waiting for its host keeps its state and says so
+        on its timeline only."""
+        if job.state == State.QUEUED and job.reason != why:
+            with self.eng.store.transaction():
+                job.reason = why
+                self.eng.save(job)
+
+    def explain(self, job_id: str) -> None:
+        """After a spawn's pump: a spawn still in the global queue waits for ``max_running_jobs``, or
+        behind starts waiting for a live-worker place; its row says which."""
+        job = self.eng.index.get(job_id)
+        if job is None or not self.spawns or self.spawns[-1] != job_id:  # let go already (pumps pop the left)
+            return
+        if not self._global_room():
+            self._say_why(job, f"waiting for a place (max_running_jobs = {self.eng.config.max_running_jobs})")
+        else:
+            self._say_why(job, f"waiting for a live-worker place (max_live_workers = {self.eng.config.max_live_workers})")
 
     # -- letting jobs go ----------------------------------------------------------------------------
     def add(self, job_id: str) -> None:

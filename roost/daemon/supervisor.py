@@ -189,6 +189,8 @@ class Supervisor:
         if problem := labels_problem(labels):
             raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {problem}")
         policy = _policy(args, profile, parent, caller)
+        if not args["prompt"].strip():  # a turn on nothing: the agent would only guess
+            raise ProtocolError(ErrorCode.BAD_ARGS, "spawn: the prompt is empty: say what the job is to do")
         check_prompt(args["prompt"])
         now = self.clock()
         job = Job(id=self.new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
@@ -209,6 +211,7 @@ class Supervisor:
         eng.inbox[job.id] += 1
         eng.queue.add(job.id)
         eng.pump()
+        eng.queue.explain(job.id)  # still queued: its row says for what
         return self.index.row(job.id)
 
     def new_id(self) -> str:

@@ -132,11 +132,12 @@ def on_spawned(eng: "Engine", job: Job, msg: Spawned) -> None:
     with eng.store.transaction():
         job.pid = msg.worker.pid
         job.reaped = False
+        resumed = job.session is not None  # a session before this launch; a new job's is made for it
         if slot.launch_session:
             job.session = slot.launch_session
         if job.state == State.QUEUED:
             eng.set_state(job, State.STARTING, "started")
-        eng.timeline(job, "worker", pid=job.pid, resumed=job.session is not None)
+        eng.timeline(job, "worker", pid=job.pid, resumed=resumed)
         eng.save(job)
         eng.kids_changed(job)
 

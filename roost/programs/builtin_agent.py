@@ -158,8 +158,7 @@ class BuiltinAgent(WorkerProcess):
         self.session.add("user", message)
         try:
             outcome = await self.script(message)
-        except asyncio.CancelledError:
-            self.say("(stopped)")
+        except asyncio.CancelledError:  # the daemon's "stopped by …" line says it: no echo of it here
             self.end_turn(run, "aborted")
             return
         except TurnFailed as exc:

@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Callable
 
+from rich.style import Style
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -181,7 +182,8 @@ class AgentViewScreen(RoostScreen):
         widths = {c.key: c.width for c in self._columns}
         usage = usage_text(row)
         said, failed = activity_text(row, widths["activity"])
-        activity = [part for part in (item.summary, said) if part]
+        # Why it failed comes first, so a narrow column keeps the start of the reason.
+        activity = [part for part in ((said, item.summary) if failed else (item.summary, said)) if part]
         if usage and "usage" not in widths:
             activity.append(usage)
         tone = palette.error if failed else palette.text if asks else palette.muted
@@ -204,27 +206,27 @@ class AgentViewScreen(RoostScreen):
         return cells
 
     def _draw_topbar(self, listed: list[AgentViewRow]) -> None:
+        """What needs you first (failed, asking, approvals), then the counts: a narrow terminal
+        cuts the bar at its end, so "failed" is the last word it may lose."""
         assert self.palette is not None
+        palette = self.palette
         counts = header_counts(item.row for item in listed)
+        asking, approvals = counts["needs you"], sum(len(row_approvals(item.row)) for item in listed)
+        parts: list[tuple[object, str, Style | str]] = [
+            (counts["failed"], f"{counts['failed']} failed", palette.error + BOLD),
+            (asking, f"{asking} need{'s' if asking == 1 else ''} you", palette.warning + BOLD),
+            (approvals, f"{APPROVAL_MARK} {plural(approvals, 'approval')}", palette.warning + BOLD),
+            (True, plural(counts["jobs"], "job"), ""),
+            (True, f"{counts['working']} working", ""),
+            (counts["queued"], f"{counts['queued']} queued", palette.muted),
+            (self.link.more, f"{self.link.more:,} older not listed: roost ls --all", palette.muted),
+            (self.filter_text, f"filter: {self.filter_text}", palette.primary),
+        ]
         bar = Text("roost", style="bold")
-        bar.append(f"  ·  {plural(counts['jobs'], 'job')}  ·  {counts['working']} working")
-        if counts["queued"]:
-            bar.append(f"  ·  {counts['queued']} queued", style=self.palette.muted)
-        if counts["needs you"]:
-            asking = counts["needs you"]
-            bar.append("  ·  ")
-            bar.append(f"{asking} need{'s' if asking == 1 else ''} you", style=self.palette.warning + BOLD)
-        approvals = sum(len(row_approvals(item.row)) for item in listed)
-        if approvals:
-            bar.append("  ·  ")
-            bar.append(f"{APPROVAL_MARK} {plural(approvals, 'approval')}", style=self.palette.warning + BOLD)
-        if counts["failed"]:
-            bar.append("  ·  ")
-            bar.append(f"{counts['failed']} failed", style=self.palette.error + BOLD)
-        if self.link.more:
-            bar.append(f"  ·  {self.link.more:,} older not listed: roost ls --all", style=self.palette.muted)
-        if self.filter_text:
-            bar.append(f"  ·  filter: {self.filter_text}", style=self.palette.primary)
+        for shown, text, style in parts:
+            if shown:
+                bar.append("  ·  ")
+                bar.append(text, style=style)
         self.topbar.update(bar)
 
     # -- keys --------------------------------------------------------------------------------------

@@ -277,23 +277,37 @@ class JobScreen(RoostScreen):
             self.transcript.scroll_end(animate=False)
 
     def _draw_jobbar(self) -> None:
+        """Where the job sits, its title, id, state, age, subagents and usage; on a narrow terminal
+        the usage, the path and then the title give way, never the id, the state or the counts."""
         row = self.link.rows.get(self.job_id)
         if row is None or self.palette is None:
             return
-        bar = Text(no_wrap=True, overflow="ellipsis", end="")
-        for title in self.path:
-            bar.append(f"{title} › ", style=self.palette.muted)
-        bar.append(row.job.title, style="bold")
-        bar.append(f"  {row.id}  ", style=self.palette.muted)
-        bar.append_text(state_text(row, self.palette))
+        tail = Text(f"  {row.id}  ", style=self.palette.muted)
+        tail.append_text(state_text(row, self.palette))
         details = [format_age(age_seconds(row, self.clock()))]
         subagents, running = subagent_counts(row)  # the agent's own subagents count too, as at home
         if subagents:
             details.append(f"{plural(subagents, 'subagent')} ({running} running)")
-        if usage_text(row):
-            details.append(usage_text(row))
-        bar.append("  ·  " + " · ".join(details), style=self.palette.muted)
+        tail.append("  ·  " + " · ".join(details), style=self.palette.muted)
+        head = Text(no_wrap=True, overflow="ellipsis", end="")
+        for title in self.path:
+            head.append(f"{title} › ", style=self.palette.muted)
+        head.append(row.job.title, style="bold")
+        room = (self.jobbar.content_size.width or self.size.width) - tail.cell_len
+        usage = f" · {usage_text(row)}" if usage_text(row) else ""
+        if head.cell_len + len(usage) <= room:  # usage gives way before the path and the title
+            tail.append(usage, style=self.palette.muted)
+            room -= len(usage)
+        if head.cell_len > room:  # the path goes first, then the title is cut
+            head = Text(row.job.title, style="bold")
+            head.truncate(max(room, 4), overflow="ellipsis")
+        bar = Text(no_wrap=True, overflow="ellipsis", end="")
+        bar.append_text(head)
+        bar.append_text(tail)
         self.jobbar.update(bar)
+
+    def on_resize(self) -> None:
+        self._draw_jobbar()
 
     # -- keys ----------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -506,6 +520,7 @@ class JobScreen(RoostScreen):
                 f"stopped {row.job.title}, with the other subagents of the agent's own (and its turn, if one ran)"
                 if result["stopped"] else f"{row.job.title} was not running"))
         elif row.state in STOPPABLE_STATES:
+            self.panel.let_go(row.id)
             self.request("stop", {"job": row.id},
                          lambda result: f"stopped {row.job.title}" if result["stopped"] else f"{row.job.title} was not running")
         else:

@@ -11,10 +11,14 @@ from textual.widgets import DataTable
 from roost.tui.looks import STATE_CELL_WIDTH
 
 
-#: Tables narrower than this show the state by its marks only, and a shorter title.
+#: Tables narrower than this show the state by its marks only.
 NARROW = 70
 #: The state column of a narrow table: the worker dot, a space, the state symbol.
 MARKS_WIDTH = 3
+#: The activity column's least share: what a row asks, or why it failed, starts here.
+ACTIVITY_MIN = 24
+#: The shortest title: a title gives way first, down to this.
+TITLE_MIN = 8
 
 
 @dataclass(frozen=True)
@@ -25,25 +29,24 @@ class Column:
 
 
 def table_columns(width: int, usage: bool) -> list[Column]:
-    """The agent view's columns for a table ``width`` cells wide; the activity column takes the rest.
+    """The agent view's columns for a table ``width`` cells wide.
 
-    The id always stays (it is what every command takes); narrow tables cut the title. Usage
-    (when some job has any) gets a column of its own only on wide ones, and is shown in the
-    activity column otherwise. A narrow table (below NARROW cells) cuts the title shorter still
-    and shows the state by its marks alone (``● ?``), so the activity column — what a row asks,
-    what it said last — stays on screen.
+    The id always stays (it is what every command takes), and the state (by its marks alone,
+    ``● ?``, below NARROW cells). The title gives way first: it takes what is left once the
+    activity column — what a row asks, why it failed — has half the rest or ACTIVITY_MIN cells,
+    up to 20, 26 or 32 cells as the table widens. Usage (when some job has any) gets a column of
+    its own only on wide tables, and is shown in the activity column otherwise.
     """
     wide = width >= 110 and usage
-    narrow = width < NARROW
-    title = 32 if width >= 110 else 26 if width >= 90 else 20 if not narrow else 14
-    state = Column("state", "", MARKS_WIDTH) if narrow else Column("state", "state", STATE_CELL_WIDTH)
-    columns = [state, Column("id", "id", 6),
-               Column("title", "job", title), Column("age", "age", 4)]
+    state = Column("state", "", MARKS_WIDTH) if width < NARROW else Column("state", "state", STATE_CELL_WIDTH)
+    fixed = [state, Column("id", "id", 6), Column("age", "age", 4)]
     if wide:
-        columns.append(Column("usage", "usage", 18))
-    used = sum(c.width + 2 for c in columns) + 2  # cell padding, and room for a scrollbar
-    columns.insert(len(columns) - (1 if wide else 0), Column("activity", "activity", max(width - used - 2, 10)))
-    return columns
+        fixed.append(Column("usage", "usage", 18))
+    rest = width - sum(c.width + 2 for c in fixed) - 4  # cell padding, the table's edge, a scrollbar
+    most = 32 if width >= 110 else 26 if width >= 90 else 20
+    title = max(min(most, rest - 2 - max(rest // 2, ACTIVITY_MIN)), TITLE_MIN)
+    return [*fixed[:2], Column("title", "job", title), fixed[2],
+            Column("activity", "activity", max(rest - title - 2, 10)), *fixed[3:]]
 
 
 class JobTable(DataTable[Text]):

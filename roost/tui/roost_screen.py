@@ -11,13 +11,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from roost.client import ClientError
 from roost.config import Config
 from roost.models import Row
 from roost.tui.approval_keys import ShownApprovals, answer, key_target
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
+from roost.tui.fit_footer import FitFooter
 from roost.tui.dialogs import PromptBox
 from roost.tui.double_press import DOUBLE_PRESS_WINDOW, DoublePress
 from roost.tui.help_screen import HelpScreen
@@ -94,7 +94,7 @@ class RoostScreen(Screen[None]):
     def compose_bottom(self) -> ComposeResult:
         yield self.banner
         yield self.status
-        yield Footer(compact=True)
+        yield FitFooter(compact=True)
 
     def on_mount(self) -> None:
         self.palette = Palette.from_variables(self.app.get_css_variables())
@@ -191,7 +191,8 @@ class RoostScreen(Screen[None]):
             if title and title != row.job.title:
                 self.request_rename(row, title)
 
-        self.app.push_screen(PromptBox(f"Rename {row.job.title} [{row.id}]", "its new title", row.job.title), rename)
+        self.app.push_screen(PromptBox(f"Rename {row.job.title} [{row.id}]", "its new title", row.job.title,
+                                       verb="rename"), rename)
 
     def request_rename(self, row: Row, title: str) -> None:
         self.request("rename", {"job": row.id, "title": title}, lambda result: f"renamed {row.id} to {result['title']}")
