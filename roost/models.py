@@ -37,6 +37,11 @@ STOPPABLE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State
 REASONED_STATES = frozenset({State.FAILED, State.STOPPED})
 #: States that mean "this job needs a person".
 NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
+#: States a turn ends in that a person has not seen until they open the job (``Job.unseen``).
+UNSEEN_STATES = frozenset({State.IDLE, State.DONE, State.FAILED})
+#: States a job stays in until a person acts (answers, sends, archives): the agent view lists them
+#: whatever its window.
+NEEDS_PERSON_STATES = frozenset({State.FAILED, State.BLOCKED, State.WAITING})
 #: States in which a job's run is over (its age stops growing; the panel lets it go after a while).
 FINISHED_STATES = frozenset({State.DONE, State.FAILED, State.STOPPED})
 #: States from which a job's worker starts again by itself when there is something for it: a person
@@ -112,6 +117,10 @@ class Job:
     #: (roost/rules/approvals.py); and the allow rules a person granted it ("approve for this job").
     approval_policy: list[dict[str, Any]] = field(default_factory=list)
     approval_grants: list[str] = field(default_factory=list)
+    #: Its turn ended (``UNSEEN_STATES``) while no person had it open, and no person opened it
+    #: since: the app marks it and its jump key visits it (roost/rules/attention.py). Kept by the
+    #: daemon, so every client agrees; a person's ``seen`` clears it.
+    unseen: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data (state as its string). Copies the dict fields

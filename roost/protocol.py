@@ -145,6 +145,7 @@ OPS: dict[str, dict[str, Arg]] = {
     "unsubscribe": {"sub": Arg((int,), required=True)},
     "attach": {"job": _NEED_STR, "resume": _BOOL},
     "release": _JOB,
+    "seen": _JOB,
     "archive": _JOB,
     "detach": _JOB,
     "rename": {"job": _NEED_STR, "title": _NEED_STR},

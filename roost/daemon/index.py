@@ -18,7 +18,7 @@ import bisect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from roost.models import ACTIVE_STATES, PEEK_MAX, Job, Row
+from roost.models import ACTIVE_STATES, NEEDS_PERSON_STATES, PEEK_MAX, Job, Row
 from roost.protocol import PAGE_BYTES, ErrorCode, ProtocolError
 from roost.rules.provider_subagents import subagent_says
 
@@ -299,15 +299,15 @@ class JobIndex:
                 yield job
 
     def agent_view(self, limit: int = 200, inline: bool = False) -> tuple[list[dict[str, Any]], int]:
-        """The agent view's snapshot: every root (or, inline, every job) with live work, every
-        orphan that still works or waits, and the ``limit`` newest other roots; with how many
-        matching rows were left out."""
+        """The agent view's snapshot: every root (or, inline, every job) with live work or that
+        needs a person, every orphan that still works or waits, and the ``limit`` newest other
+        roots; with how many matching rows were left out."""
         rows: list[dict[str, Any]] = []
         left = 0
         for job in self._walk(None, newest_first=True):
             if not self.in_agent_view(job.id, inline):
                 continue
-            if job.state in ACTIVE_STATES or job.worker_up or self.attached(job.id) or job.parent is not None:
+            if self._always_listed(job) or job.parent is not None:
                 rows.append(self.row(job.id))
             elif limit > 0:
                 rows.append(self.row(job.id))
@@ -315,6 +315,13 @@ class JobIndex:
             else:
                 left += 1
         return rows, left
+
+    def _always_listed(self, job: Job) -> bool:
+        """Whether the agent view lists the job whatever its window: live work (it works, will
+        work, waits, its worker is up or a client has it open) and what needs a person (failed,
+        blocked, an approval pending), so no window hides them."""
+        return (job.state in ACTIVE_STATES or job.state in NEEDS_PERSON_STATES or bool(job.approvals)
+                or job.worker_up or self.attached(job.id))
 
     def in_agent_view(self, job_id: str, inline: bool = False) -> bool:
         """Whether the agent view shows (or may show) this job: roots, listed orphans, or with

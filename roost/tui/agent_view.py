@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Static
 from roost.client import ClientError
 from roost.config import Config
 from roost.models import NEEDS_INPUT_STATES, Row
+from roost.rules.attention import next_attention, unseen_mark
 from roost.rules.row_text import activity_text, age_seconds, format_age, usage_text
 from roost.rules.views import AgentViewRow, agent_view_rows, filter_rows, header_counts
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
@@ -175,7 +176,8 @@ class AgentViewScreen(RoostScreen):
         cells = {
             "state": state_text(row, palette),
             "id": cell(row.id, palette.muted),
-            "title": cell(item.prefix + row.job.title, palette.warning + BOLD if asks else palette.text),
+            "title": cell(item.prefix + ("• " if unseen_mark(row) else "") + row.job.title,
+                          palette.warning + BOLD if asks else palette.text + BOLD if unseen_mark(row) else palette.text),
             "age": cell(format_age(age_seconds(row, self.clock())), palette.muted),
             "activity": cell(" · ".join(activity), tone),
         }
@@ -241,14 +243,15 @@ class AgentViewScreen(RoostScreen):
             self.table.move_cursor(row=index % self.table.row_count, animate=False)
 
     def action_next_needing(self) -> None:
-        """The next row (after the cursor, wrapping) whose job waits for a person."""
+        """``w``: the next row that needs you, the most urgent kind first (roost/rules/attention.py)."""
         ids = [r.key.value for r in self.table.ordered_rows]
-        needing = [i for i, job_id in enumerate(ids) if self.link.rows[job_id].state in NEEDS_INPUT_STATES]
-        if not needing:
+        found = next_attention([self.link.rows[job_id] for job_id in ids], self.table.selected_id())
+        if found is None:
             self.status.say("no job needs you")
             return
-        here = self.table.cursor_row
-        self.table.move_cursor(row=next((i for i in needing if i > here), needing[0]), animate=False)
+        row, kind = found
+        self.table.move_cursor(row=ids.index(row.id), animate=False)
+        self.status.say(f"{kind.word}: {row.job.title}")
 
     # -- peek, filter, rename, archived ------------------------------------------------------------------
     def action_peek(self) -> None:
