@@ -136,7 +136,7 @@ OPS: dict[str, dict[str, Arg]] = {
     "show": _JOB,
     "list": {"limit": Arg((int,), bounds=(1, 1000)), "cursor": _OPT_STR, "roots": _BOOL,
              "states": Arg((list,), items=str), "under": _OPT_STR, "archived": _BOOL, "full": _BOOL,
-             "newest_first": _BOOL, "archived_only": _BOOL},
+             "newest_first": _BOOL, "archived_only": _BOOL, "match": _STR},
     "children": {"job": _OPT_STR},
     "report": {"status": _NEED_STR, "text": _STR},
     "logs": {"job": _NEED_STR, "limit": Arg((int,), bounds=(1, 2000)), "before": _SEQ, "after": _SEQ},

@@ -21,6 +21,7 @@ from typing import Any
 from roost.models import ACTIVE_STATES, NEEDS_PERSON_STATES, PEEK_MAX, Job, Row
 from roost.protocol import PAGE_BYTES, ErrorCode, ProtocolError
 from roost.rules.provider_subagents import subagent_says
+from roost.rules.views import filter_matches, parse_filter
 
 #: How much a row costs on the wire beyond its texts (keys, numbers, punctuation), a safe estimate.
 _ROW_OVERHEAD = 512
@@ -255,19 +256,23 @@ class JobIndex:
 
     def page(self, limit: int = 500, cursor: str | None = None, roots: bool = False,
              states: list[str] | None = None, under: str | None = None, archived: bool = False,
-             full: bool = False, newest_first: bool = False, archived_only: bool = False) -> dict[str, Any]:
-        """One page of ``list``: rows in creation order after ``cursor``, filtered, at most
-        ``limit`` of them and about PAGE_BYTES of text; ``next`` is null on the last page."""
+             full: bool = False, newest_first: bool = False, archived_only: bool = False,
+             match: str | None = None) -> dict[str, Any]:
+        """One page of ``list``: rows in creation order after ``cursor``, filtered (``match``: the
+        app's filter text, roost/rules/views.py), at most ``limit`` of them and about PAGE_BYTES of
+        text; ``next`` is null on the last page."""
         if under is not None:
             self.require(under)
         wanted = set(states) if states else None
         below = {j.id for j in self.descendants(under, archived=True)} if under is not None else None
+        wanted_text = parse_filter(match) if match else None
 
         def match(job: Job) -> bool:
             if archived_only and job.archived_at is None:
                 return False
             return ((archived or archived_only or job.archived_at is None) and (not roots or job.parent is None)
-                    and (wanted is None or job.state.value in wanted) and (below is None or job.id in below))
+                    and (wanted is None or job.state.value in wanted) and (below is None or job.id in below)
+                    and (wanted_text is None or filter_matches(job.state, job.title, job.id, wanted_text)))
 
         rows: list[dict[str, Any]] = []
         size = 0

@@ -27,6 +27,7 @@ from roost.tui.command_line import COMMANDS, CommandLine, parse_command
 from roost.tui.dialogs import ConfirmBox, ScriptBox
 from roost.tui.diff_view import open_diff
 from roost.tui.filter_box import FilterBox
+from roost.tui.filter_search import search_every_record
 from roost.tui.job_screen import JobScreen
 from roost.tui.job_table import Column, JobTable, table_columns
 from roost.tui.peek_pane import PEEK_ENTRIES, PeekPane
@@ -66,6 +67,8 @@ class AgentViewScreen(RoostScreen):
         super().__init__(link, config, clock)
         self._select = select
         self._cells: dict[str, dict[str, tuple[str, object]]] = {}
+        #: Rows the daemon found for the filter beyond the listing window (roost/tui/filter_search.py).
+        self.found: dict[str, Row] = {}
         self._columns: list[Column] = []
         # Kept, not queried: the footer asks check_action even while the screen is taken down.
         self.topbar = Static(id="topbar")
@@ -126,8 +129,10 @@ class AgentViewScreen(RoostScreen):
         if not self._columns or self.palette is None:
             return
         every = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
-        kept = {row.id for row in filter_rows((item.row for item in every), self.filter_text)}
-        listed = [item for item in every if item.row.id in kept]
+        searched = agent_view_rows({**self.found, **self.link.rows}.values(), self.config.agent_view_subagents) \
+            if self.found else every
+        kept = {row.id for row in filter_rows((item.row for item in searched), self.filter_text)}
+        listed = [item for item in searched if item.row.id in kept]
         wanted = [item.row.id for item in listed]
         table = self.table
         with self.app.batch_update():
@@ -208,7 +213,11 @@ class AgentViewScreen(RoostScreen):
     # -- keys --------------------------------------------------------------------------------------
     def _selected(self) -> Row | None:
         job_id = self.table.selected_id()
-        return self.link.rows.get(job_id) if job_id else None
+        return self._row(job_id) if job_id else None
+
+    def _row(self, job_id: str) -> Row | None:
+        """A listed row: the subscription's, or one the filter's search found."""
+        return self.link.rows.get(job_id) or self.found.get(job_id)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek", "diff") and self._selected() is None:
@@ -245,7 +254,7 @@ class AgentViewScreen(RoostScreen):
     def action_next_needing(self) -> None:
         """``w``: the next row that needs you, the most urgent kind first (roost/rules/attention.py)."""
         ids = [r.key.value for r in self.table.ordered_rows]
-        found = next_attention([self.link.rows[job_id] for job_id in ids], self.table.selected_id())
+        found = next_attention([row for job_id in ids if (row := self._row(job_id))], self.table.selected_id())
         if found is None:
             self.status.say("no job needs you")
             return
@@ -275,7 +284,7 @@ class AgentViewScreen(RoostScreen):
         except ClientError as exc:
             self.status.say(exc.message, error=True)
             return
-        row = self.link.rows.get(job_id)
+        row = self._row(job_id)
         if row is not None and self.palette is not None:
             self.peek.show_entries(row, page["entries"], self.palette)
 
@@ -296,7 +305,15 @@ class AgentViewScreen(RoostScreen):
         self.filter_box.value = ""
         self.filter_box.remove_class("-open")
 
+    def show_found(self, rows: list[Row]) -> None:
+        """What the daemon found for the filter: listed (and filtered) with the loaded rows."""
+        self.found = {row.id: row for row in rows}
+        self._sync(self.table.selected_id())
+
     def watch_filter_text(self) -> None:
+        self.found = {}
+        if self.filter_text and self.link.more:
+            search_every_record(self, self.filter_text)
         self._sync(self.table.selected_id())
 
     def action_rename(self) -> None:
