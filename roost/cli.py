@@ -332,7 +332,9 @@ def stop(ctx: Ctx, job_id: str, tree: bool) -> None:
     if n == 0:
         _say(f"{job_id} was already stopped" if result.get("already") else "nothing was running")
     else:
-        _say(f"stopped {n} job{'s' if n != 1 else ''}: {' '.join(result['ids'])}")
+        own = result.get("subagents", 0)
+        _say(f"stopped {n} job{'s' if n != 1 else ''}: {' '.join(result['ids'])}"
+             + (f" (and {own} subagent{'s' if own != 1 else ''} of the agent's own)" if own else ""))
 
 
 @cli.command()

@@ -122,6 +122,11 @@ class Job:
     #: daemon, so every client agrees; a person's ``seen`` clears it.
     unseen: bool = False
 
+    def stoppable(self) -> bool:
+        """Whether a stop has something to stop: a turn in flight, a question, or (in any state) subagents
+        of its agent's own that still run (a Claude Code background subagent after its parent's turn)."""
+        return self.archived_at is None and (self.state in STOPPABLE_STATES or self.provider_running > 0)
+
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data (state as its string). Copies the dict fields
         one level deep, which is all they have; dataclasses.asdict's deep copy was most of the

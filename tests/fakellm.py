@@ -16,7 +16,8 @@ delivered):
 - ``FAILED <message>``: a stream that starts, then fails with that message the wire format's way
   (Responses: ``response.failed``; Messages: an ``error`` event); every time.
 - ``LATER <seconds> ...``: the echo, sent only after that many seconds (at most SLOW_LIMIT): a
-  subagent that answers after its parent's turn ended.
+  subagent that answers after its parent's turn ended; ``LATER <seconds> CALL ...``: that call, as
+  late (a subagent that asks for a permission after its parent's turn ended).
 - anything else: ``echo: <its first line>``.
 
 It records every request body, so a test can assert what history reached the model.
@@ -66,6 +67,9 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         self.fake.record(body)
         prompt, tool_results = self.fake.turn_of(body)
         word, _, rest = prompt.strip().partition(" ")
+        if word == "LATER" and rest.partition(" ")[2].startswith("CALL ") and not tool_results:
+            time.sleep(min(float(rest.split(" ", 1)[0] or 0), SLOW_LIMIT))
+            word, _, rest = rest.partition(" ")[2].partition(" ")
         if tool_results:
             self.stream_text(body, "tool said: " + tool_results[-1])
         elif word == "CALL":

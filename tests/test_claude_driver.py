@@ -158,21 +158,6 @@ def test_a_refusal_of_the_daemon_reaches_the_model_as_a_tool_error(claude_daemon
 
 
 @pytest.mark.claude
-def test_a_permission_request_is_a_question_and_the_next_message_answers_it(claude_daemon, fake):
-    daemon = claude_daemon()
-    work = daemon.home / "work"
-    work.mkdir(parents=True)
-    job = daemon.spawn('CALL Bash {"command": "echo hi > made.txt"}', driver="claude", cwd=str(work))
-    row = daemon.wait_state(job, "waiting", timeout=START)
-    assert "Claude Code asks to use Bash: echo hi > made.txt" in row["last_text"]
-    assert not (work / "made.txt").exists()
-    daemon.call("send", job=job, text="yes")
-    row = daemon.wait_state(job, "idle", timeout=START)
-    assert (work / "made.txt").read_text() == "hi\n"
-    assert row["last_text"].startswith("tool said:")
-
-
-@pytest.mark.claude
 def test_a_task_subagent_appears_as_subagent_entries(claude_daemon, fake):
     daemon = claude_daemon()
     call = json.dumps({"description": "count the files", "prompt": "count them", "subagent_type": "general-purpose"})

@@ -1,6 +1,6 @@
 """What a Claude Code job's row says, from the real daemon running the real ``claude`` against
 tests/fake_anthropic.py: its own (``Task``) subagents counted as the panel counts them, and the
-permission request it waits on as its question."""
+permission request it waits on as its approval."""
 
 from __future__ import annotations
 
@@ -43,11 +43,11 @@ def test_task_subagents_are_counted_on_the_parents_row_as_in_its_panel(claude_da
     job = daemon.spawn(task("SLOW"), driver="claude")  # its subagent's model answer trickles
     daemon.wait_row(job, lambda r: r["provider_running"] == 1, timeout=START, what="a running subagent")
     assert counted_as_in_the_panel(daemon, job) == (1, 1)
-    daemon.call("stop", job=job)  # stopping the parent's turn is how it stops: Claude Code says it ended
+    daemon.call("stop", job=job)  # a stop of the parent stops its subagents too: Claude Code says it stopped
     daemon.wait_state(job, "stopped", timeout=START)
     daemon.wait_row(job, lambda r: r["provider_running"] == 0, timeout=START, what="the subagent's end")
     assert counted_as_in_the_panel(daemon, job) == (1, 0)
-    assert [e["data"]["state"] for e in daemon.timeline(job) if e["kind"] == "subagent"][-1] == "failed"
+    assert [e["data"]["state"] for e in daemon.timeline(job) if e["kind"] == "subagent"][-1] == "stopped"
     done = daemon.spawn(task("count them"), driver="claude")  # one that ends within its turn
     daemon.wait_state(done, "idle", timeout=START)
     assert counted_as_in_the_panel(daemon, done) == (1, 0)
@@ -55,13 +55,14 @@ def test_task_subagents_are_counted_on_the_parents_row_as_in_its_panel(claude_da
 
 
 @pytest.mark.claude
-def test_a_permission_request_is_the_waiting_rows_question_until_answered(claude_daemon):
+def test_a_permission_request_is_the_waiting_rows_approval_until_answered(claude_daemon):
     daemon = claude_daemon()
     work = daemon.home / "work"
     work.mkdir(parents=True)
     job = daemon.spawn('CALL Bash {"command": "echo hi > made.txt"}', driver="claude", cwd=str(work))
     daemon.wait_state(job, "waiting", timeout=START)
-    assert slim_row(daemon, job)["question"].startswith("Claude Code asks to use Bash: echo hi > made.txt")
-    daemon.call("send", job=job, text="yes")  # the answer: it works on, asking nothing
+    [pending] = slim_row(daemon, job)["approvals"]
+    assert (pending["tool"], pending["what"]) == ("Bash", {"command": "echo hi > made.txt", "cwd": str(work)})
+    daemon.call("answer_approval", approval=pending["id"], decision="once")  # it works on, asking nothing
     daemon.wait_row(job, lambda r: r["state"] != "waiting", timeout=START, what="the answer taken")
-    assert slim_row(daemon, job)["question"] == ""
+    assert slim_row(daemon, job)["approvals"] == []

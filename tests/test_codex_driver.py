@@ -140,24 +140,6 @@ def test_a_missing_codex_is_refused_at_spawn_with_how_to_install_it(daemon_facto
 
 
 @pytest.mark.codex
-def test_an_approval_request_is_a_question_and_the_next_message_answers_it(codex_daemon, fake):
-    work = codex_daemon.home / "work"
-    work.mkdir(parents=True)
-    # not a login shell: a login bash here waits on something of its profile past the call's yield time
-    call = json.dumps({"cmd": "echo hi > made.txt", "login": False, "yield_time_ms": 5000, "sandbox_permissions": "require_escalated",
-                       "justification": "to write made.txt"})
-    job = codex_daemon.spawn(f"CALL exec_command {call}", driver="codex", cwd=str(work))
-    row = codex_daemon.wait_state(job, "waiting", "idle", timeout=START)
-    assert row["state"] == "waiting", row["last_text"]
-    assert "Codex asks to run: /bin/bash -c 'echo hi > made.txt'" in row["last_text"]
-    assert not (work / "made.txt").exists()
-    codex_daemon.call("send", job=job, text="yes")
-    row = codex_daemon.wait_state(job, "idle", timeout=START)
-    assert (work / "made.txt").read_text() == "hi\n"
-    assert row["last_text"].startswith("tool said:")
-
-
-@pytest.mark.codex
 def test_a_transient_error_is_retried_by_codex_and_the_turn_ends_ok(codex_daemon, fake):
     job = codex_daemon.spawn("FLAKY codex-once", driver="codex")
     row = codex_daemon.wait_state(job, "idle", "failed", timeout=START)

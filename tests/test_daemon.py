@@ -62,7 +62,7 @@ def test_working_then_stopped_and_stop_is_idempotent(daemon):
     row = daemon.wait_state(job, "stopped")
     assert row["worker_up"], "a stop cuts the turn short; it does not close the worker"
     again = daemon.call("stop", job=job)
-    assert again == {"stopped": 0, "ids": [], "already": True}
+    assert again == {"stopped": 0, "ids": [], "subagents": 0, "already": True}
     daemon.wait_for(lambda: daemon.texts(job)[-1:] == ["(stopped)"], what="the worker to cut its turn short")
     assert daemon.show(job)["state"] == "stopped"
 

@@ -8,7 +8,8 @@ Claude Code worker to write such entries (tests/test_claude_driver.py has that).
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, AsyncIterator
 
 from rich.style import Style
 
@@ -22,7 +23,7 @@ from roost.tui.provider_view import ProviderView
 from roost.tui.transcript import entry_text
 
 from test_tui_snapshots import LOGS, NOW, ROOT, ROWS, FixedRows
-from tui_helpers import SIZE, notice, panel_labels, press_alone, shown_keys, until
+from tui_helpers import SIZE, notice, panel_labels, press_alone, shown_keys, type_text, until
 
 
 def sub(seq: int, ident: str, state: str, text: str, title: str, ago: float) -> dict[str, Any]:
@@ -58,6 +59,20 @@ def with_counts(subagents: int, running: int) -> dict[str, Any]:
     return {**root, "provider_subagents": subagents, "provider_running": running}
 
 
+class Stoppable(FixedRows):
+    """Fixed rows that take a stop, saying it stopped the job and its agent's own running subagents."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.stops: list[dict[str, Any]] = []
+
+    async def call(self, op: str, **args: Any) -> Any:
+        if op != "stop":
+            return await super().call(op, **args)
+        self.stops.append(args)
+        return {"stopped": 1, "ids": [args["job"]], "subagents": 1, "already": False}
+
+
 def home_activity(app: RoostApp) -> str:
     return app.screen.table.get_cell(ROOT, "activity").plain
 
@@ -65,7 +80,7 @@ def home_activity(app: RoostApp) -> str:
 async def test_provider_subagents_are_read_only_rows_of_the_panel_counted_and_aging_out():
     clock = Clock()
     rows = [with_counts(3, 1) if r["id"] == ROOT else r for r in ROWS]
-    source = FixedRows(rows, {ROOT: [*LOGS[ROOT], *ENTRIES]})
+    source = Stoppable(rows, {ROOT: [*LOGS[ROOT], *ENTRIES]})
     app = RoostApp(source, Config(), clock=clock, select=ROOT)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
@@ -92,9 +107,11 @@ async def test_provider_subagents_are_read_only_rows_of_the_panel_counted_and_ag
         keys = shown_keys(app)
         assert "m" not in keys and "r" not in keys and "enter" in keys  # no composer, no rename
         assert screen.status.hint == READ_ONLY_HINT
-        # x on a running provider row stops nothing (the fixed source refuses any stop): it says how
+        # x on a running provider row stops it through its parent, the job whose agent runs it
         await press_alone(pilot, "x")
-        assert "stops the parent's turn" in notice(app)
+        await until(pilot, lambda: source.stops, "the stop asked")
+        assert source.stops == [{"job": ROOT}]
+        await until(pilot, lambda: "stopped count the files, with the other subagents" in notice(app), "the notice")
         assert "count the files" in panel_labels(screen)
         # opened: a read-only view of its entries, live
         await pilot.press("enter")
@@ -138,3 +155,34 @@ def test_the_parents_transcript_reads_each_subagent_entry_as_one_short_line() ->
     assert done.plain == "⑂ survey ✓ done: 42 files"
     assert failed.style == red and "✗ failed" in failed.plain and "\x1b" not in failed.plain
     assert len(failed.plain) < 200
+
+
+
+@contextlib.asynccontextmanager
+async def idle_parent_screen() -> AsyncIterator[tuple[Any, Stoppable, RoostApp]]:
+    """The job screen of an idle job whose agent's own subagent still runs; its source takes stops."""
+    root = {**with_counts(1, 1), "state": "idle", "descendants": 0, "running": 0}
+    source = Stoppable([root], {ROOT: [*LOGS[ROOT], ENTRIES[0]]})
+    app = RoostApp(source, Config(), clock=Clock(), select=ROOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen, "the job screen")
+        await until(pilot, lambda: screen.loaded, "the transcript")
+        yield pilot, source, app
+
+
+async def test_subagents_stop_stops_the_parent_while_only_its_agents_own_subagents_run():
+    async with idle_parent_screen() as (pilot, source, app):
+        await type_text(pilot, "/subagents stop")
+        await pilot.press("enter")
+        await until(pilot, lambda: source.stops, "the stop asked")
+        assert source.stops == [{"job": ROOT}], "its agent's own subagent stops with it: not 'no subagent is running'"
+        await until(pilot, lambda: "stopped 1 subagent" in notice(app), "what the stop did")
+
+
+async def test_slash_stop_says_it_stopped_the_agents_own_subagents_too():
+    async with idle_parent_screen() as (pilot, source, app):
+        await type_text(pilot, "/stop")
+        await pilot.press("enter")
+        await until(pilot, lambda: "stopped this job and 1 subagent of its agent's own" in notice(app), "the notice")

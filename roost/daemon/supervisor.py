@@ -30,7 +30,7 @@ from roost.daemon.workers import WorkerFactory, process_factory
 from roost.hosts.placement import place
 from roost.drivers import driver_for
 from roost.drivers.base import DriverError
-from roost.models import LIFETIMES, RESUMABLE_STATES, STOPPABLE_STATES, Job, State
+from roost.models import LIFETIMES, RESUMABLE_STATES, Job, State
 from roost.paths import Paths
 from roost.protocol import MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
 from roost.rules import approvals as approval_rules
@@ -262,10 +262,11 @@ class Supervisor:
     async def stop(self, job_id: str, tree: bool, caller: str | None) -> dict[str, Any]:
         job = self.index.require(job_id)
         targets = [job, *self.index.descendants(job.id)] if tree else [job]
-        targets = [t for t in targets if t.state in STOPPABLE_STATES and t.archived_at is None]
+        targets = [t for t in targets if t.stoppable()]
+        running = {t.id: t.provider_running for t in targets}  # the agents' own subagents the stop ends too
         results = await asyncio.gather(*(self._ask(t.id, m.Stop(caller)) for t in targets))
         stopped = [t.id for t, did in zip(targets, results) if did]
-        return {"stopped": len(stopped), "ids": stopped,
+        return {"stopped": len(stopped), "ids": stopped, "subagents": sum(running[i] for i in stopped),
                 "already": job.state == State.STOPPED and not tree and not stopped}
 
     async def close(self, job_id: str, reason: str = "closed by its owner") -> dict[str, Any]:

@@ -76,7 +76,7 @@ def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
 
 
 def on_stop(eng: "Engine", job: Job, msg: m.Stop) -> None:
-    if job.state not in STOPPABLE_STATES or job.archived_at is not None:
+    if not job.stoppable():
         msg.answer(False)
         return
     reason = f"stopped by job {msg.caller}" if msg.caller else "stopped by a person"

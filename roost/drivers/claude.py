@@ -7,9 +7,15 @@ What it relies on, measured with Claude Code 2.1.328 against a fake Messages API
   ends with one ``result``. The process stays for the next message.
 - Control requests on the same stdin are answered on stdout: ``initialize`` (the readiness check),
   ``interrupt`` (answered at once; the turn then ends with a ``result`` whose ``terminal_reason`` is
-  ``aborted_streaming``). With ``--permission-prompt-tool stdio`` Claude Code asks ``can_use_tool``
-  the same way and waits for the answer: roost makes that a question (the job ``waiting``), and the
-  job's next message is the answer.
+  ``aborted_streaming``; a permission request it waits on is cancelled first, with a
+  ``control_cancel_request``). ``stop_task`` with a task id stops that subagent, background or not
+  (answered at once, for an unknown id too; its permission request pending is cancelled and its
+  ``task_notification`` says ``stopped``).
+- With ``--permission-prompt-tool stdio`` Claude Code asks ``can_use_tool`` the same way (the tool,
+  its input, the model's ``description``, and a subagent's ``agent_id``: its task id) and waits in the
+  turn for the answer: roost makes that an ``approval`` event and answers with the person's decision
+  (``approval_answer``): allow with the input as given, or deny with the reason the model hears. A
+  background subagent asks so after its parent's turn ended too.
 - A turn nobody prompted: when a ``Task`` subagent in the background finishes after its parent's turn
   ended, Claude Code starts a turn of its own to take in the result (a ``system/init`` with no user
   message before it, then ``assistant`` frames and a ``result``). roost calls it a turn of the
@@ -28,12 +34,13 @@ import sys
 import uuid
 from typing import Any, Callable, Mapping
 
+from roost.drivers.approvals import claude_what, words
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env, line_field, text_of)
 from roost.drivers.subagents import SubagentTracker
 from roost.models import Job
 from roost.protocol import encode
-from roost.worker_protocol import Oversize, note, response, text_events, turn_end
+from roost.worker_protocol import Oversize, approval, approval_withdrawn, note, response, text_events, turn_end
 
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
 #: Ids of the control requests the adapter sends on its own.
@@ -42,8 +49,8 @@ OWN_ID = "roost-"
 MCP_NAME = "roost"
 #: The run of a turn Claude Code began by itself (no prompt of roost's carried a run token for it).
 OWN = object()
-#: Answers to a permission question that allow the tool; anything else denies it, with the words as the reason.
-YES = {"y", "yes", "allow", "ok", "approve", "go ahead"}
+#: What Claude Code hears of a permission request still pending when its turn is stopped.
+STOPPED = "the turn was stopped: nothing it asked runs"
 
 
 def mcp_config() -> dict[str, Any]:
@@ -96,27 +103,32 @@ class ClaudeDriver(Driver):
         argv += ["--resume", session] if job.session else ["--session-id", session]
         env = inherited_env({"CLAUDE_CONFIG_DIR": str(config_dir or configured), **extra_env, **ctx.roost_env(job)})
         env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        # Each Bash command in the job's directory (a `cd` does not carry over, measured): the cwd its approval shows.
+        env.setdefault("CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR", "1")
         return Launch(argv=argv, env=env, cwd=cwd, session=session, record=ctx.record(job))
 
     def adapter(self, job: Job) -> Adapter:
-        return ClaudeAdapter(session=job.session, usage=job.usage)
+        return ClaudeAdapter(session=job.session, usage=job.usage, cwd=job.cwd)
 
 
 class ClaudeAdapter(Adapter):
     """Worker protocol in, stream-json out; Claude Code's frames in, worker-protocol events out.
 
     It keeps the turn in flight (the run token of the prompt, or OWN for a turn Claude Code began
-    itself) and ends it once, at the ``result`` frame; a permission request ends it early as a
-    question, and the next prompt answers it.
+    itself) and ends it once, at the ``result`` frame. A permission request does not end it: it is an
+    ``approval`` event, answered by the ``approval_answer`` that names it.
     """
 
-    def __init__(self, session: str | None, usage: Mapping[str, Any]) -> None:
+    def __init__(self, session: str | None, usage: Mapping[str, Any], cwd: str = "") -> None:
+        self.cwd = cwd
         self.session = session
         self.run: Any = None
         self.aborting = False
         self.ready = False
-        #: The ``can_use_tool`` request Claude Code waits on: its request id and the tool's input.
-        self.permission: tuple[str, Any] | None = None
+        #: The ``can_use_tool`` requests Claude Code waits on, by request id (the approval's id): the tool's input.
+        self.pending: dict[str, Any] = {}
+        #: The task id of each subagent that runs, by the id of the call that started it (for ``stop_task``).
+        self.tasks: dict[str, str] = {}
         self.asked: dict[str, Any] = {}
         #: Interrupts Claude Code took while the turn still runs: answered after its ``turn_end``.
         self.abort_answers: list[Any] = []
@@ -152,13 +164,10 @@ class ClaudeAdapter(Adapter):
             return self._control(OWN_ID + "init", {"subtype": "initialize"})
         if kind == "prompt":
             return self._prompt(req_id, command.get("run"), str(command.get("message", "")))
+        if kind == "approval_answer":
+            return self._answer(req_id, command)
         if kind == "abort":
-            if self.run is None:
-                self._emit(response(req_id, kind, True))
-                return b""
-            self.aborting = True
-            self.asked[OWN_ID + f"abort-{req_id}"] = (req_id, kind)
-            return self._control(OWN_ID + f"abort-{req_id}", {"subtype": "interrupt"})
+            return self._abort(req_id)
         # A steer would queue behind the running turn anyway: the daemon then delivers at the turn's end.
         self._emit(response(req_id, kind, False, error=f"Claude Code takes {kind} messages between turns only"))
         return b""
@@ -170,16 +179,42 @@ class ClaudeAdapter(Adapter):
             self.run, self.aborting, self.retries = run, False, 0
         self._emit(response(req_id, "prompt", True))
         self._emit({"type": "turn_start", "run": run})
-        if self.permission is None:
-            return encode({"type": "user", "message": {"role": "user", "content": message}})
-        request_id, tool_input = self.permission
-        self.permission = None
-        if message.strip().lower().rstrip(".!") in YES:
-            verdict: dict[str, Any] = {"behavior": "allow", "updatedInput": tool_input}
-        else:
-            verdict = {"behavior": "deny", "message": f"the user said no: {message}"}
+        return encode({"type": "user", "message": {"role": "user", "content": message}})
+
+    def _answer(self, req_id: Any, command: dict[str, Any]) -> bytes:
+        """A decision on one pending permission request, as Claude Code's control response."""
+        wid = str(command.get("approval"))
+        if wid not in self.pending:
+            self._emit(response(req_id, "approval_answer", False,
+                                error=f"Claude Code waits on no permission request {wid!r}"))
+            return b""
+        allow = command.get("decision") == "allow"
+        self._emit(response(req_id, "approval_answer", True))
+        return self._verdict(wid, allow, str(command.get("reason") or "denied by a person"))
+
+    def _verdict(self, wid: str, allow: bool, reason: str) -> bytes:
+        tool_input = self.pending.pop(wid)
+        verdict = {"behavior": "allow", "updatedInput": tool_input} if allow else {"behavior": "deny",
+                                                                                    "message": reason}
         return encode({"type": "control_response",
-                       "response": {"subtype": "success", "request_id": request_id, "response": verdict}})
+                       "response": {"subtype": "success", "request_id": wid, "response": verdict}})
+
+    def _abort(self, req_id: Any) -> bytes:
+        """Stop what the agent does: deny what it still waits on (the daemon denies first; this is so
+        none is ever left pending), stop its subagents, and interrupt the turn in flight. With no turn,
+        answered at once."""
+        denied = list(self.pending)
+        out = b"".join(self._verdict(wid, False, STOPPED) for wid in denied)
+        for wid in denied:
+            self._emit(approval_withdrawn(wid))
+        out += b"".join(self._control(OWN_ID + f"stop-{req_id}-{n}", {"subtype": "stop_task", "task_id": task})
+                        for n, task in enumerate(self.tasks.values()))
+        if self.run is None:
+            self._emit(response(req_id, "abort", True))
+            return out
+        self.aborting = True
+        self.asked[OWN_ID + f"abort-{req_id}"] = (req_id, "abort")
+        return out + self._control(OWN_ID + f"abort-{req_id}", {"subtype": "interrupt"})
 
     # -- Claude Code's stdout -------------------------------------------------------------------
     def decode(self, line: bytes) -> list[dict[str, Any]]:
@@ -188,8 +223,8 @@ class ClaudeAdapter(Adapter):
             return events
         frame = events[0]
         handler = {"control_response": self._on_control_response, "control_request": self._on_control_request,
-                   "assistant": self._on_assistant, "user": self._on_user, "result": self._on_result,
-                   "system": self._on_system}.get(frame["type"])
+                   "control_cancel_request": self._on_cancel, "assistant": self._on_assistant, "user": self._on_user,
+                   "result": self._on_result, "system": self._on_system}.get(frame["type"])
         return handler(frame) if handler else []
 
     def oversize(self, line: Oversize) -> list[dict[str, Any]]:
@@ -229,7 +264,7 @@ class ClaudeAdapter(Adapter):
         if subtype == "init":
             if frame.get("session_id"):
                 self.session = str(frame["session_id"])
-            if self.run is None and self.permission is None:  # no prompt of ours: Claude Code's own turn
+            if self.run is None:  # no prompt of ours: Claude Code's own turn
                 self.run, self.aborting, self.retries = OWN, False, 0
                 return [{"type": "turn_start", "own": True}]
         elif subtype == "api_retry":
@@ -239,10 +274,14 @@ class ClaudeAdapter(Adapter):
                          f"retry {frame.get('attempt')} of {frame.get('max_retries')} "
                          f"in {int(frame.get('retry_delay_ms') or 0) / 1000:.1f} s")]
         elif subtype == "task_started" and frame.get("tool_use_id"):
+            if frame.get("task_id"):
+                self.tasks[str(frame["tool_use_id"])] = str(frame["task_id"])
             return self.subagents.start(str(frame["tool_use_id"]), frame, background=bool(frame.get("is_backgrounded")))
         elif subtype == "task_notification" and frame.get("tool_use_id"):
+            self.tasks.pop(str(frame["tool_use_id"]), None)
+            status = frame.get("status")
             return self.subagents.finish(str(frame["tool_use_id"]), str(frame.get("summary") or ""),
-                                         error=frame.get("status") != "completed")
+                                         error=status != "completed", stopped=status == "stopped")
         return []
 
     def _on_control_response(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
@@ -261,18 +300,29 @@ class ClaudeAdapter(Adapter):
         return [response(req_id, kind, ok, error=answer.get("error"))]
 
     def _on_control_request(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        """A permission request is an approval, in a turn or not (a background subagent's); roost's own
+        tools are allowed at once. Claude Code waits in the turn until the answer."""
         request = frame.get("request") or {}
         request_id = str(frame.get("request_id"))
-        if request.get("subtype") != "can_use_tool" or self.run is None:
+        if request.get("subtype") != "can_use_tool":
             self._write(encode({"type": "control_response", "response": {
                 "subtype": "error", "request_id": request_id, "error": "roost does not answer this request"}}))
             return []
-        tool, args = request.get("tool_name"), request.get("input") or {}
-        question = (f"Claude Code asks to use {tool}: {request.get('description') or json.dumps(args)}"
-                    f"{' (' + str(request['blocked_path']) + ')' if request.get('blocked_path') else ''}. "
-                    f"Answer yes to allow it; anything else denies it, with your words as the reason.")
-        self.permission = (request_id, args)
-        return text_events(question) + [self._end("waiting", question=question)]
+        tool, args = str(request.get("tool_name") or "?"), request.get("input")
+        args = args if isinstance(args, dict) else {}
+        self.pending[request_id] = args
+        if tool.startswith(f"mcp__{MCP_NAME}__"):
+            self._write(self._verdict(request_id, True, ""))
+            return []
+        agent = request.get("agent_id")
+        subagent = next((call for call, task in self.tasks.items() if task == agent), agent) if agent else None
+        return [approval(request_id, tool, claude_what(tool, args, self.cwd),
+                         description=words(request.get("description")), subagent=str(subagent) if subagent else None)]
+
+    def _on_cancel(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        """Claude Code no longer waits on a request (its turn or its subagent was stopped)."""
+        wid = str(frame.get("request_id"))
+        return [approval_withdrawn(wid)] if self.pending.pop(wid, None) is not None else []
 
     def _on_assistant(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
         message = frame.get("message") or {}
@@ -328,11 +378,8 @@ class ClaudeAdapter(Adapter):
     def _end(self, outcome: str, **fields: Any) -> dict[str, Any]:
         """The turn_end of the turn in flight, which is then over."""
         run, self.run = self.run, None
-        if run is OWN and self.after_own is not None:
-            if outcome == "waiting":  # the question goes to the turn the daemon has in flight: its answer
-                run, self.after_own = self.after_own, None  # is the next prompt (the queued one goes unmatched)
-            else:  # the queued prompt's turn comes next
-                self.run, self.after_own, self.aborting, self.retries = self.after_own, None, False, 0
+        if run is OWN and self.after_own is not None:  # the queued prompt's turn comes next
+            self.run, self.after_own, self.aborting, self.retries = self.after_own, None, False, 0
         if run is OWN:
             return turn_end(None, outcome, own=True, **fields)
         return turn_end(run, outcome, **fields)

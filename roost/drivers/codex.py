@@ -8,9 +8,12 @@ What it relies on, measured with Codex 0.169.0 against a fake Responses API (doc
   (an ``agentMessage``'s whole text, an ``mcpToolCall``, a ``commandExecution``…),
   ``thread/tokenUsage/updated`` (``last`` is one model call) and ``turn/completed`` whose status is
   ``completed``, ``interrupted`` or ``failed``. ``turn/interrupt`` ends the turn within a second.
-- Approvals are requests from Codex that wait for an answer: a tool of roost's own MCP server is
-  allowed at once; anything else (a command, a file change) is a question, and the job's next
-  message answers it. Closing stdin ends the process.
+- Approvals are requests from Codex that wait in the turn for an answer: a tool of roost's own MCP
+  server is allowed at once; anything else is an ``approval`` event — a command with its ``command``
+  and ``cwd``, a file change with the path and diff its item carried at ``item/started`` — answered
+  by the person's decision (``accept`` / ``decline``; the reason of a deny goes to the turn as a
+  ``turn/steer``). ``serverRequest/resolved`` says Codex no longer waits on one (an interrupted
+  turn). Closing stdin ends the process.
 - A failing model call is retried by Codex itself (``request_max_retries`` quietly, then
   ``stream_max_retries`` times with an ``error`` notification whose ``willRetry`` is true); the turn
   then completes ``failed`` with the last error, whose ``codexErrorInfo`` says what kind it was.
@@ -23,12 +26,13 @@ import json
 import os
 from typing import Any, Callable, Mapping
 
+from roost.drivers.approvals import bounded, codex_file_what, words
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env, line_field)
-from roost.drivers.claude import MCP_NAME, YES, after_retries, mcp_config
+from roost.drivers.claude import MCP_NAME, after_retries, mcp_config
 from roost.models import Job
 from roost.protocol import encode
-from roost.worker_protocol import Oversize, note, response, text_events, turn_end
+from roost.worker_protocol import Oversize, approval, approval_withdrawn, note, response, text_events, turn_end
 
 INSTALL_HINT = "npm install -g @openai/codex"
 #: Codex's requests that approve one action, and how an answer is written for each.
@@ -86,8 +90,8 @@ class CodexAdapter(Adapter):
     """Worker protocol in, app-server JSON-RPC out; Codex's notifications in, worker-protocol events out.
 
     It keeps the turn in flight (the run token of the prompt, and Codex's turn id once ``turn/start``
-    answers) and ends it once, at ``turn/completed``; an approval request ends it early as a question,
-    and the next prompt answers it.
+    answers) and ends it once, at ``turn/completed``. An approval request does not end it: it is an
+    ``approval`` event, answered by the ``approval_answer`` that names it.
     """
 
     def __init__(self, thread: str | None, params: dict[str, Any], usage: Mapping[str, Any]) -> None:
@@ -99,8 +103,11 @@ class CodexAdapter(Adapter):
         #: Our JSON-RPC requests waiting for an answer: id -> what to do with it.
         self.calls: dict[int, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {}
         self.ids = itertools.count(1)
-        #: The approval Codex waits on: its request id and method.
-        self.approval: tuple[Any, str] | None = None
+        #: The approvals Codex waits on, by the worker-protocol id (its request id as text): the request's
+        #: own id and method.
+        self.pending: dict[str, tuple[Any, str]] = {}
+        #: The file changes of items in flight, by item id (an approval of one names only the item).
+        self.changes: dict[str, Any] = {}
         #: Abort commands taken while the turn still runs: answered after its ``turn_end``.
         self.aborts: list[Any] = []
         #: How many times Codex said it retries the model call in this turn.
@@ -132,12 +139,18 @@ class CodexAdapter(Adapter):
                               lambda answer: self._initialized(req_id, answer))
         if kind == "prompt":
             return self._prompt(req_id, command.get("run"), str(command.get("message", "")))
+        if kind == "approval_answer":
+            return self._answer(req_id, command)
         if kind == "abort":
+            denied = list(self.pending)  # the daemon denies first; this is so none is ever left pending
+            out = b"".join(self._decision(wid, False) for wid in denied)
+            for wid in denied:
+                self._emit(approval_withdrawn(wid))
             if self.run is None:
                 self._emit(response(req_id, kind, True))
-                return b""
+                return out
             self.aborts.append(req_id)
-            return self._interrupt() if self.turn else b""
+            return out + (self._interrupt() if self.turn else b"")
         # A steer would queue behind the running turn anyway: the daemon then delivers at the turn's end.
         self._emit(response(req_id, kind, False, error=f"Codex takes {kind} messages between turns only"))
         return b""
@@ -162,13 +175,29 @@ class CodexAdapter(Adapter):
         self.run = run
         self._emit(response(req_id, "prompt", True))
         self._emit({"type": "turn_start", "run": run})
-        if self.approval is not None:
-            (request_id, method), self.approval = self.approval, None  # the turn Codex waits in goes on
-            yes = message.strip().lower().rstrip(".!") in YES
-            return encode({"jsonrpc": "2.0", "id": request_id, "result": APPROVALS[method](yes)})
         self.turn, self.retries = None, 0
         return self._call("turn/start", {"threadId": self.thread, "input": [{"type": "text", "text": message}]},
                           self._turn_started)
+
+    def _answer(self, req_id: Any, command: dict[str, Any]) -> bytes:
+        """A decision on one pending approval: Codex's ``accept`` or ``decline``; a decline's reason
+        reaches the model as a steer of the turn it waits in (a decision carries no words)."""
+        wid = str(command.get("approval"))
+        if wid not in self.pending:
+            self._emit(response(req_id, "approval_answer", False, error=f"Codex waits on no approval {wid!r}"))
+            return b""
+        allow = command.get("decision") == "allow"
+        self._emit(response(req_id, "approval_answer", True))
+        out = self._decision(wid, allow)
+        if not allow and self.turn and command.get("reason"):
+            text = f"(roost) the person denied that: {words(str(command['reason']))}"
+            out += self._call("turn/steer", {"threadId": self.thread, "expectedTurnId": self.turn,
+                                             "input": [{"type": "text", "text": text}]}, lambda answer: [])
+        return out
+
+    def _decision(self, wid: str, allow: bool) -> bytes:
+        request_id, method = self.pending.pop(wid)
+        return encode({"jsonrpc": "2.0", "id": request_id, "result": APPROVALS[method](allow)})
 
     def _turn_started(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
         if "error" in answer:
@@ -197,7 +226,8 @@ class CodexAdapter(Adapter):
         params = message.get("params") or {}
         if "id" in message:
             return self._on_request(message["id"], str(method), params)
-        handler = {"item/completed": self._on_item, "thread/tokenUsage/updated": self._on_usage,
+        handler = {"item/started": self._on_item_started, "item/completed": self._on_item,
+                   "serverRequest/resolved": self._on_resolved, "thread/tokenUsage/updated": self._on_usage,
                    "turn/completed": self._on_turn_completed, "error": self._on_error}.get(str(method))
         return handler(params) if handler else []
 
@@ -223,24 +253,41 @@ class CodexAdapter(Adapter):
         return [said]
 
     def _on_request(self, request_id: Any, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        """An approval Codex waits on: roost's own tools are allowed at once, the rest is a question."""
+        """An approval Codex waits on: roost's own tools are allowed at once, the rest is an approval."""
         if method == "mcpServer/elicitation/request" and params.get("serverName") == MCP_NAME:
             self._write(encode({"jsonrpc": "2.0", "id": request_id, "result": APPROVALS[method](True)}))
             return []
-        if method not in APPROVALS or self.run is None:
+        if method not in APPROVALS:
             self._write(encode({"jsonrpc": "2.0", "id": request_id,
                                 "error": {"code": -32601, "message": f"roost does not answer {method}"}}))
             return []
-        what = params.get("command") or params.get("message") or params.get("reason") or "a file change"
-        question = (f"Codex asks to {'run' if 'command' in params else 'go ahead with'}: {what}. "
-                    f"Answer yes to allow it; anything else declines it.")
-        self.approval = (request_id, method)
-        run, self.run = self.run, None
-        return text_events(question) + [turn_end(run, "waiting", question=question)]
+        wid = str(request_id)
+        self.pending[wid] = (request_id, method)
+        if method == "item/commandExecution/requestApproval":
+            tool, what = "exec_command", bounded({"command": str(params.get("command") or ""),
+                                                  "cwd": str(params.get("cwd") or self.params.get("cwd") or "")})
+        elif method == "item/fileChange/requestApproval":
+            tool, what = "apply_patch", codex_file_what(self.changes.get(str(params.get("itemId"))))
+        else:
+            server = str(params.get("serverName") or "?")
+            tool, what = f"mcp__{server}", bounded({"input": {"server": server, "message": params.get("message")}})
+        return [approval(wid, tool, what, description=words(params.get("reason")))]
+
+    def _on_item_started(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        item = params.get("item") or {}
+        if item.get("type") == "fileChange" and item.get("id"):
+            self.changes[str(item["id"])] = item.get("changes")
+        return []
+
+    def _on_resolved(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Codex no longer waits on a request (its turn was interrupted, say)."""
+        wid = str(params.get("requestId"))
+        return [approval_withdrawn(wid)] if self.pending.pop(wid, None) is not None else []
 
     def _on_item(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         item = params.get("item") or {}
         kind = item.get("type")
+        self.changes.pop(str(item.get("id")), None)
         if kind == "agentMessage" and str(item.get("text", "")).strip():
             return text_events(str(item["text"]).strip())
         if kind == "mcpToolCall":
@@ -282,7 +329,12 @@ class CodexAdapter(Adapter):
         return [note(f"Codex: {_error_text(error)}")]
 
     def _on_turn_completed(self, params: dict[str, Any]) -> list[dict[str, Any]]:
-        turn = params.get("turn") or {}
+        """The turn's end; a request of it still pending is moot (Codex asks within a turn only)."""
+        gone = [approval_withdrawn(wid) for wid in self.pending]
+        self.pending.clear()
+        return gone + self._turn_end(params.get("turn") or {})
+
+    def _turn_end(self, turn: dict[str, Any]) -> list[dict[str, Any]]:
         self.turn = None
         if self.run is None:
             return []

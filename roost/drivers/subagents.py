@@ -3,7 +3,8 @@ stream says about them, as worker-protocol ``subagent`` events the daemon puts o
 
 Claude Code announces each with a ``task_started`` frame (the id of the call that started it, its
 description and prompt), streams its messages with that id as ``parent_tool_use_id``, and says how
-it ended with ``task_notification``; a subagent in the foreground also ends when its call returns."""
+it ended with ``task_notification`` (``completed``, ``failed`` or ``stopped``); a subagent in the
+foreground also ends when its call returns."""
 
 from __future__ import annotations
 
@@ -43,9 +44,12 @@ class SubagentTracker:
         """The call that started ``ident`` returned: the end of a subagent in the foreground only."""
         return [] if ident in self.background else self.finish(ident, result, error)
 
-    def finish(self, ident: str, result: str, error: bool) -> list[dict[str, Any]]:
+    def finish(self, ident: str, result: str, error: bool, stopped: bool = False) -> list[dict[str, Any]]:
+        """``ident`` ended: done, failed, or stopped (by a stop of roost's, or by its parent)."""
         self.background.discard(ident)
         title = self.titles.pop(ident, None)
         if title is None:
             return []
+        if stopped:
+            return [subagent(ident, title, "stopped", f"stopped before it finished: {result}")]
         return [subagent(ident, title, "failed" if error else "done", result)]

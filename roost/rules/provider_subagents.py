@@ -20,10 +20,10 @@ __all__ = ["PROVIDER_DRIVER", "READ_ONLY_HINT", "ProviderRow", "ended_with_worke
 #: The ``driver`` of a provider subagent's row: it has no driver of its own in roost.
 PROVIDER_DRIVER = "provider"
 #: What the footer says while a provider subagent's row is under the cursor.
-READ_ONLY_HINT = "read-only: the agent's own subagent · /stop stops the parent's turn, and it with it"
+READ_ONLY_HINT = "read-only: the agent's own subagent · x stops it, with its parent's other ones (and its turn)"
 
 #: The entry's ``state`` word and the state its row shows.
-_STATES = {"working": State.WORKING, "done": State.DONE, "failed": State.FAILED}
+_STATES = {"working": State.WORKING, "done": State.DONE, "failed": State.FAILED, "stopped": State.STOPPED}
 
 
 @dataclass
@@ -42,7 +42,7 @@ def is_provider(row: Row) -> bool:
 
 def subagent_says(data: Any) -> tuple[str, bool] | None:
     """Which subagent a ``subagent`` entry's data is about, and whether it says that one works
-    (any word but ``done`` or ``failed``); None when it names none. The one reading of an entry
+    (any word but ``done``, ``failed`` or ``stopped``); None when it names none. The one reading of an entry
     both the panel's rows and the daemon's counts (roost/daemon/index.py) make."""
     if not isinstance(data, Mapping) or not isinstance(data.get("id"), str) or not data["id"]:
         return None
@@ -78,7 +78,7 @@ def subagent_entries(entries: Iterable[Mapping[str, Any]], job_id: str) -> dict[
 def provider_rows(entries: Iterable[Mapping[str, Any]], parent: Row) -> list[ProviderRow]:
     """The provider subagents of ``parent`` as rows, children of it, oldest first.
 
-    The last entry per subagent id wins: its ``state`` (``working``, ``done``, ``failed``), its
+    The last entry per subagent id wins: its ``state`` (``working``, ``done``, ``failed``, ``stopped``), its
     title and its text (the row's peek line); the row's ``state_since`` is that entry's time and
     ``created_at`` the first one's. A subagent still ``working`` while the parent has no worker
     (nothing runs it any more: the daemon ends such ones on its timeline, ``ended_with_worker``)

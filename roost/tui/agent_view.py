@@ -6,6 +6,7 @@ are widgets of their own."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 from rich.text import Text
@@ -22,6 +23,8 @@ from roost.rules.attention import next_attention, unseen_mark
 from roost.rules.row_text import activity_text, age_seconds, format_age, usage_text
 from roost.rules.views import AgentViewRow, agent_view_rows, filter_rows, header_counts
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
+from roost.tui.approval_keys import APPROVAL_KEYS
+from roost.tui.approval_text import APPROVAL_MARK, row_approvals, row_line
 from roost.tui.archived_view import ArchivedScreen
 from roost.tui.command_line import COMMANDS, CommandLine, parse_command
 from roost.tui.dialogs import ConfirmBox, ScriptBox
@@ -31,7 +34,7 @@ from roost.tui.filter_search import search_every_record
 from roost.tui.job_screen import JobScreen
 from roost.tui.job_table import Column, JobTable, table_columns
 from roost.tui.peek_pane import PEEK_ENTRIES, PeekPane
-from roost.tui.looks import BOLD, cell, state_text
+from roost.tui.looks import BOLD, STATE_CELL_WIDTH, cell, state_marks, state_text
 from roost.tui.roost_screen import RoostScreen, plural, send_outcome, stopped_text
 
 class AgentViewScreen(RoostScreen):
@@ -116,6 +119,10 @@ class AgentViewScreen(RoostScreen):
         if update.rows:
             self._layout(self.size.width)
             self._sync(self.table.selected_id())
+            row = self._selected()
+            if (row is not None and self.peek.display and row.id in update.rows
+                    and tuple(approval.id for approval in row_approvals(row)) != self.peek.approvals):
+                self._read_peek(row.id)  # what it asks came or went: peek shows it now
 
     def tick(self) -> None:
         self._sync(self.table.selected_id())
@@ -143,8 +150,11 @@ class AgentViewScreen(RoostScreen):
             if current != wanted[: len(current)]:
                 table.clear()  # the order changed (a new job sorts first): lay the rows out again
                 self._cells.clear()
+            now = time.monotonic()
             for item in listed:
                 self._put(item)
+                self.shown.show(item.row.id, next(iter(row_approvals(item.row)), None), now)
+            self.shown.keep(wanted)
             if self._select in self._cells:
                 selected, self._select = self._select, None
             if selected in self._cells:
@@ -178,8 +188,15 @@ class AgentViewScreen(RoostScreen):
         if usage and "usage" not in widths:
             activity.append(usage)
         tone = palette.error if failed else palette.text if asks else palette.muted
+        approvals = row_approvals(row)
+        if approvals:  # what it asks to run comes first, and takes what the summary leaves
+            room = widths["activity"] - len(item.summary) - 3
+            summary = [item.summary] if item.summary and room >= 16 else []
+            activity = [row_line(approvals, room if summary else widths["activity"]), *summary]
+            tone = palette.warning
         cells = {
-            "state": state_text(row, palette),
+            "state": (state_text(row, palette) if widths["state"] >= STATE_CELL_WIDTH
+                      else cell(state_marks(row), palette.for_state(row.state))),
             "id": cell(row.id, palette.muted),
             "title": cell(item.prefix + ("• " if unseen_mark(row) else "") + row.job.title,
                           palette.warning + BOLD if asks else palette.text + BOLD if unseen_mark(row) else palette.text),
@@ -201,6 +218,10 @@ class AgentViewScreen(RoostScreen):
             asking = counts["needs you"]
             bar.append("  ·  ")
             bar.append(f"{asking} need{'s' if asking == 1 else ''} you", style=self.palette.warning + BOLD)
+        approvals = sum(len(row_approvals(item.row)) for item in listed)
+        if approvals:
+            bar.append("  ·  ")
+            bar.append(f"{APPROVAL_MARK} {plural(approvals, 'approval')}", style=self.palette.warning + BOLD)
         if counts["failed"]:
             bar.append("  ·  ")
             bar.append(f"{counts['failed']} failed", style=self.palette.error + BOLD)
@@ -230,6 +251,15 @@ class AgentViewScreen(RoostScreen):
         row = self._selected()
         if row is not None:
             self.open_job(row.id)
+
+    def answer_place(self) -> str | None:
+        row = self._selected()
+        return row.id if row is not None and row_approvals(row) and self.focused is self.table else None
+
+    def single_press_keys(self) -> frozenset[str]:
+        """With an approval on the selected row, its keys act only alone: typed in a burst
+        (``yes``) they are text, which the agent view takes none of."""
+        return APPROVAL_KEYS if self.answer_place() is not None else frozenset()
 
     @on(DataTable.RowSelected)
     def _clicked(self, event: DataTable.RowSelected) -> None:

@@ -11,13 +11,19 @@ from textual.reactive import reactive
 from textual.widgets import Input
 
 
+#: The composer's hint while an approval is pending: a message is no approval, it denies.
+DENY_HINT = "Enter denies the request with your words · ↑ y approve"
+
+
 class Composer(Input):
     """Enter sends what was typed: text starting with ``/`` is a command, anything else a message."""
 
     BINDINGS = [
         Binding("enter", "submit", "send"),
         Binding("down", "subagents", "subagents", key_display="↓"),
-        Binding("up,pagedown", "leave_to_screen", show=False),
+        Binding("pagedown", "leave_to_screen", show=False),
+        # The screen's too, and off while an approval waits, so the footer shows the screen's ↑ (answer it).
+        Binding("up", "up_to_screen", show=False),
         # Shown here (the box is first in the chain the footer reads); the screen scrolls.
         Binding("pageup", "leave_to_screen", "scroll", key_display="PgUp/PgDn"),
         Binding("home", "home_or_top", show=False),
@@ -28,6 +34,8 @@ class Composer(Input):
     subagents_below: reactive[bool] = reactive(False)
     #: Whether the open job is stopped: what is sent restarts it, and the box says so before you send.
     restarts: reactive[bool] = reactive(False)
+    #: Whether the open job waits on an approval: what is sent denies it, the text its reason.
+    denies: reactive[bool] = reactive(False)
 
     class Send(Message):
         """A message for the open job."""
@@ -50,17 +58,30 @@ class Composer(Input):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "subagents":
             return self.subagents_below
+        if action == "up_to_screen":
+            return not self.denies
         return super().check_action(action, parameters)
 
     def watch_subagents_below(self) -> None:
         self.refresh_bindings()
 
-    def watch_restarts(self, restarts: bool) -> None:
-        self.border_title = "stopped · what you send restarts it" if restarts else ""
+    def watch_restarts(self) -> None:
+        self._hint()
+
+    def watch_denies(self) -> None:
+        self._hint()
+        self.refresh_bindings()
+
+    def _hint(self) -> None:
+        """What sending does, said before you send (the daemon does it: docs/agents.md#approvals)."""
+        self.border_title = (DENY_HINT if self.denies else
+                             "stopped · what you send restarts it" if self.restarts else "")
 
     def action_leave_to_screen(self) -> None:
         """A one-line box has nothing to scroll: these keys are the screen's (panel, transcript)."""
         raise SkipAction()
+
+    action_up_to_screen = action_leave_to_screen
 
     def action_home_or_top(self) -> None:
         """Home moves to the start of the line; already there, it is the screen's (the transcript's top)."""

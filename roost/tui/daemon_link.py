@@ -21,6 +21,7 @@ from roost.client import AsyncClient, ClientError, start_daemon
 from roost.models import Row
 from roost.rules.row_text import readable_text
 from roost.text import safe_text
+from roost.tui.entry_text import safe_data
 
 #: How long the link waits after an event for more of the same burst before handing them on.
 BURST_WINDOW = 0.02
@@ -34,9 +35,12 @@ _WRITTEN_FIELDS = ("title", "last_text", "reason", "question")
 
 def safe_row(data: dict[str, Any]) -> Row:
     """A wire row as the app keeps it: every text a job wrote made safe for the terminal and
-    free of report wire text once, here, so no view can draw either."""
+    free of report wire text once, here, so no view can draw either (what a pending approval
+    would run is made safe but never reworded: it is shown exactly)."""
     clean = {**data, **{name: safe_text(readable_text(data[name])) for name in _WRITTEN_FIELDS
                         if isinstance(data.get(name), str)}}
+    if isinstance(data.get("approvals"), list):  # shown exactly as it will run: safe, not reworded
+        clean["approvals"] = safe_data(data["approvals"])
     return Row.from_wire(clean)
 
 

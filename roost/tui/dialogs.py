@@ -1,9 +1,11 @@
 """Small modal boxes: a one-line prompt (message, rename), a script box (a new job's prompt,
-several lines), and a yes/no question (archive)."""
+several lines), a yes/no question (archive), and a one-line answer that takes only fresh keys
+(an approval's rule or reason)."""
 
 from __future__ import annotations
 
 import time
+from typing import TypeVar
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -80,12 +82,14 @@ class ScriptBox(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+Answer = TypeVar("Answer")
+
 #: Seconds after a confirmation appears in which keys are still taken as typed ahead: nobody reads
 #: and answers a question that fast, but a burst split over two reads of the terminal arrives so.
 FRESH_KEYS_GRACE = 0.15
 
 
-class FreshKeysScreen(ModalScreen[bool]):
+class FreshKeysScreen(ModalScreen[Answer]):
     """A dialog that only takes keys made after it was on screen: keys typed ahead (a burst that
     went on past the key that opened it) are not answers to a question the person never saw."""
 
@@ -98,7 +102,7 @@ class FreshKeysScreen(ModalScreen[bool]):
         return self.shown_at is not None and event.time >= self.shown_at + FRESH_KEYS_GRACE
 
 
-class ConfirmBox(FreshKeysScreen):
+class ConfirmBox(FreshKeysScreen[bool]):
     """A yes/no question; y or Enter says yes, n or Esc says no (pressed after it appeared)."""
 
     BINDINGS = [
@@ -117,3 +121,40 @@ class ConfirmBox(FreshKeysScreen):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
+
+
+class AnswerBox(FreshKeysScreen[str | None]):
+    """One line that answers something a person must have seen (an approval's rule, a denial's
+    reason): Enter gives the line back, empty too; Esc gives None. Keys typed ahead of it are
+    dropped, so no burst fills it in and sends it."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, title: str, value: str = "", placeholder: str = "", help: str = "") -> None:
+        super().__init__()
+        self._title = title
+        self._value = value
+        self._placeholder = placeholder
+        self._help = help
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self._title, classes="dialog-title", markup=False)
+            yield Input(self._value, placeholder=self._placeholder, id="answer-input")
+            yield Label(self._help, classes="dialog-help", markup=False)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.box.focus()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(self.box.value.strip())
+
+    @property
+    def box(self) -> Input:
+        return self.query_one("#answer-input", Input)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

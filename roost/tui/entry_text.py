@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -56,22 +57,27 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _safe(value: Any) -> Any:
-    """Every string in an entry's data made safe for the terminal and free of report wire text
-    (what jobs write is shown)."""
+def safe_data(value: Any, clean: Callable[[str], str] = safe_text) -> Any:
+    """Every string in ``value`` (JSON data: strings, numbers, lists, objects) passed through
+    ``clean``, keys too: what jobs write is shown, and must never act on the terminal."""
     if isinstance(value, str):
-        return safe_text(readable_text(value))
+        return clean(value)
     if isinstance(value, dict):
-        return {key: _safe(item) for key, item in value.items()}
+        return {clean(str(key)): safe_data(item, clean) for key, item in value.items()}
     if isinstance(value, list):
-        return [_safe(item) for item in value]
+        return [safe_data(item, clean) for item in value]
     return value
+
+
+def _shown(text: str) -> str:
+    """An entry's text as shown: safe for the terminal and free of report wire text."""
+    return safe_text(readable_text(text))
 
 
 def entry_text(entry: dict[str, Any], palette: Palette, stamped: bool = False) -> Text | None:
     """How one timeline entry reads in the transcript (after its time, ``stamped``); None for
     entries it leaves out."""
-    text = _entry_body(entry["kind"], _safe(entry.get("data") or {}), palette)
+    text = _entry_body(entry["kind"], safe_data(entry.get("data") or {}, _shown), palette)
     if text is None or not stamped:
         return text
     stamp = Text(time.strftime("%H:%M:%S ", time.localtime(entry.get("ts") or 0)), style=palette.muted)

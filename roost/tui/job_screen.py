@@ -6,6 +6,7 @@ the panel, the composer and the diff and provider views are widgets of their own
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,9 @@ from roost.models import STOPPABLE_STATES, State
 from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider
 from roost.rules.row_text import age_seconds, format_age, usage_text
 from roost.rules.views import SUBAGENT_HINT, subagent_counts, subagent_hint_visible, tree_running_ids
+from roost.tui.approval_block import ApprovalBlock
+from roost.tui.approval_keys import APPROVAL_KEYS
+from roost.tui.approval_text import Approval, row_approvals
 from roost.tui.composer import Composer
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
 from roost.tui.diff_view import open_diff
@@ -67,6 +71,9 @@ class JobScreen(RoostScreen):
         Binding("end", "follow", "follow", key_display="End"),
         Binding("ctrl+t", "stamp", "times", key_display="^t"),
         Binding("d", "diff_subagent", "diff"),
+        # Last, so the footer keeps its order when no approval waits (keys already bound keep their place).
+        Binding("up", "enter_block", "answer the request", key_display="↑"),
+        Binding("escape,down", "leave_block", "back to the composer", key_display="esc"),
     ]
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str) -> None:
@@ -84,6 +91,7 @@ class JobScreen(RoostScreen):
         self.transcript = Transcript(id="transcript")
         self.panel = SubagentPanel(job_id, clock, config.finished_row_lifetime, id="panel")
         self.filter_box = FilterBox(id="panel-filter")
+        self.approval_block = ApprovalBlock(id="approval")
         self.composer = Composer(placeholder="message this job · /subagents · /subagents all · /subagents stop · /stop",
                                  id="composer")
         #: Titles from the root down to this job's parent (the breadcrumb), read once on open.
@@ -94,6 +102,7 @@ class JobScreen(RoostScreen):
         yield self.transcript
         yield self.filter_box
         yield self.panel
+        yield self.approval_block
         yield self.composer
         yield from self.compose_bottom()
 
@@ -228,8 +237,30 @@ class JobScreen(RoostScreen):
         row = self.link.rows.get(self.job_id)
         self.composer.subagents_below = row is not None and (row.descendants > 0 or bool(self.panel.provider))
         self.composer.restarts = row is not None and row.state is State.STOPPED
+        self._show_approvals(row_approvals(row) if row is not None else ())
         self._draw_jobbar()
         self.refresh_bindings()
+
+    def _show_approvals(self, approvals: tuple[Approval, ...]) -> None:
+        """The block above the composer, the composer's hint, and what each place shows since when
+        (a key answers what was on screen when it was made)."""
+        if self.palette is not None:
+            self.approval_block.show(approvals, self.palette, {row.id: row.job.title for row in self.panel.provider})
+        self.composer.denies = bool(approvals)
+        if self.focused is self.approval_block and not approvals:
+            self.set_focus(self.composer)
+        now = time.monotonic()
+        self.shown.show("block", approvals[0] if approvals else None, now)
+        for line in self.panel.lines:
+            self.shown.show(line.row.id, next(iter(self.panel.approvals_of(line.row)), None), now)
+        self.shown.keep(["block", *(line.row.id for line in self.panel.lines)])
+
+    def answer_place(self) -> str | None:
+        """The approval block, or the selected panel row, when it shows an approval and has the focus."""
+        if self.focused is self.approval_block and self.approval_block.shown is not None:
+            return "block"
+        line = self.panel.selected() if self.focused is self.panel else None
+        return line.row.id if line is not None and self.panel.approvals_of(line.row) else None
 
     def _keep_end(self) -> None:
         """The end in view, unless the person scrolled away since it was asked (Home, PgUp)."""
@@ -258,13 +289,17 @@ class JobScreen(RoostScreen):
     # -- keys ----------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         in_panel = self.focused is self.panel
+        if action == "enter_block":
+            return self.focused is self.composer and self.approval_block.shown is not None
+        if action == "leave_block":
+            return self.focused is self.approval_block
         if action in PANEL_ACTIONS:
             line = self.panel.selected() if in_panel else None
             if line is not None and is_provider(line.row) and action in READ_ONLY_ACTIONS:
                 return None  # shown, greyed: the agent's own subagent takes no message, no rename
             return in_panel
         if action == "back":
-            return not in_panel
+            return not in_panel and self.focused is not self.approval_block
         if action == "enter_panel":
             return self.focused is self.composer
         if action == "follow":
@@ -273,12 +308,14 @@ class JobScreen(RoostScreen):
 
     def single_press_keys(self) -> frozenset[str]:
         """In the panel, its letter keys act only alone: typed in a burst they are text."""
+        if self.focused is self.approval_block:
+            return APPROVAL_KEYS | {"?"}
         if self.focused is not self.panel:
             return frozenset()
-        return PANEL_KEYS | {"?"}
+        return PANEL_KEYS | APPROVAL_KEYS | {"?"}
 
     def take_text(self, text: str) -> bool:
-        """Typing in the panel leaves it; the text goes to the composer, whole."""
+        """Typing in the panel or the approval block leaves it; the text goes to the composer, whole."""
         if self.focused is self.panel:
             self.action_leave_panel()
         self.composer.insert_text_at_cursor(" ".join(text.splitlines()))
@@ -306,6 +343,16 @@ class JobScreen(RoostScreen):
     def action_back(self) -> None:
         self.dismiss()
 
+    def action_enter_block(self) -> None:
+        """``↑`` from the composer: select the approval block, where ``y`` ``Y`` ``N`` answer it."""
+        self.set_focus(self.approval_block)
+        self.focus_since = time.monotonic()  # now, not when the focus event comes: keys behind ↑ are no answer
+        self.refresh_bindings()
+
+    def action_leave_block(self) -> None:
+        self.set_focus(self.composer)
+        self.refresh_bindings()
+
     def action_scroll(self, pages: int) -> None:
         if pages < 0:
             if self.transcript.scroll_y <= 0:
@@ -332,8 +379,15 @@ class JobScreen(RoostScreen):
     def _unread(self) -> None:
         self._after_change()
 
+    def _running_ids(self) -> list[str]:
+        """The running rows of the tree, and this job when subagents of its agent's own run: they stop
+        with it (a stop of the job's agent stops them, its turn too if one runs)."""
+        row = self.link.rows.get(self.job_id)
+        own = [self.job_id] if row is not None and row.job.provider_running else []
+        return tree_running_ids(self.link.rows.values(), self.job_id) + own
+
     def action_stop_subagents(self) -> None:
-        running = tree_running_ids(self.link.rows.values(), self.job_id)
+        running = self._running_ids()
         if not running:
             self.status.say("no subagent is running")
             return
@@ -342,10 +396,11 @@ class JobScreen(RoostScreen):
     @work(group="requests")
     async def _stop_subagents(self) -> None:
         """Stop every running row of the tree, nested ones too, as they are now; say how many."""
-        ids = tree_running_ids(self.link.rows.values(), self.job_id)
+        ids = self._running_ids()
         results = await asyncio.gather(*(self.link.call("stop", job=job_id) for job_id in ids),
                                        return_exceptions=True)
-        stopped = sum(result["stopped"] for result in results if isinstance(result, dict))
+        stopped = sum(result.get("subagents", 0) if job_id == self.job_id else result["stopped"]
+                      for job_id, result in zip(ids, results) if isinstance(result, dict))
         self.status.say(f"stopped {plural(stopped, 'subagent')}")
 
     # -- what the composer and the panel ask for ------------------------------------------------------
@@ -359,8 +414,10 @@ class JobScreen(RoostScreen):
     @on(Composer.Command)
     def _command(self, message: Composer.Command) -> None:
         if message.name == "stop" and not message.argument:
-            self.request("stop", {"job": self.job_id},
-                         lambda result: "stopped this job" if result["stopped"] else "this job was not running")
+            self.request("stop", {"job": self.job_id}, lambda result: (
+                "this job was not running" if not result["stopped"] else "stopped this job" + (
+                    f" and {plural(result['subagents'], 'subagent')} of its agent's own" if result.get("subagents")
+                    else "")))
             return
         if message.name == "diff" and not message.argument:
             row = self.link.rows.get(self.job_id)
@@ -372,7 +429,7 @@ class JobScreen(RoostScreen):
             self.status.say(f"unknown command /{message.name} {message.argument}".rstrip()
                             + f": try {COMPOSER_COMMANDS}", error=True)
         elif what == "stop":
-            if tree_running_ids(self.link.rows.values(), self.job_id):
+            if self._running_ids():
                 self._stop_subagents()
             else:
                 self.status.say("no subagent is running")
@@ -435,8 +492,10 @@ class JobScreen(RoostScreen):
         if line is None:
             return
         row = line.row
-        if row.state in STOPPABLE_STATES and is_provider(row):
-            self.status.say(f"{row.job.title} is the agent's own subagent: /stop stops the parent's turn, and it with it")
+        if row.state in STOPPABLE_STATES and is_provider(row):  # it stops with its parent's agent
+            self.request("stop", {"job": self.job_id}, lambda result: (
+                f"stopped {row.job.title}, with the other subagents of the agent's own (and its turn, if one ran)"
+                if result["stopped"] else f"{row.job.title} was not running"))
         elif row.state in STOPPABLE_STATES:
             self.request("stop", {"job": row.id},
                          lambda result: f"stopped {row.job.title}" if result["stopped"] else f"{row.job.title} was not running")

@@ -11,6 +11,12 @@ from textual.widgets import DataTable
 from roost.tui.looks import STATE_CELL_WIDTH
 
 
+#: Tables narrower than this show the state by its marks only, and a shorter title.
+NARROW = 70
+#: The state column of a narrow table: the worker dot, a space, the state symbol.
+MARKS_WIDTH = 3
+
+
 @dataclass(frozen=True)
 class Column:
     key: str
@@ -23,11 +29,15 @@ def table_columns(width: int, usage: bool) -> list[Column]:
 
     The id always stays (it is what every command takes); narrow tables cut the title. Usage
     (when some job has any) gets a column of its own only on wide ones, and is shown in the
-    activity column otherwise.
+    activity column otherwise. A narrow table (below NARROW cells) cuts the title shorter still
+    and shows the state by its marks alone (``● ?``), so the activity column — what a row asks,
+    what it said last — stays on screen.
     """
     wide = width >= 110 and usage
-    title = 32 if width >= 110 else 26 if width >= 90 else 20
-    columns = [Column("state", "state", STATE_CELL_WIDTH), Column("id", "id", 6),
+    narrow = width < NARROW
+    title = 32 if width >= 110 else 26 if width >= 90 else 20 if not narrow else 14
+    state = Column("state", "", MARKS_WIDTH) if narrow else Column("state", "state", STATE_CELL_WIDTH)
+    columns = [state, Column("id", "id", 6),
                Column("title", "job", title), Column("age", "age", 4)]
     if wide:
         columns.append(Column("usage", "usage", 18))

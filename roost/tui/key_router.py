@@ -10,9 +10,14 @@ it, still in order — so they reach the screen that opened, never the one below
 
 Two kinds of screen and widget take keys specially (see docs/keys.md, "Typing ahead"):
 - a ``FreshKeysScreen`` (a confirmation) drops keys made before it was on screen;
-- keys in a RoostScreen's ``single_press_keys()`` (the subagent panel's ``x``, ``m``, ``K``) act only
-  when no other printable key follows within SINGLE_PRESS_WINDOW; followed by one, they are the
-  start of text, which the screen's ``take_text`` puts in the composer.
+- keys in a RoostScreen's ``single_press_keys()`` (the subagent panel's ``x``, ``m``, ``K``, the
+  approval keys ``y``, ``Y``, ``N``) act only when no other printable key follows within
+  SINGLE_PRESS_WINDOW; followed by one, they are the start of text, which the screen's
+  ``take_text`` puts in the composer. An approval key made within SINGLE_PRESS_WINDOW of a key
+  that went in as text (typed in a text box, or a burst) is text too, so no text ends on an approval.
+
+A binding runs with the screen told when its key was made (``RoostScreen.key_time``), so an
+approval key answers the approval that was on screen then.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from textual import events
 from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
+from roost.tui.approval_keys import APPROVAL_KEYS
 from roost.tui.dialogs import FreshKeysScreen
 from roost.tui.roost_screen import RoostScreen
 
@@ -48,6 +54,8 @@ class KeyRouter:
         self._away: list[tuple[Screen[object], events.Key]] = []
         #: A single-press key waiting to learn whether text follows it.
         self._pending: events.Key | None = None
+        #: When the last key that went in as text was made: an approval key right behind it is text too.
+        self._text_at = float("-inf")
 
     async def key(self, event: events.Key) -> bool:
         """Handle ``event``; False for a key this router did not send away (Textual's own)."""
@@ -65,6 +73,7 @@ class KeyRouter:
             character = _character(event)
             double = event.key == pending.key and event.key in DOUBLE_PRESS_KEYS
             if character and not double and event.time - pending.time <= SINGLE_PRESS_WINDOW:
+                self._text_at = event.time
                 self._take_text(f"{pending.character}{character}")
                 return True
             await self._act(pending)
@@ -86,15 +95,21 @@ class KeyRouter:
             return
         if isinstance(screen, FreshKeysScreen) and not screen.made_after_shown(event):
             return  # typed before this screen was there: not an answer to it
-        if await app._check_bindings(event.key, priority=True):
+        if await self._bindings(event, priority=True):
             return
         if self._type(event):
+            self._text_at = event.time
             return
-        if event.is_printable and event.character in self._single_press_keys():
+        single = event.is_printable and event.character in self._single_press_keys()
+        if single and event.character in APPROVAL_KEYS and event.time - self._text_at <= SINGLE_PRESS_WINDOW:
+            self._text_at = event.time  # the burst goes on: ``YNy`` is text, its last key no approval
+            self._take_text(event.character or "")
+            return
+        if single:
             self._pending = event
             app.set_timer(SINGLE_PRESS_WINDOW, lambda: app.call_later(self._settle, event))
             return
-        if await app._check_bindings(event.key):
+        if await self._bindings(event):
             return
         character = _character(event)
         if character:
@@ -109,7 +124,19 @@ class KeyRouter:
     async def _act(self, event: events.Key) -> None:
         """Run a single-press key's binding, if the focus still offers it."""
         if event.character in self._single_press_keys():
-            await self.app._check_bindings(event.key)
+            await self._bindings(event)
+
+    async def _bindings(self, event: events.Key, priority: bool = False) -> bool:
+        """Run ``event``'s binding, the screen told when the key was made (an approval key answers
+        what was on screen then, roost/tui/approval_keys.py)."""
+        screen = self.app.screen
+        if not isinstance(screen, RoostScreen):
+            return await self.app._check_bindings(event.key, priority=priority)
+        screen.key_time = event.time
+        try:
+            return await self.app._check_bindings(event.key, priority=priority)
+        finally:
+            screen.key_time = None
 
     def _type(self, event: events.Key) -> bool:
         """Text for the focused text box goes in now, so the keys behind it find it there."""

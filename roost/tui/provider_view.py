@@ -24,7 +24,7 @@ from roost.tui.roost_screen import RoostScreen
 from roost.tui.subagent_panel import SubagentPanel
 
 #: How each entry's state reads in the view.
-_WORDS = {"done": "✓ done", "failed": "✗ failed"}
+_WORDS = {"done": "✓ done", "failed": "✗ failed", "stopped": "■ stopped"}
 
 
 def entry_line(entry: dict[str, Any], first: bool) -> Text:

@@ -3,6 +3,7 @@ the status line and footer, requests that say what they did, and where typed tex
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from textual.widgets import Footer
 from roost.client import ClientError
 from roost.config import Config
 from roost.models import Row
+from roost.tui.approval_keys import ShownApprovals, answer, key_target
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
 from roost.tui.dialogs import PromptBox
 from roost.tui.double_press import DOUBLE_PRESS_WINDOW, DoublePress
@@ -52,6 +54,8 @@ def send_outcome(row: Row, result: dict[str, Any]) -> str:
         return f"resumed {title} with your message"
     if outcome == "restarted":
         return f"restarted {title} with your message"
+    if outcome == "denied":
+        return f"denied {title}'s request: your message is the reason it hears"
     return f"sent to {title}"
 
 
@@ -63,7 +67,13 @@ def stopped_text(ids: list[str]) -> str:
 class RoostScreen(Screen[None]):
     """A screen of the app: fed the link's changes by the app, ticked by its own timer."""
 
-    BINDINGS = [Binding("question_mark", "help", "help", key_display="?"), Binding("f1", "help", show=False)]
+    BINDINGS = [
+        Binding("question_mark", "help", "help", key_display="?"), Binding("f1", "help", show=False),
+        # Shown only where the focus shows an approval (``answer_place``): roost/tui/approval_keys.py.
+        Binding("y", "answer('once')", "approve", key_display="y"),
+        Binding("Y", "answer('job')", "approve for job", key_display="Y"),
+        Binding("N", "answer('deny')", "deny", key_display="N"),
+    ]
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float]) -> None:
         super().__init__()
@@ -73,6 +83,12 @@ class RoostScreen(Screen[None]):
         self.palette: Palette | None = None
         self.stop_press = DoublePress(clock)
         self.status = StatusLine(id="status")
+        #: When the key whose binding runs now was made (the key router sets it; None otherwise),
+        #: and when the focus last moved: an approval key answers what was on screen then.
+        self.key_time: float | None = None
+        self.focus_since = time.monotonic()
+        #: Which approval each place of the screen shows, since when (the screen keeps it current).
+        self.shown = ShownApprovals()
         self.banner = StoreBanner()
 
     def compose_bottom(self) -> ComposeResult:
@@ -87,6 +103,12 @@ class RoostScreen(Screen[None]):
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         self.set_interval(TICK_SECONDS, self.tick)
         self.banner.show(self.link.store_notice)
+
+    def on_descendant_focus(self) -> None:
+        self.focus_since = time.monotonic()
+
+    def on_screen_resume(self) -> None:
+        self.focus_since = time.monotonic()
 
     def _theme_changed(self, _theme: object) -> None:
         self.palette = Palette.from_variables(self.app.get_css_variables())
@@ -114,6 +136,22 @@ class RoostScreen(Screen[None]):
         """Printable keys that act only when pressed alone where the focus is now; typed in a
         burst they are text (the subagent panel's ``x``, ``m``, ``K``)."""
         return frozenset()
+
+    def answer_place(self) -> str | None:
+        """Where the focus shows an approval now (a place of ``shown``), or None: the keys that
+        answer one work only there."""
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "answer":
+            return self.answer_place() is not None
+        return super().check_action(action, parameters)
+
+    def action_answer(self, decision: str) -> None:
+        """``y``, ``Y``, ``N``: answer the approval the focused place showed when the key was made."""
+        place = self.answer_place()
+        if place is not None:
+            answer(self, key_target(self.shown, place, self.key_time, self.focus_since), decision)
 
     def take_text(self, text: str) -> bool:
         """Text typed or pasted where no text box has the focus: put it where typing goes, or

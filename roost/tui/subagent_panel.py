@@ -29,6 +29,7 @@ from roost.models import STOPPABLE_STATES, Row
 from roost.rules.provider_subagents import ProviderRow, is_provider, provider_rows
 from roost.rules.row_text import activity_text, age_seconds, format_age
 from roost.rules.views import PanelRow, filter_rows, panel_rows
+from roost.tui.approval_text import Approval, row_approvals, row_line
 from roost.tui.looks import Palette, state_marks
 
 
@@ -127,6 +128,14 @@ class SubagentPanel(Widget, can_focus=True):
         """The row under the cursor, as the panel shows it now."""
         return next((line for line in self.lines if line.row.id == self.cursor), None)
 
+    def approvals_of(self, row: Row) -> tuple[Approval, ...]:
+        """A row's pending approvals: a subagent job's own; the agent's own subagent's are the open
+        job's that name it (``subagent``)."""
+        if not is_provider(row):
+            return row_approvals(row)
+        parent = next((r for r in self._rows if r.id == self.open_job), None)
+        return tuple(a for a in row_approvals(parent) if a.subagent == row.id) if parent is not None else ()
+
     def select_first(self) -> None:
         self.cursor = self.lines[0].row.id if self.lines else None
 
@@ -164,10 +173,14 @@ class SubagentPanel(Widget, can_focus=True):
             text.append(f"{fit_label(line, label_width):<{label_width}}  ", style=palette.text)
             text.append(f"{row.state.value:<8}", style=palette.for_state(row.state))
             text.append(f"{format_age(age_seconds(row, now)):>4}  ", style=palette.muted)
-            if is_provider(row):
+            approvals = self.approvals_of(row)
+            if is_provider(row) and not approvals:
                 text.append("read-only · ", style=palette.muted)
-            said, failed = activity_text(row, max(width - text.cell_len, 0))
-            text.append(said, style=palette.error if failed else palette.muted)
+            if approvals:
+                text.append(row_line(approvals, max(width - text.cell_len, 1)), style=palette.warning)
+            else:
+                said, failed = activity_text(row, max(width - text.cell_len, 0))
+                text.append(said, style=palette.error if failed else palette.muted)
             if marked:
                 text.pad_right(width - text.cell_len)
                 text.stylize(self.get_component_rich_style("subagent-panel--cursor"))

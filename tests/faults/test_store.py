@@ -158,7 +158,8 @@ async def test_the_app_shows_a_banner_until_the_notice_is_acknowledged(roost_hom
         async with app.run_test(size=SIZE) as pilot:
             banner = await until(pilot, lambda: next(iter(app.screen.query(StoreBanner).filter(".-shown")), None),
                                  "the banner")
-            assert banner.region.height >= 1, "it takes room on the screen"
+            # The class is set before the next layout pass gives it room: wait for that, not for a time.
+            await until(pilot, lambda: banner.region.height >= 1, "the banner to take room on the screen")
             text = str(banner.render())
             assert "the store was found empty" in text and "roost daemon status --acknowledge" in text
             job_screen = await open_job(pilot, app, daemon.spawn("say here"))

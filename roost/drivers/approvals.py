@@ -1,0 +1,96 @@
+"""What an agent's permission request says will run, as the ``what`` of a worker-protocol ``approval``
+event (docs/protocols.md): the command line and its cwd, the path and the diff of an edit, the URL of
+a fetch, else the tool's input. Shared by the Claude Code and Codex adapters; pure functions.
+
+A ``what`` is bounded here, before it is a frame: each text is cut in the middle past WHAT_TEXT_MAX
+characters, saying how much was cut, so an approval event is never over the frame limit and a person
+still sees both ends of what will run (the daemon keeps less of it; roost/rules/approvals.py)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any, Iterable, Mapping
+
+#: The most characters of one text of ``what`` an approval event carries (far below MAX_FRAME even
+#: escaped as JSON, with the few texts one carries).
+WHAT_TEXT_MAX = 16 * 1024
+#: The most characters of the model's own words for a request (its description, Codex's reason) an
+#: approval event carries, and of a denial's reason a steer gives Codex.
+WORDS_MAX = 2000
+
+
+def cut(text: str, limit: int = WHAT_TEXT_MAX) -> str:
+    """``text``, or its two ends with a note of how many characters between them were cut."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    gone = len(text) - 2 * head
+    return f"{text[:head]}\n[… {gone} characters cut by roost …]\n{text[len(text) - head:]}"
+
+
+def words(text: Any) -> str | None:
+    """The model's words for a request, cut to WORDS_MAX; None when it gave none."""
+    return cut(text, WORDS_MAX) if isinstance(text, str) and text.strip() else None
+
+
+def edit_diff(path: str, edits: Iterable[tuple[str, str]]) -> str:
+    """A unified diff of ``path`` for replacements (old text, new text): what an Edit or a MultiEdit
+    changes, shown as only the replaced lines (the file itself is not read: it may be on another host)."""
+    out: list[str] = []
+    for old, new in edits:
+        out += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                    fromfile=path, tofile=path, lineterm="", n=0)
+    return "\n".join(line.rstrip("\n") for line in out)
+
+
+def claude_what(tool: str, args: Mapping[str, Any], cwd: str) -> dict[str, Any]:
+    """What a Claude Code tool call will do, by tool: Bash its command and cwd, Edit / MultiEdit /
+    Write the path and the diff (or the content), WebFetch the URL; any other tool its input."""
+    def text(key: str) -> str:
+        value = args.get(key)
+        return value if isinstance(value, str) else ""
+
+    if tool == "Bash" and text("command"):
+        return bounded({"command": text("command"), "cwd": cwd})
+    if tool == "Edit" and text("file_path"):
+        return bounded({"path": text("file_path"), "diff": edit_diff(text("file_path"),
+                                                                     [(text("old_string"), text("new_string"))])})
+    if tool == "MultiEdit" and text("file_path") and isinstance(args.get("edits"), list):
+        pairs = [(str(e.get("old_string", "")), str(e.get("new_string", ""))) for e in args["edits"]
+                 if isinstance(e, dict)]
+        return bounded({"path": text("file_path"), "diff": edit_diff(text("file_path"), pairs)})
+    if tool == "Write" and text("file_path"):
+        return bounded({"path": text("file_path"), "content": text("content")})
+    if tool == "WebFetch" and text("url"):
+        return bounded({"url": text("url")})
+    return bounded({"input": dict(args)})
+
+
+def codex_file_what(changes: Any) -> dict[str, Any]:
+    """What a Codex file change will do: its path (the paths, one a line, for several) and the diff
+    of each (Codex's own, as ``item/started`` carried it for the change's item)."""
+    items = [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
+    if not items:
+        return {"input": "a file change Codex did not describe"}
+    paths = [str(c.get("path", "?")) for c in items]
+    diff = "\n".join(f"--- {path} ({_kind(c.get('kind'))})\n{c.get('diff') or ''}".rstrip("\n")
+                     for path, c in zip(paths, items))
+    return bounded({"path": "\n".join(paths), "diff": diff})
+
+
+def _kind(kind: Any) -> str:
+    return str(kind.get("type")) if isinstance(kind, dict) else str(kind or "update")
+
+
+def bounded(what: dict[str, Any]) -> dict[str, Any]:
+    """``what`` with each text cut to WHAT_TEXT_MAX; an ``input`` that is not a text is kept when its
+    JSON is that short, else replaced by its JSON, cut."""
+    out: dict[str, Any] = {}
+    for key, value in what.items():
+        if isinstance(value, str):
+            out[key] = cut(value)
+        else:
+            dumped = json.dumps(value, ensure_ascii=False, default=str)
+            out[key] = value if len(dumped) <= WHAT_TEXT_MAX else cut(dumped)
+    return out

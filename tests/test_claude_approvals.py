@@ -1,0 +1,181 @@
+"""Claude Code's permission requests as roost approvals, end to end: the real ``claude`` run by the real
+daemon against tests/fake_anthropic.py, whose model asks for a Bash call that would write a file
+(``echo pwned > pwned.txt``). The file is the proof: present only after a person's approval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roost.client import ClientError
+
+from approval_checks import asked, nothing_runs_after, roost
+from conftest import DaemonHarness
+from test_claude_driver import START, claude_bin, claude_daemon, fake, timeline  # noqa: F401 (fixtures)
+from test_races import token_of
+
+PWN = "echo pwned > pwned.txt"
+#: A Bash call whose description (the model's words) says something else than what it runs.
+CALL = "CALL Bash " + json.dumps({"command": PWN, "description": "List the files"})
+
+
+def workdir(daemon: DaemonHarness) -> Path:
+    work = daemon.home / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    return work
+
+
+def asking(daemon: DaemonHarness, prompt: str = CALL) -> tuple[str, Path, dict[str, Any]]:
+    """A Claude Code job spawned with ``prompt`` in its own directory, and the approval it then waits on
+    (a background subagent's comes while the job is idle)."""
+    work = workdir(daemon)
+    job = daemon.spawn(prompt, driver="claude", cwd=str(work))
+    ended = ("failed",) if prompt.startswith("CALL Task") else ("idle", "failed")
+    return job, work, asked(daemon, job, START, ended)
+
+
+def decisions(daemon: DaemonHarness, job: str) -> list[dict[str, Any]]:
+    return [e for e in timeline(daemon, job, "approval") if "decision" in e]
+
+
+def background_task(prompt: str) -> str:
+    return "CALL Task " + json.dumps({"description": "the helper", "prompt": prompt,
+                                      "subagent_type": "general-purpose"})
+
+
+@pytest.mark.claude
+def test_the_approval_shows_the_command_and_a_persons_approval_runs_it_at_once(claude_daemon, fake):
+    daemon = claude_daemon()
+    job, work, pending = asking(daemon)
+    assert pending["tool"] == "Bash"
+    assert pending["what"] == {"command": PWN, "cwd": str(work)}, "what runs, not the model's words"
+    assert pending["description"] == "List the files"
+    assert "subagent" not in pending
+    assert not (work / "pwned.txt").exists()
+    assert roost(daemon, "approve", job) == f"allowed {pending['id']} ({job})", "a job's one approval, by the job's id"
+    row = daemon.wait_state(job, "idle", timeout=START)
+    assert (work / "pwned.txt").read_text() == "pwned\n"
+    assert row["last_text"] == "tool said: (Bash completed with no output)"
+    assert row["approvals"] == []
+    assert [d["by"] for d in decisions(daemon, job)] == ["a person"]
+
+
+@pytest.mark.claude
+def test_a_denial_runs_nothing_and_claude_hears_the_reason(claude_daemon, fake):
+    daemon = claude_daemon()
+    job, work, pending = asking(daemon)
+    roost(daemon, "deny", pending["id"], "write nothing, list them")
+    row = daemon.wait_state(job, "idle", timeout=START)
+    assert not (work / "pwned.txt").exists()
+    assert row["last_text"] == "tool said: write nothing, list them", "the model heard the reason"
+    with pytest.raises(ClientError) as again:
+        daemon.call("answer_approval", approval=pending["id"], decision="once")
+    assert "already settled" in again.value.message
+    assert not (work / "pwned.txt").exists()
+
+
+@pytest.mark.claude
+def test_a_message_sent_before_the_question_approves_nothing(claude_daemon, fake):
+    daemon = claude_daemon()
+    work = workdir(daemon)
+    job = daemon.spawn(f"LATER 2 {CALL}", driver="claude", cwd=str(work))  # the call comes 2 s into the turn
+    daemon.wait_for(lambda: fake.bodies_with("LATER 2") and daemon.show(job)["state"] == "working", timeout=START,
+                    what="the turn to work before it asks")
+    assert daemon.call("send", job=job, text="ok")["outcome"] == "queued"
+    pending = asked(daemon, job, START)
+    assert not (work / "pwned.txt").exists()
+    assert [e["text"] for e in timeline(daemon, job, "prompt")] == [f"LATER 2 {CALL}"], "ok was not handed over"
+    daemon.call("answer_approval", approval=pending["id"], decision="deny", reason="no")
+    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: ok", timeout=START,
+                    what="the queued ok, as a prompt of its own after the turn")
+    assert not (work / "pwned.txt").exists()
+
+
+@pytest.mark.claude
+def test_after_a_stop_the_next_message_runs_nothing(claude_daemon, fake):
+    daemon = claude_daemon()
+    job, work, pending = asking(daemon)
+    assert daemon.call("stop", job=job)["stopped"] == 1
+    row = daemon.wait_state(job, "stopped", timeout=START)
+    assert row["approvals"] == []
+    assert decisions(daemon, job)[-1]["by"] == "a stop"
+    daemon.wait_for(lambda: [e["outcome"] for e in timeline(daemon, job, "turn_end")] == ["aborted"],
+                    timeout=START, what="the turn cut")
+    nothing_runs_after(daemon, job, pending, work / "pwned.txt", START)
+
+
+@pytest.mark.claude
+def test_no_job_answers_an_approval_not_a_child_nor_a_sibling(claude_daemon, fake):
+    daemon = claude_daemon()
+    job, work, pending = asking(daemon)
+    child = daemon.spawn("say ready", parent=job)
+    sibling = daemon.spawn("say ready")
+    for other in (child, sibling):
+        token = token_of(daemon.wait_state(other, "idle"))
+        with daemon.client(job=other, token=token) as as_job, pytest.raises(ClientError) as info:
+            as_job.call("answer_approval", approval=pending["id"], decision="once")
+        assert info.value.code == "auth", info.value.message
+    assert [a["id"] for a in daemon.show(job)["approvals"]] == [pending["id"]], "still pending"
+    assert not (work / "pwned.txt").exists()
+    daemon.call("answer_approval", approval=pending["id"], decision="deny")
+    daemon.wait_state(job, "idle", timeout=START)
+    assert not (work / "pwned.txt").exists()
+
+
+@pytest.mark.claude
+def test_a_background_subagents_request_after_its_parents_turn_reaches_the_person(claude_daemon, fake):
+    daemon = claude_daemon()
+    job, work, pending = asking(daemon, background_task(f"LATER 3 {CALL}"))
+    kinds = [e["kind"] for e in daemon.timeline(job)]
+    assert kinds.index("turn_end") < kinds.index("approval"), "asked after the parent's turn ended"
+    [entry] = {e["id"]: e for e in timeline(daemon, job, "subagent")}.values()
+    assert pending["subagent"] == entry["id"], "the subagent that asks, by the id its entries have"
+    assert pending["what"] == {"command": PWN, "cwd": str(work)}
+    assert daemon.show(job)["provider_running"] == 1
+    daemon.call("answer_approval", approval=pending["id"], decision="once")
+    daemon.wait_for(lambda: (work / "pwned.txt").exists(), timeout=START, what="the subagent's command to run")
+    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["provider_running"] == 0, timeout=START,
+                    what="the subagent done and the parent idle again")
+    assert timeline(daemon, job, "subagent")[-1]["state"] == "done"
+
+
+@pytest.mark.claude
+def test_a_background_subagent_is_stopped_by_roost_stop_and_its_row_says_so(claude_daemon, fake):
+    daemon = claude_daemon()
+    job = daemon.spawn(background_task("SLOW"), driver="claude")
+    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["provider_running"] == 1, timeout=START,
+                    what="the parent idle while its subagent streams")
+    assert roost(daemon, "stop", job) == f"stopped 1 job: {job} (and 1 subagent of the agent's own)"
+    row = daemon.wait_row(job, lambda r: r["provider_running"] == 0, timeout=START, what="the subagent stopped")
+    assert row["state"] == "stopped"
+    last = timeline(daemon, job, "subagent")[-1]
+    assert last["state"] == "stopped" and last["text"].startswith("stopped before it finished")
+
+
+@pytest.mark.claude
+def test_a_stop_of_a_background_subagent_waiting_on_a_request_denies_it_at_the_agent(claude_daemon, fake):
+    daemon = claude_daemon()
+    job, work, pending = asking(daemon, background_task(f"LATER 3 {CALL}"))
+    assert daemon.call("stop", job=job, tree=True)["ids"] == [job]
+    daemon.wait_row(job, lambda r: r["state"] == "stopped" and r["provider_running"] == 0, timeout=START,
+                    what="the subagent stopped")
+    assert decisions(daemon, job)[-1]["by"] == "a stop"
+    nothing_runs_after(daemon, job, pending, work / "pwned.txt", START)
+
+
+@pytest.mark.claude
+def test_the_cwd_an_approval_shows_is_where_the_command_runs_after_a_cd_too(claude_daemon, fake):
+    daemon = claude_daemon()
+    work = workdir(daemon)
+    (work / "sub").mkdir()
+    job = daemon.spawn('CALL Bash {"command": "cd sub"}', driver="claude", cwd=str(work))  # allowed: it writes nothing
+    daemon.wait_state(job, "idle", timeout=START)
+    daemon.call("send", job=job, text='CALL Bash {"command": "pwd > where.txt"}')
+    pending = asked(daemon, job, START, ended=("failed",))
+    assert pending["what"] == {"command": "pwd > where.txt", "cwd": str(work)}
+    daemon.call("answer_approval", approval=pending["id"], decision="once")
+    daemon.wait_for(lambda: (work / "where.txt").exists(), timeout=START, what="the command to run")
+    assert (work / "where.txt").read_text() == f"{work}\n" and not (work / "sub" / "where.txt").exists()
