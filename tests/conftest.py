@@ -208,6 +208,23 @@ class RawClient:
         self.sock.close()
 
 
+def seeded_daemon(home: Path, records: list[Any]) -> DaemonHarness:
+    """A daemon started on a store that already holds ``records`` (Jobs written with the store's
+    API, no agent run: thousands cost a second); the caller stops it."""
+    from roost.daemon.store import Store
+
+    harness = DaemonHarness(home)
+    harness.write_config("")
+    harness.paths.ensure()
+    store = Store(harness.paths.store)
+    with store.transaction():
+        for record in records:
+            store.save_job(record)
+    store.close()
+    harness.start()
+    return harness
+
+
 @pytest.fixture
 def daemon_factory(roost_home: Path) -> Iterator[Callable[[str], DaemonHarness]]:
     """Start a daemon with a given config text (started daemons are stopped at the end)."""

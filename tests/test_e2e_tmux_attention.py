@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DaemonHarness
+from conftest import DaemonHarness, seeded_daemon
 from test_e2e_tmux import ROOST, Tmux, pytestmark  # noqa: F401  (the e2e marks and skip)
 
-from roost import paths as paths_mod
-from roost.daemon.store import Store
 from roost.models import Job, State
 
 T0 = 1_790_000_000.0
@@ -36,31 +34,22 @@ class SizedTmux(Tmux):
         self.wait_for(lambda screen: "roost" in screen and "·" in screen, "the agent view's top bar")
 
 
-def seed(home: Path) -> tuple[list[str], list[str]]:
-    """JOBS top-level records written with the store's API before the daemon starts (no agent
-    runs): the FAILED oldest failed, the rest done; returns (failed ids, done ids), oldest first."""
-    paths = paths_mod.resolve({"ROOST_HOME": str(home)})
-    paths.ensure()
-    store = Store(paths.store)
-    ids = [f"s{n:04d}" for n in range(JOBS)]
-    with store.transaction():
-        for n, job_id in enumerate(ids):
-            failed = n < FAILED
-            store.save_job(Job(id=job_id, title=f"seeded {n}", driver="builtin", cwd=str(home),
-                               state=State.FAILED if failed else State.DONE, reason="exit 2" if failed else "",
-                               state_since=T0 + n, created_at=T0 + n, updated_at=T0 + n, reaped=True))
-    store.close()
-    return ids[:FAILED], ids[FAILED:]
+def seed(home: Path) -> list[Job]:
+    """JOBS top-level records: the FAILED oldest failed, the rest done (oldest first)."""
+    return [Job(id=f"s{n:04d}", title=f"seeded {n}", driver="builtin", cwd=str(home),
+                state=State.FAILED if n < FAILED else State.DONE, reason="exit 2" if n < FAILED else "",
+                state_since=T0 + n, created_at=T0 + n, updated_at=T0 + n, reaped=True) for n in range(JOBS)]
 
 
 @pytest.fixture
 def seeded(roost_home: Path) -> Iterator[tuple[DaemonHarness, list[str], list[str]]]:
-    failed, done = seed(roost_home)
-    harness = DaemonHarness(roost_home)
-    harness.write_config("")
-    harness.start()
+    """The daemon on JOBS records written with the store's API before it started (no agent runs);
+    with the failed ids and the done ones, oldest first."""
+    records = seed(roost_home)
+    ids = [record.id for record in records]
+    harness = seeded_daemon(roost_home, records)
     try:
-        yield harness, failed, done
+        yield harness, ids[:FAILED], ids[FAILED:]
     finally:
         harness.stop()
 

@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import DaemonHarness
-from tui_helpers import SIZE, cell, make_app, notice, open_job, select_row, table_ids, until
+import pytest
+
+from roost.models import Job, State
+from roost.tui.filter_search import SEARCH_LIMIT
+
+from conftest import DaemonHarness, seeded_daemon
+from tui_helpers import SIZE, cell, make_app, notice, open_job, select_row, table_ids, type_text, until
 
 
 def settled(daemon: DaemonHarness, job: str) -> bool:
@@ -55,3 +60,27 @@ async def test_w_visits_approval_question_failure_finished_then_opening_clears_t
         if frame.get("event") == "row" and frame["row"]["id"] == finished and not frame["row"]["unseen"]:
             break
     other.close()
+
+
+@pytest.mark.parametrize("matching", [SEARCH_LIMIT, SEARCH_LIMIT + 1])
+async def test_the_filter_lists_at_most_search_limit_jobs_beyond_the_window_and_says_so(roost_home, matching):
+    """Old jobs titled ``alpha`` (``matching`` of them) and newer ``beta`` ones fill the window."""
+    records = [Job(id=f"a{n:04d}", title=f"alpha {n}", driver="builtin", cwd="/", state=State.DONE,
+                   created_at=1000.0 + n, state_since=1000.0 + n) for n in range(matching)]
+    records += [Job(id=f"b{n:04d}", title=f"beta {n}", driver="builtin", cwd="/", state=State.DONE,
+                    created_at=9000.0 + n, state_since=9000.0 + n) for n in range(300)]
+    daemon = seeded_daemon(roost_home, records)
+    try:
+        app = make_app(daemon)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.link.more == matching + 100, "the window (200 listed)")
+            assert not any(job_id.startswith("a") for job_id in table_ids(app))
+            await pilot.press("slash")
+            await type_text(pilot, "alpha")
+            await until(pilot, lambda: len(table_ids(app)) == min(matching, SEARCH_LIMIT), "the daemon's matches")
+            assert table_ids(app)[0] == f"a{matching - 1:04d}", "the newest first"
+            said = f"(the newest {SEARCH_LIMIT:,} of {matching:,} matches: roost ls --all)"
+            topbar = str(app.screen.query_one("#topbar").render())
+            assert (said in topbar) is (matching > SEARCH_LIMIT), topbar
+    finally:
+        daemon.stop()

@@ -70,8 +70,10 @@ class AgentViewScreen(RoostScreen):
         super().__init__(link, config, clock)
         self._select = select
         self._cells: dict[str, dict[str, tuple[str, object]]] = {}
-        #: Rows the daemon found for the filter beyond the listing window (roost/tui/filter_search.py).
+        #: Rows the daemon found for the filter beyond the listing window (roost/tui/filter_search.py),
+        #: and how many matched when that was more than it sent (else None).
         self.found: dict[str, Row] = {}
+        self.found_of: int | None = None
         self._columns: list[Column] = []
         # Kept, not queried: the footer asks check_action even while the screen is taken down.
         self.topbar = Static(id="topbar")
@@ -229,6 +231,9 @@ class AgentViewScreen(RoostScreen):
             bar.append(f"  ·  {self.link.more:,} older not listed: roost ls --all", style=self.palette.muted)
         if self.filter_text:
             bar.append(f"  ·  filter: {self.filter_text}", style=self.palette.primary)
+            if self.found_of is not None:
+                bar.append(f" (the newest {len(self.found):,} of {self.found_of:,} matches: roost ls --all)",
+                           style=self.palette.muted)
         self.topbar.update(bar)
 
     # -- keys --------------------------------------------------------------------------------------
@@ -335,13 +340,14 @@ class AgentViewScreen(RoostScreen):
         self.filter_box.value = ""
         self.filter_box.remove_class("-open")
 
-    def show_found(self, rows: list[Row]) -> None:
-        """What the daemon found for the filter: listed (and filtered) with the loaded rows."""
-        self.found = {row.id: row for row in rows}
+    def show_found(self, rows: list[Row], total: int | None) -> None:
+        """What the daemon found for the filter: listed (and filtered) with the loaded rows;
+        ``total`` is how many matched when it sent fewer."""
+        self.found, self.found_of = {row.id: row for row in rows}, total
         self._sync(self.table.selected_id())
 
     def watch_filter_text(self) -> None:
-        self.found = {}
+        self.found, self.found_of = {}, None
         if self.filter_text and self.link.more:
             search_every_record(self, self.filter_text)
         self._sync(self.table.selected_id())

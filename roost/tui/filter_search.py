@@ -14,7 +14,7 @@ from roost.tui.daemon_link import safe_row
 if TYPE_CHECKING:
     from roost.tui.agent_view import AgentViewScreen
 
-#: The most rows one search brings in (newest first); more matches are said, not shown.
+#: The most rows one search brings in (newest first); the top bar says how many more matched.
 SEARCH_LIMIT = 500
 
 
@@ -29,7 +29,4 @@ async def search_every_record(screen: AgentViewScreen, text: str) -> None:
         return
     if screen.filter_text != text:
         return  # typed on: a newer search follows
-    screen.show_found([safe_row(data) for data in page["rows"]])
-    if page["next"] is not None:
-        screen.status.say(f"{page['total']:,} jobs match: the newest {len(page['rows']):,} are listed; "
-                          "roost ls --all has every one")
+    screen.show_found([safe_row(data) for data in page["rows"]], page["total"] if page["next"] is not None else None)
