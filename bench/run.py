@@ -34,6 +34,7 @@ from harness import (Daemon, Home, Result, clock, count_json_array, median, pct,
 
 from command_output import bench_output  # noqa: E402
 from diff import bench_diff  # noqa: E402
+from live_workers import bench_chain, bench_children  # noqa: E402
 
 from roost.client import AsyncClient  # noqa: E402
 
@@ -196,7 +197,7 @@ def _cpu_percent(d: Daemon, seconds: float) -> float:
 def bench_idle(opts: argparse.Namespace) -> list[Result]:
     """500 idle built-in workers: the daemon's CPU over 30 s (beside the same daemon with none),
     and `show` / `list limit=100` p99 (beside `status`, the cheapest request)."""
-    home = Home("max_running_jobs = 0\n", tag="idle")
+    home = Home("max_running_jobs = 0\nmax_live_workers = 0\n", tag="idle")
     out: list[Result] = []
     try:
         with Daemon(home) as d:
@@ -229,7 +230,7 @@ def bench_latency(opts: argparse.Namespace) -> list[Result]:
     """A worker's state change -> a subscribed client has the row, at 500 turns/s over 50 workers
     (`send` of `say x`), beside the same at a gentle 25 turns/s. Latency is the client's receive
     time minus the row's state_since (stamped by the daemon at the transition)."""
-    home = Home("max_running_jobs = 0\n", tag="latency")
+    home = Home("max_running_jobs = 0\nmax_live_workers = 0\n", tag="latency")
     out: list[Result] = []
     try:
         with Daemon(home) as d:
@@ -400,8 +401,8 @@ def bench_spawn(opts: argparse.Namespace) -> list[Result]:
     hands it the prompt then), seen by a subscribed client: with the spare worker (the default)
     beside a daemon with `spare_workers = 0`, interleaved; and beside `python -c pass` and the same
     built-in worker started by hand and asked get_state. Then bursts of spawns at once, both ways."""
-    warm = Home("max_running_jobs = 0\n", tag="spawn")
-    cold = Home("max_running_jobs = 0\nspare_workers = 0\n", tag="cold")
+    warm = Home("max_running_jobs = 0\nmax_live_workers = 0\n", tag="spawn")
+    cold = Home("max_running_jobs = 0\nmax_live_workers = 0\nspare_workers = 0\n", tag="cold")
     out: list[Result] = []
     try:
         with Daemon(warm) as dw, Daemon(cold) as dc:
@@ -679,6 +680,7 @@ def bench_turn(opts: argparse.Namespace) -> list[Result]:
 BENCHES: dict[str, Callable[[argparse.Namespace], list[Result]]] = {
     "scale": bench_scale, "idle": bench_idle, "latency": bench_latency, "stalled": bench_stalled,
     "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn, "output": bench_output,
+    "children": bench_children, "chain": bench_chain,
     "diff": bench_diff,
 }
 
@@ -702,6 +704,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cli-runs", type=int, default=15)
     parser.add_argument("--output-mb", type=int, default=100, help="output: MB the command prints")
     parser.add_argument("--output-runs", type=int, default=3)
+    parser.add_argument("--children", type=int, default=2500, help="children: how many one parent spawns")
+    parser.add_argument("--depth", type=int, default=1000, help="chain: how deep")
     parser.add_argument("--diff-mb", type=int, default=40, help="diff: MB of untracked changes")
     parser.add_argument("--diff-runs", type=int, default=3)
     opts = parser.parse_args(argv)

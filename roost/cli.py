@@ -168,7 +168,7 @@ def daemon_status(acknowledge: bool) -> None:
     _say(f"roost daemon running: pid {st['pid']}, {st['jobs']} jobs, {st['workers']} workers, "
                f"socket {st['socket']}")
     if st.get("queued"):
-        _say(f"{st['queued']} spawns queued (max_running_jobs, or their host's)")
+        _say(f"{st['queued']} spawns queued (max_running_jobs, their host's, or max_live_workers)")
     spares = st.get("spares") or {}
     if spares.get("wanted"):
         ready, retry = len(spares.get("ready") or ()), spares.get("retry_in")
@@ -507,7 +507,8 @@ def children(ctx: Ctx, job_id: str | None, as_json: bool) -> None:
     job_id = job_id or job_identity()[0]
     if job_id is None:
         _fail("children: give a job id (ROOST_JOB_ID is not set)")
-    rows = ctx.call("children", job=job_id)
+    with ctx.client() as client, _errors():
+        rows = list(client.children(job_id))  # every page: a job may have thousands
     if as_json:
         click.echo(json.dumps([record_json(r) for r in rows], indent=2))
         return

@@ -103,9 +103,9 @@ def _lagged() -> ClientError:
 def next_page(op: str, args: dict[str, Any], page: dict[str, Any]) -> dict[str, Any] | None:
     """The arguments of the page after ``page`` of a paged read, or None after the last one.
 
-    ``list`` follows its cursor; ``logs`` pages forward when it was asked ``after`` a seq, and
-    back (older) otherwise, the way tail-first reading goes."""
-    if op == "list":
+    ``list`` and ``children`` follow their cursor; ``logs`` pages forward when it was asked
+    ``after`` a seq, and back (older) otherwise, the way tail-first reading goes."""
+    if op in ("list", "children"):
         return {**args, "cursor": page["next"]} if page.get("next") else None
     if not page.get("more"):
         return None
@@ -234,7 +234,7 @@ class Client:
         return self._events.popleft()
 
     def pages(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> Iterator[dict[str, Any]]:
-        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page. The next
+        """Every page of ``list``, ``children`` or ``logs`` (see ``next_page``), one request per page. The next
         page is asked for as soon as a page arrives, so the daemon builds it while the caller
         works on this one (the two take turns otherwise)."""
         next_args: dict[str, Any] | None = args
@@ -249,6 +249,11 @@ class Client:
     def rows(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every row ``list`` has for ``filters``, page by page (memory holds one page)."""
         for page in self.pages("list", **filters):
+            yield from page["rows"]
+
+    def children(self, job: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every child of ``job`` (None: the calling job's), page by page."""
+        for page in self.pages("children", **({"job": job} if job else {})):
             yield from page["rows"]
 
     def answer_approval(self, approval: str, decision: str, reason: str = "", rule: str | None = None) -> Any:
@@ -415,7 +420,7 @@ class AsyncClient:
         return result, snapshot
 
     async def pages(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> AsyncIterator[dict[str, Any]]:
-        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page."""
+        """Every page of ``list``, ``children`` or ``logs`` (see ``next_page``), one request per page."""
         next_args: dict[str, Any] | None = args
         while next_args is not None:
             page = await self.call(op, timeout=timeout, **next_args)

@@ -187,6 +187,7 @@ class Config:
     report_text_max: int = 4000
     wake_reaped_parent: bool = False
     max_running_jobs: int = 8
+    max_live_workers: int = 16
     spare_workers: int = 1
     max_depth: int = 4
     #: Seconds an approval waits for a person before it is denied (0: it waits for ever).
@@ -262,6 +263,7 @@ _TOP: dict[str, Check] = {
     "report_text_max": _integer(0),
     "wake_reaped_parent": _boolean,
     "max_running_jobs": _integer(0),
+    "max_live_workers": _integer(0),
     "spare_workers": _integer(0, SPARE_WORKERS_MAX),
     "max_depth": _integer(1),
     "approval_timeout": _seconds(),

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
+from roost.bounds import bound_record
+
 
 class State(str, enum.Enum):
     """Where a job is in its life (docs/lifecycle.md draws the transitions)."""
@@ -217,6 +219,7 @@ class Row:
         there only while the job waits, and its provider subagents run only while its worker is
         up (they are that process's: Claude Code runs background ones while its job is idle)."""
         data = self.job.to_dict()
+        bound_record(data)  # a record from before the caps (or written around them) still fits a frame
         if not full:
             for name in _FULL_ONLY:
                 del data[name]

@@ -147,7 +147,8 @@ class DaemonHarness:
         return self.wait_row(job_id, lambda r: r["state"] in states, timeout, f"job {job_id} to be {'/'.join(states)}")
 
     def children(self, job_id: str) -> list[dict[str, Any]]:
-        return self.call("children", job=job_id)
+        with self.client() as client:
+            return list(client.children(job_id))
 
     def raw(self, hello: bool = True, timeout: float = 10.0) -> RawClient:
         return RawClient(self.paths.socket, hello=hello, timeout=timeout)

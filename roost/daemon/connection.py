@@ -83,7 +83,12 @@ class Connection:
         self._enqueue(data)
 
     def fail(self, req_id: Any, error: ProtocolError) -> None:
-        self._enqueue(encode(err(req_id, error)))
+        """Queue an error; its message is cut should it not fit a frame (errors quote capped
+        values, roost/bounds.py, so this is the last guard, not the rule)."""
+        data = encode(err(req_id, error))
+        if len(data) > MAX_FRAME:
+            data = encode(err(req_id, ProtocolError(error.code, error.message[:4096] + "…")))
+        self._enqueue(data)
 
     def _enqueue(self, data: bytes) -> None:
         if self._closing:

@@ -327,7 +327,8 @@ class Engine:
         slot = self.slots.get(job.id)
         parent = self.slots.get(job.parent) if job.parent else None
         if slot is None:
-            return WorkerFacts(attached=self.index.attached(job.id), queued=self.inbox[job.id])
+            return WorkerFacts(attached=self.index.attached(job.id), queued=self.inbox[job.id],
+                               closed_for_room=job.id in self.queue.closed_for_room)
         return WorkerFacts(
             up=True, in_turn=slot.turn is not None, busy=slot.phase is not Phase.READY,
             attached=self.index.attached(job.id), queued=self.inbox[job.id], idle_since=slot.idle_since,

@@ -213,7 +213,7 @@ def children(ctx: Context, req: Request) -> Any:
     target = req.args.get("job") or req.caller
     if target is None:
         raise ProtocolError(ErrorCode.BAD_ARGS, "children: give a job id (no calling job to default to)")
-    return ctx.supervisor.children_of(target)
+    return ctx.supervisor.children_of(target, req.args.get("limit", LIST_LIMIT), req.args.get("cursor"))
 
 
 @handles("logs")

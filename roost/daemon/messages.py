@@ -135,6 +135,12 @@ class Due(Message):
     """A deadline may have passed, or something a time rule reads changed: look again."""
 
 
+@dataclass
+class Evict(Message):
+    """The live-worker cap chose this job's idle worker to close for a waiting start: close it if
+    nothing holds it still (else the run queue chooses again)."""
+
+
 # -- what the worker did --------------------------------------------------------------------------------
 @dataclass
 class WorkerMessage(Message):

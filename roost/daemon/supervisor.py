@@ -15,6 +15,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from roost.bounds import TITLE_MAX, labels_problem
 from roost.config import Config, ConfigError
 from roost.daemon import messages as m
 from roost.daemon.diffs import DiffCache
@@ -32,7 +33,7 @@ from roost.drivers import driver_for
 from roost.drivers.base import DriverError
 from roost.models import LIFETIMES, RESUMABLE_STATES, Job, State
 from roost.paths import Paths
-from roost.protocol import MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
+from roost.protocol import LIST_LIMIT, MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
 from roost.rules import approvals as approval_rules
 
 if TYPE_CHECKING:
@@ -43,8 +44,6 @@ log = logging.getLogger("roost.daemon")
 ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 #: How long shutdown waits for workers to close before it stops waiting.
 SHUTDOWN_WAIT = 10.0
-#: The longest title a job may be given.
-TITLE_MAX = 200
 #: Room a prompt frame needs besides the message (its type, id and run token).
 PROMPT_MARGIN = 4096
 
@@ -176,7 +175,9 @@ class Supervisor:
         lifetime = args.get("lifetime") or profile.lifetime or "task"
         if lifetime not in LIFETIMES:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"lifetime {lifetime!r} is not one of {', '.join(LIFETIMES)}")
-        labels = {str(k): str(v) for k, v in (args.get("labels") or {}).items()}
+        labels = args.get("labels") or {}
+        if problem := labels_problem(labels):
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {problem}")
         policy = _policy(args, profile, parent, caller)
         _check_prompt(args["prompt"])
         now = self.clock()
@@ -355,9 +356,9 @@ class Supervisor:
     def list_page(self, **args: Any) -> dict[str, Any]:
         return self.index.page(**args)
 
-    def children_of(self, job_id: str) -> list[dict[str, Any]]:
-        self.index.require(job_id)
-        return [self.index.row(k.id) for k in self.index.kids(job_id)]
+    def children_of(self, job_id: str, limit: int = LIST_LIMIT, cursor: str | None = None) -> dict[str, Any]:
+        """One page of a job's children (``list``'s shape: ``rows``, ``next``, ``total``)."""
+        return self.index.kids_page(job_id, limit=limit, cursor=cursor)
 
     def logs(self, job_id: str, limit: int = 200, before: int | None = None,
              after: int | None = None) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from roost.bounds import LAST_TEXT_MAX, cut, labels_problem
 from roost.daemon import approvals
 from roost.daemon import messages as m
 from roost.daemon import reports
@@ -128,11 +129,15 @@ def on_seen(eng: "Engine", job: Job, msg: m.Seen) -> None:
 
 
 def on_label(eng: "Engine", job: Job, msg: m.Label) -> None:
+    labels = dict(job.labels)
+    if msg.value is None:
+        labels.pop(msg.key, None)
+    else:
+        labels[msg.key] = msg.value
+        if problem := labels_problem(labels):  # here, in the job's order, so two labels at once cannot pass it
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"label: job {job.id} would have {problem}")
     with eng.store.transaction():
-        if msg.value is None:
-            job.labels.pop(msg.key, None)
-        else:
-            job.labels[msg.key] = msg.value
+        job.labels = labels
         eng.save(job)
     msg.answer(None)
 
@@ -142,7 +147,7 @@ def on_report(eng: "Engine", job: Job, msg: m.Report) -> None:
     with eng.store.transaction():
         eng.timeline(job, "report", status=msg.status, text=msg.text)
         if msg.text:
-            job.last_text = msg.text
+            job.last_text = cut(msg.text, LAST_TEXT_MAX)
         eng.save(job)
     if slot is not None and slot.turn is not None:
         slot.turn.report = (msg.status, msg.text)
@@ -294,7 +299,7 @@ HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
     m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume, m.Rename: on_rename,
     m.Unarchive: on_unarchive,
     m.Reports: on_reports, m.Due: on_due, m.Resync: on_resync,
-    m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,
+    m.Evict: w.on_evict, m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,
     m.PromptAnswer: t.on_prompt_answer, m.SteerAnswer: t.on_steer_answer, m.AbortAnswer: t.on_abort_answer,
     m.Event: t.on_event, m.Exited: w.on_exited,
     m.AnswerApproval: approvals.on_answer, m.AnswerNotTaken: approvals.on_answer_not_taken,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Coroutine
 from roost.config import ConfigError
 from roost.daemon import approvals, reports, worktrees
 from roost.daemon.gitrun import GitError
-from roost.daemon.messages import Event, Exited, NotReady, Ready, Spawned, StartFailed
+from roost.daemon.messages import Event, Evict, Exited, NotReady, Ready, Spawned, StartFailed
 from roost.daemon.run_queue import Placed
 from roost.daemon.slot import Phase, Slot
 from roost.daemon.turns import deliver_next
@@ -20,6 +20,7 @@ from roost.drivers.base import DriverError
 from roost.hosts import placement as hosts
 from roost.models import TURN_STATES, Job, State
 from roost.protocol import ErrorCode, ProtocolError
+from roost.rules.live_workers import closable
 from roost.rules.provider_subagents import ended_with_worker
 
 if TYPE_CHECKING:
@@ -28,13 +29,17 @@ if TYPE_CHECKING:
 
 def begin_start(eng: "Engine", job: Job) -> Placed:
     """Start the job's worker (from its session file when it has one). WAITING when its host has
-    no room (it waits in the host's queue, with no slot); FAILED, with the job failed and the
-    reason on its timeline, when it cannot even be made."""
+    no room or no live-worker place is free (it waits in that queue, with no slot); FAILED, with
+    the job failed and the reason on its timeline, when it cannot even be made."""
     if job.id in eng.slots:
         return Placed.STARTED
     if not eng.queue.host_room(job):
         eng.queue.wait_for_host(job)
         return Placed.WAITING
+    if not eng.queue.live_room(job):
+        eng.queue.wait_for_live(job)
+        return Placed.WAITING
+    eng.queue.closed_for_room.discard(job.id)
     token = secrets.token_hex(16)
     holder: list[Any] = []
 
@@ -168,6 +173,18 @@ def on_not_ready(eng: "Engine", job: Job, msg: NotReady) -> None:
     slot.phase = Phase.CLOSING
     slot.close_reason = msg.reason
     msg.worker.kill()
+
+
+def on_evict(eng: "Engine", job: Job, msg: Evict) -> None:
+    """Close the idle worker the live-worker cap chose, if nothing holds it by now; else the run
+    queue chooses again."""
+    eng.queue.evicting.discard(job.id)
+    slot = eng.slots.get(job.id)
+    if slot is not None and slot.phase is Phase.READY and closable(job, eng.facts(job)):
+        eng.queue.closed_for_room.add(job.id)
+        close_worker(eng, job, slot, f"closed for room: max_live_workers = {eng.config.max_live_workers}")
+    else:
+        eng.pump()
 
 
 def close_worker(eng: "Engine", job: Job, slot: Slot, reason: str, bounded: bool = False,

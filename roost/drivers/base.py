@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from roost.models import Job
 from roost.proctree import record_path
-from roost.protocol import encode
+from roost.protocol import encode, loads
 from roost.worker_protocol import Oversize, note
 
 
@@ -73,8 +73,8 @@ class Adapter:
     def decode(self, line: bytes) -> list[dict[str, Any]]:
         """Worker-protocol events for one line of the agent's stdout."""
         try:
-            event = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            event = loads(line)
+        except ValueError:  # not JSON, or JSON roost does not take (roost.protocol.loads)
             return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]

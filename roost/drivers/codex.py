@@ -22,7 +22,6 @@ What it relies on, measured with Codex 0.169.0 against a fake Responses API (doc
 from __future__ import annotations
 
 import itertools
-import json
 import os
 from typing import Any, Callable, Mapping
 
@@ -31,7 +30,7 @@ from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing
                                 inherited_env, line_field)
 from roost.drivers.claude import MCP_NAME, after_retries, mcp_config
 from roost.models import Job
-from roost.protocol import encode
+from roost.protocol import encode, loads
 from roost.worker_protocol import Oversize, approval, approval_withdrawn, note, response, text_events, turn_end
 
 INSTALL_HINT = "npm install -g @openai/codex"
@@ -214,8 +213,8 @@ class CodexAdapter(Adapter):
     # -- Codex's stdout -------------------------------------------------------------------------
     def decode(self, line: bytes) -> list[dict[str, Any]]:
         try:
-            message = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            message = loads(line)
+        except ValueError:  # not JSON, or JSON roost does not take (roost.protocol.loads)
             message = None
         if not isinstance(message, dict):
             return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
@@ -355,7 +354,7 @@ def _error_text(error: dict[str, Any]) -> str:
     ``contextWindowExceeded``…). A provider's JSON error body is given as its message."""
     message = str(error.get("message") or "the turn failed")
     try:
-        body = json.loads(message)
+        body = loads(message)
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("message"):

@@ -117,14 +117,18 @@ class BuiltinAgent(WorkerProcess):
         self.emit({"type": "text", "text": text})
 
     # -- the daemon -----------------------------------------------------------------------
-    async def daemon(self, op: str, **args: Any) -> Any:
+    async def connected(self, op: str) -> AsyncClient:
+        """The connection to the daemon as this job, made at its first use (by ``op``)."""
         if self.client is None:
             job, token = job_identity(self.env)
             socket_path = self.env.get("ROOST_SOCKET")
             if not socket_path:
                 raise TurnFailed(f"{op}: no ROOST_SOCKET in the environment, so no daemon to ask")
             self.client = await AsyncClient.connect(Path(socket_path), client="builtin", job=job, token=token)
-        return await self.client.call(op, **args)
+        return self.client
+
+    async def daemon(self, op: str, **args: Any) -> Any:
+        return await (await self.connected(op)).call(op, **args)
 
     async def tool(self, name: str, op: str, **args: Any) -> Any:
         """Call the daemon as a tool, with the call and its result on the transcript."""
@@ -257,11 +261,16 @@ class BuiltinAgent(WorkerProcess):
         self.say(f"not run: {command} (denied: {reason})")
 
     async def wait_children(self) -> None:
-        while True:
-            children = await self.daemon("children")
-            if all(child["state"] in _SETTLED for child in children):
-                return
+        """Until every child has settled, reading them page by page (the first that has not ends
+        a look, so a look at thousands of children reads only up to the first one still working)."""
+        while not await self._children_settled():
             await asyncio.sleep(0.1)
+
+    async def _children_settled(self) -> bool:
+        async for page in (await self.connected("wait-children")).pages("children"):
+            if any(child["state"] not in _SETTLED for child in page["rows"]):
+                return False
+        return True
 
 def first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
