@@ -209,19 +209,26 @@ class RawClient:
         self.sock.close()
 
 
-def seeded_daemon(home: Path, records: list[Any]) -> DaemonHarness:
-    """A daemon started on a store that already holds ``records`` (Jobs written with the store's
-    API, no agent run: thousands cost a second); the caller stops it."""
+def seed_store(harness: DaemonHarness, jobs: list[Any]) -> None:
+    """Records written through the store's own API before the daemon starts (no agent runs:
+    thousands cost a second), as an older roost (or a store written around the door) might have
+    left them."""
     from roost.daemon.store import Store
 
-    harness = DaemonHarness(home)
-    harness.write_config("")
     harness.paths.ensure()
     store = Store(harness.paths.store)
     with store.transaction():
-        for record in records:
-            store.save_job(record)
+        for job in jobs:
+            store.save_job(job)
     store.close()
+
+
+def seeded_daemon(home: Path, records: list[Any]) -> DaemonHarness:
+    """A daemon with the default settings started on a store that already holds ``records``;
+    the caller stops it."""
+    harness = DaemonHarness(home)
+    harness.write_config("")
+    seed_store(harness, records)
     harness.start()
     return harness
 
