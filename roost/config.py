@@ -195,6 +195,8 @@ class Config:
     agent_view_subagents: str = "hide"
     notify: tuple[str, ...] = ("needs_input",)
     notify_via: tuple[str, ...] = ("bell",)
+    #: The fewest seconds between two notifications (0: no limit).
+    notify_interval: float = 10.0
     theme: str = "textual-dark"
     hooks: HookSettings = HookSettings()
     worktree: WorktreeSettings = WorktreeSettings()
@@ -269,6 +271,7 @@ _TOP: dict[str, Check] = {
     "notify": _choices(NOTIFY, {"none": "to notify nothing: notify = []",
                                 "bell": 'the bell is how: notify_via = ["bell"]'}),
     "notify_via": _choices(NOTIFY_VIA, {}),
+    "notify_interval": _seconds(),
     "theme": _theme,
 }
 

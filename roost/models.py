@@ -39,6 +39,11 @@ STOPPABLE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State
 REASONED_STATES = frozenset({State.FAILED, State.STOPPED})
 #: States that mean "this job needs a person".
 NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
+#: States a turn ends in that a person has not seen until they open the job (``Job.unseen``).
+UNSEEN_STATES = frozenset({State.IDLE, State.DONE, State.FAILED})
+#: States a job stays in until a person acts (answers, sends, archives): the agent view lists them
+#: whatever its window.
+NEEDS_PERSON_STATES = frozenset({State.FAILED, State.BLOCKED, State.WAITING})
 #: States in which a job's run is over (its age stops growing; the panel lets it go after a while).
 FINISHED_STATES = frozenset({State.DONE, State.FAILED, State.STOPPED})
 #: States from which a job's worker starts again by itself when there is something for it: a person
@@ -117,6 +122,10 @@ class Job:
     #: The session a fork's first start forks with its agent's own fork (Claude Code, Codex); unused
     #: once the job has a session of its own.
     fork_of: str | None = None
+    #: Its turn ended (``UNSEEN_STATES``) while no person had it open, and no person opened it
+    #: since: the app marks it and its jump key visits it (roost/rules/attention.py). Kept by the
+    #: daemon, so every client agrees; a person's ``seen`` clears it.
+    unseen: bool = False
 
     def stoppable(self) -> bool:
         """Whether a stop has something to stop: a turn in flight, a question, or (in any state) subagents

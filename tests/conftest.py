@@ -228,6 +228,30 @@ class RawClient:
         self.sock.close()
 
 
+def seed_store(harness: DaemonHarness, jobs: list[Any]) -> None:
+    """Records written through the store's own API before the daemon starts (no agent runs:
+    thousands cost a second), as an older roost (or a store written around the door) might have
+    left them."""
+    from roost.daemon.store import Store
+
+    harness.paths.ensure()
+    store = Store(harness.paths.store)
+    with store.transaction():
+        for job in jobs:
+            store.save_job(job)
+    store.close()
+
+
+def seeded_daemon(home: Path, records: list[Any]) -> DaemonHarness:
+    """A daemon with the default settings started on a store that already holds ``records``;
+    the caller stops it."""
+    harness = DaemonHarness(home)
+    harness.write_config("")
+    seed_store(harness, records)
+    harness.start()
+    return harness
+
+
 @pytest.fixture
 def daemon_factory(roost_home: Path) -> Iterator[Callable[[str], DaemonHarness]]:
     """Start a daemon with a given config text (started daemons are stopped at the end)."""

@@ -46,6 +46,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "unsubscribe": {"sub": 999},
     "attach": {"job": "{t}"},
     "release": {"job": "{t}"},
+    "seen": {"job": "{t}"},
     "status": {},
     "acknowledge": {},
     "reload": {},

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DaemonHarness
+from conftest import DaemonHarness, seed_store
 
 from roost import bounds
 from roost.client import AsyncClient
-from roost.daemon.store import Store
 from roost.models import Job, State
 from roost.programs import mcp_server
 from roost.protocol import MAX_FRAME, PAGE_BYTES
@@ -86,17 +85,6 @@ def test_an_error_quotes_at_most_a_little_of_what_it_refuses(daemon):
 # -- records bigger than the door lets in --------------------------------------------------------------------
 BIG_TITLE = "T" * 3_000_000
 BIG_LABELS = {f"label{i}": "v" * 400_000 for i in range(10)}
-
-
-def seed_store(harness: DaemonHarness, jobs: list[Job]) -> None:
-    """Records written through the store's own API before the daemon starts, as an older roost (or
-    a store written around the door) might have left them."""
-    harness.paths.ensure()
-    store = Store(harness.paths.store)
-    with store.transaction():
-        for job in jobs:
-            store.save_job(job)
-    store.close()
 
 
 def record(harness: DaemonHarness, job_id: str, at: float, **fields) -> Job:

@@ -83,6 +83,7 @@ RULES: dict[str, Rule] = {
     "unsubscribe": Rule(Reach.ANY),
     "attach": _PERSON,
     "release": Rule(Reach.ANY),
+    "seen": _PERSON,  # what a person has looked at: no job can see for them
     "status": Rule(Reach.ANY),
     "acknowledge": _PERSON,
     "reload": _PERSON,

@@ -29,7 +29,7 @@ from roost.daemon.run_queue import RunQueue
 from roost.daemon.slot import Phase, Slot, Turn
 from roost.daemon.store import Store, describe_failure
 from roost.daemon.workers import WorkerFactory
-from roost.models import REASONED_STATES, Job, State
+from roost.models import REASONED_STATES, UNSEEN_STATES, Job, State
 from roost.protocol import ENTRY_MAX, ErrorCode, ProtocolError
 from roost.rules.lifecycle import WorkerFacts, next_due
 from roost.rules.state_table import check as check_transition
@@ -314,6 +314,7 @@ class Engine:
         job.state = state
         job.state_since = self.clock()
         job.reason = str(data.get("reason") or f"by {data.get('by', 'its owner')}") if state in REASONED_STATES else ""
+        job.unseen = state in UNSEEN_STATES and not self.index.attached(job.id)  # attach is a person's
         self.timeline(job, "state", state=state.value, **data)
         if self.hooks is not None:
             hooks = self.hooks

@@ -181,6 +181,11 @@ def unarchive(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.unarchive(req.args["job"])
 
 
+@handles("seen")
+def seen(ctx: Context, req: Request) -> Any:
+    return ctx.supervisor.mark_seen(req.args["job"])
+
+
 @handles("attach")
 def attach(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.attach(req.args["job"], req.conn.conn_id, bool(req.args.get("resume")))

@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from roost.bounds import LABELS_CHARS, LABELS_MAX, LAST_TEXT_MAX, PATH_MAX, TITLE_MAX, quote
-from roost.models import ACTIVE_STATES, PEEK_MAX, Job, Row
+from roost.models import ACTIVE_STATES, NEEDS_PERSON_STATES, PEEK_MAX, Job, Row
 from roost.protocol import PAGE_BYTES, ErrorCode, ProtocolError
 from roost.rules.provider_subagents import subagent_says
+from roost.rules.views import filter_matches, parse_filter
 
 #: How much a row costs on the wire beyond its texts (keys, numbers, punctuation), a safe estimate.
 _ROW_OVERHEAD = 512
@@ -256,23 +257,27 @@ class JobIndex:
 
     def page(self, limit: int = 500, cursor: str | None = None, roots: bool = False,
              states: list[str] | None = None, under: str | None = None, archived: bool = False,
-             full: bool = False, newest_first: bool = False, archived_only: bool = False) -> dict[str, Any]:
-        """One page of ``list``: rows in creation order after ``cursor``, filtered, at most
-        ``limit`` of them and about PAGE_BYTES of text; ``next`` is null on the last page."""
+             full: bool = False, newest_first: bool = False, archived_only: bool = False,
+             match: str | None = None) -> dict[str, Any]:
+        """One page of ``list``: rows in creation order after ``cursor``, filtered (``match``: the
+        app's filter text, roost/rules/views.py), at most ``limit`` of them and about PAGE_BYTES of
+        text; ``next`` is null on the last page."""
         if under is not None:
             self.require(under)
         wanted = set(states) if states else None
         below = {j.id for j in self.descendants(under, archived=True)} if under is not None else None
+        wanted_text = parse_filter(match) if match else None
 
-        def match(job: Job) -> bool:
+        def kept(job: Job) -> bool:
             if archived_only and job.archived_at is None:
                 return False
             return ((archived or archived_only or job.archived_at is None) and (not roots or job.parent is None)
-                    and (wanted is None or job.state.value in wanted) and (below is None or job.id in below))
+                    and (wanted is None or job.state.value in wanted) and (below is None or job.id in below)
+                    and (wanted_text is None or filter_matches(job.state, job.title, job.id, wanted_text)))
 
-        jobs = (job for job in self._walk(cursor, newest_first, "list") if match(job))
+        jobs = (job for job in self._walk(cursor, newest_first, "list") if kept(job))
         rows, after = self._fill(jobs, limit, full)
-        total = sum(1 for j in self.jobs.values() if match(j)) if cursor is None else None
+        total = sum(1 for j in self.jobs.values() if kept(j)) if cursor is None else None
         return {"rows": rows, "next": after, "total": total}
 
     def kids_page(self, job_id: str, limit: int = 500, cursor: str | None = None) -> dict[str, Any]:
@@ -313,15 +318,15 @@ class JobIndex:
                 yield job
 
     def agent_view(self, limit: int = 200, inline: bool = False) -> tuple[list[dict[str, Any]], int]:
-        """The agent view's snapshot: every root (or, inline, every job) with live work, every
-        orphan that still works or waits, and the ``limit`` newest other roots; with how many
-        matching rows were left out."""
+        """The agent view's snapshot: every root (or, inline, every job) with live work or that
+        needs a person, every orphan that still works or waits, and the ``limit`` newest other
+        roots; with how many matching rows were left out."""
         rows: list[dict[str, Any]] = []
         left = 0
         for job in self._walk(None, newest_first=True):
             if not self.in_agent_view(job.id, inline):
                 continue
-            if job.state in ACTIVE_STATES or job.worker_up or self.attached(job.id) or job.parent is not None:
+            if self._always_listed(job) or job.parent is not None:
                 rows.append(self.row(job.id))
             elif limit > 0:
                 rows.append(self.row(job.id))
@@ -329,6 +334,13 @@ class JobIndex:
             else:
                 left += 1
         return rows, left
+
+    def _always_listed(self, job: Job) -> bool:
+        """Whether the agent view lists the job whatever its window: live work (it works, will
+        work, waits, its worker is up or a client has it open) and what needs a person (failed,
+        blocked, an approval pending), so no window hides them."""
+        return (job.state in ACTIVE_STATES or job.state in NEEDS_PERSON_STATES or bool(job.approvals)
+                or job.worker_up or self.attached(job.id))
 
     def in_agent_view(self, job_id: str, inline: bool = False) -> bool:
         """Whether the agent view shows (or may show) this job: roots, listed orphans, or with

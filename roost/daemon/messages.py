@@ -63,6 +63,11 @@ class Pin(Message):
 
 
 @dataclass
+class Seen(Message):
+    """A person opened the job: what its turn ended with has been seen."""
+
+
+@dataclass
 class Label(Message):
     key: str
     value: str | None

@@ -293,6 +293,12 @@ class Supervisor:
         await self._ask(job_id, m.Pin(pinned))
         return self.index.row(job_id)
 
+    async def mark_seen(self, job_id: str) -> dict[str, Any]:
+        """A person opened the job (``seen``): it is no longer marked as ended unseen."""
+        self.index.require(job_id)
+        await self._ask(job_id, m.Seen())
+        return self.index.row(job_id)
+
     async def set_label(self, job_id: str, key: str, value: str | None) -> dict[str, Any]:
         self.index.require(job_id)
         await self._ask(job_id, m.Label(key, value))

@@ -123,6 +123,14 @@ def on_pin(eng: "Engine", job: Job, msg: m.Pin) -> None:
     msg.answer(None)
 
 
+def on_seen(eng: "Engine", job: Job, msg: m.Seen) -> None:
+    if job.unseen:
+        with eng.store.transaction():
+            job.unseen = False
+            eng.save(job)
+    msg.answer(None)
+
+
 def on_label(eng: "Engine", job: Job, msg: m.Label) -> None:
     labels = dict(job.labels)
     if msg.value is None:
@@ -290,7 +298,7 @@ def on_due(eng: "Engine", job: Job, msg: m.Due) -> None:
 
 
 BY_MESSAGE: dict[type, Callable[["Engine", Job, Any], None]] = {
-    m.Start: on_start, m.Send: on_send, m.Stop: on_stop, m.Close: on_close, m.Pin: on_pin, m.Label: on_label,
+    m.Start: on_start, m.Send: on_send, m.Stop: on_stop, m.Close: on_close, m.Pin: on_pin, m.Seen: on_seen, m.Label: on_label,
     m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume, m.Rename: on_rename,
     m.Unarchive: on_unarchive,
     m.Reports: on_reports, m.Due: on_due, m.Resync: on_resync,

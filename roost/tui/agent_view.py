@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Static
 from roost.client import ClientError
 from roost.config import Config
 from roost.models import NEEDS_INPUT_STATES, Row
+from roost.rules.attention import next_attention, unseen_mark
 from roost.rules.row_text import activity_text, age_seconds, format_age, usage_text
 from roost.rules.views import AgentViewRow, agent_view_rows, filter_rows, header_counts
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
@@ -30,6 +31,7 @@ from roost.tui.command_line import COMMANDS, CommandLine, parse_command
 from roost.tui.dialogs import ConfirmBox, ScriptBox
 from roost.tui.diff_view import open_diff
 from roost.tui.filter_box import FilterBox
+from roost.tui.filter_search import search_every_record
 from roost.tui.job_screen import JobScreen
 from roost.tui.job_table import Column, JobTable, table_columns
 from roost.tui.peek_pane import PEEK_ENTRIES, PeekPane
@@ -72,6 +74,10 @@ class AgentViewScreen(RoostScreen):
         super().__init__(link, config, clock)
         self._select = select
         self._cells: dict[str, dict[str, tuple[str, object]]] = {}
+        #: Rows the daemon found for the filter beyond the listing window (roost/tui/filter_search.py),
+        #: and how many matched when that was more than it sent (else None).
+        self.found: dict[str, Row] = {}
+        self.found_of: int | None = None
         self._columns: list[Column] = []
         # Kept, not queried: the footer asks check_action even while the screen is taken down.
         self.topbar = Static(id="topbar")
@@ -136,8 +142,10 @@ class AgentViewScreen(RoostScreen):
         if not self._columns or self.palette is None:
             return
         every = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
-        kept = {row.id for row in filter_rows((item.row for item in every), self.filter_text)}
-        listed = [item for item in every if item.row.id in kept]
+        searched = agent_view_rows({**self.found, **self.link.rows}.values(), self.config.agent_view_subagents) \
+            if self.found else every
+        kept = {row.id for row in filter_rows((item.row for item in searched), self.filter_text)}
+        listed = [item for item in searched if item.row.id in kept]
         wanted = [item.row.id for item in listed]
         table = self.table
         with self.app.batch_update():
@@ -197,7 +205,8 @@ class AgentViewScreen(RoostScreen):
             "state": (state_text(row, palette) if widths["state"] >= STATE_CELL_WIDTH
                       else cell(state_marks(row), palette.for_state(row.state))),
             "id": cell(row.id, palette.muted),
-            "title": cell(item.prefix + row.job.title, palette.warning + BOLD if asks else palette.text),
+            "title": cell(item.prefix + ("• " if unseen_mark(row) else "") + row.job.title,
+                          palette.warning + BOLD if asks else palette.text + BOLD if unseen_mark(row) else palette.text),
             "age": cell(format_age(age_seconds(row, self.clock())), palette.muted),
             "activity": cell(" · ".join(activity), tone),
         }
@@ -227,12 +236,19 @@ class AgentViewScreen(RoostScreen):
             if shown:
                 bar.append("  ·  ")
                 bar.append(text, style=style)
+        if self.filter_text and self.found_of is not None:  # the filter's text is the bar's last part
+            bar.append(f" (the newest {len(self.found):,} of {self.found_of:,} matches: roost ls --all)",
+                       style=palette.muted)
         self.topbar.update(bar)
 
     # -- keys --------------------------------------------------------------------------------------
     def _selected(self) -> Row | None:
         job_id = self.table.selected_id()
-        return self.link.rows.get(job_id) if job_id else None
+        return self._row(job_id) if job_id else None
+
+    def _row(self, job_id: str) -> Row | None:
+        """A listed row: the subscription's, or one the filter's search found."""
+        return self.link.rows.get(job_id) or self.found.get(job_id)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek", "diff", "fork") \
@@ -277,14 +293,15 @@ class AgentViewScreen(RoostScreen):
             self.table.move_cursor(row=index % self.table.row_count, animate=False)
 
     def action_next_needing(self) -> None:
-        """The next row (after the cursor, wrapping) whose job waits for a person."""
+        """``w``: the next row that needs you, the most urgent kind first (roost/rules/attention.py)."""
         ids = [r.key.value for r in self.table.ordered_rows]
-        needing = [i for i, job_id in enumerate(ids) if self.link.rows[job_id].state in NEEDS_INPUT_STATES]
-        if not needing:
+        found = next_attention([row for job_id in ids if (row := self._row(job_id))], self.table.selected_id())
+        if found is None:
             self.status.say("no job needs you")
             return
-        here = self.table.cursor_row
-        self.table.move_cursor(row=next((i for i in needing if i > here), needing[0]), animate=False)
+        row, kind = found
+        self.table.move_cursor(row=ids.index(row.id), animate=False)
+        self.status.say(f"{kind.word}: {row.job.title}")
 
     # -- peek, filter, rename, archived ------------------------------------------------------------------
     def action_peek(self) -> None:
@@ -308,7 +325,7 @@ class AgentViewScreen(RoostScreen):
         except ClientError as exc:
             self.status.say(exc.message, error=True)
             return
-        row = self.link.rows.get(job_id)
+        row = self._row(job_id)
         if row is not None and self.palette is not None:
             self.peek.show_entries(row, page["entries"], self.palette)
 
@@ -329,7 +346,16 @@ class AgentViewScreen(RoostScreen):
         self.filter_box.value = ""
         self.filter_box.remove_class("-open")
 
+    def show_found(self, rows: list[Row], total: int | None) -> None:
+        """What the daemon found for the filter: listed (and filtered) with the loaded rows;
+        ``total`` is how many matched when it sent fewer."""
+        self.found, self.found_of = {row.id: row for row in rows}, total
+        self._sync(self.table.selected_id())
+
     def watch_filter_text(self) -> None:
+        self.found, self.found_of = {}, None
+        if self.filter_text and self.link.more:
+            search_every_record(self, self.filter_text)
         self._sync(self.table.selected_id())
 
     def action_rename(self) -> None:

@@ -131,6 +131,7 @@ class JobScreen(RoostScreen):
         self._subs, self._streaming = [], False
         try:
             await self.link.call("attach", job=self.job_id, resume=True)  # opening a job resumes it
+            await self.link.call("seen", job=self.job_id)  # and shows it to a person: its mark goes for every client
             sub, _, update = await self.link.subscribe("subtree", job=self.job_id)
             self._subs.append(sub["sub"])
             own = await self.link.call("show", job=self.job_id)
