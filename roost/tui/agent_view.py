@@ -20,6 +20,7 @@ from roost.client import ClientError
 from roost.config import Config
 from roost.models import NEEDS_INPUT_STATES, Row
 from roost.rules.row_text import activity_text, age_seconds, format_age, usage_text
+from roost.rules.ticks import next_age_change
 from roost.rules.views import AgentViewRow, agent_view_rows, filter_rows, header_counts
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
 from roost.tui.approval_keys import APPROVAL_KEYS
@@ -121,7 +122,19 @@ class AgentViewScreen(RoostScreen):
                 self._read_peek(row.id)  # what it asks came or went: peek shows it now
 
     def tick(self) -> None:
-        self._sync(self.table.selected_id())
+        """Only the ages move with time: draw the age cells whose text changed, nothing else."""
+        assert self.palette is not None
+        now = self.clock()
+        for job_id, cells in self._cells.items():
+            row = self.link.rows.get(job_id)
+            age = format_age(age_seconds(row, now)) if row is not None else cells["age"][0]
+            if age != cells["age"][0]:
+                text = cell(age, self.palette.muted)
+                self.table.update_cell(job_id, "age", text)
+                cells["age"] = (text.plain, text.style)
+
+    def next_change(self, now: float) -> float | None:
+        return next_age_change((self.link.rows[key] for key in self._cells if key in self.link.rows), now)
 
     def restyle(self) -> None:
         self._cells = {key: {} for key in self._cells}  # every cell of every row is drawn again
