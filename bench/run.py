@@ -34,6 +34,7 @@ from harness import (Daemon, Home, Result, clock, count_json_array, median, pct,
 
 from command_output import bench_output  # noqa: E402
 from diff import bench_diff  # noqa: E402
+from app_speed import bench_app  # noqa: E402
 
 from roost.client import AsyncClient  # noqa: E402
 
@@ -679,7 +680,7 @@ def bench_turn(opts: argparse.Namespace) -> list[Result]:
 BENCHES: dict[str, Callable[[argparse.Namespace], list[Result]]] = {
     "scale": bench_scale, "idle": bench_idle, "latency": bench_latency, "stalled": bench_stalled,
     "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn, "output": bench_output,
-    "diff": bench_diff,
+    "diff": bench_diff, "app": bench_app,
 }
 
 

@@ -80,3 +80,23 @@ async def test_an_idle_job_screen_runs_no_tick(daemon, ticks):
         # The composer's cursor blinks (Textual's Input, twice a second) and the screen draws it: nothing else.
         others = {name: n for name, n in ticks.items() if not name.endswith("@Composer") and name != "screen_update@JobScreen"}
         assert others == {}, f"an open job with nothing changing ticked: {others}"
+
+
+async def test_only_rows_in_view_tick_and_a_row_scrolled_into_view_shows_its_age_now(daemon, ticks):
+    live = daemon.spawn("work 300", title="live")
+    daemon.wait_state(live, "working")
+    finished = stopped_jobs(daemon, 12)  # newer: listed above the live one, pushing it out of view
+    clock = FakeClock()
+    app = make_app(daemon, clock=clock)
+    async with app.run_test(size=(100, 14)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, AgentViewScreen)
+        await until(pilot, lambda: len(table_ids(app)) == 13, "every job listed")
+        assert live not in screen.table.visible_ids() and finished[-1] in screen.table.visible_ids()
+        ticks.clear()
+        await pilot.pause(2.5)
+        assert ticks["tick@AgentViewScreen"] == 0, "the only growing age is out of view"
+        clock.advance(125)
+        await pilot.press("G")
+        await until(pilot, lambda: live in screen.table.visible_ids(), "the live row in view")
+        await until(pilot, lambda: cell(app, live, "age") == "2m", "its age drawn as it is now")

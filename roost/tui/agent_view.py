@@ -94,6 +94,7 @@ class AgentViewScreen(RoostScreen):
 
     def on_resize(self, event: events.Resize) -> None:
         self._layout(event.size.width)
+        self.arm_tick()  # more rows in view, or fewer
 
     # -- drawing ----------------------------------------------------------------------------------
     def _layout(self, width: int) -> None:
@@ -122,19 +123,27 @@ class AgentViewScreen(RoostScreen):
                 self._read_peek(row.id)  # what it asks came or went: peek shows it now
 
     def tick(self) -> None:
-        """Only the ages move with time: draw the age cells whose text changed, nothing else."""
+        """Only the ages move with time: draw the age cells in view whose text changed, nothing
+        else (rows scrolled into view are ticked then: ``_scrolled``)."""
         assert self.palette is not None
         now = self.clock()
-        for job_id, cells in self._cells.items():
-            row = self.link.rows.get(job_id)
-            age = format_age(age_seconds(row, now)) if row is not None else cells["age"][0]
-            if age != cells["age"][0]:
-                text = cell(age, self.palette.muted)
+        for job_id in self.table.visible_ids():
+            row, cells = self.link.rows.get(job_id), self._cells.get(job_id)
+            if row is None or cells is None:
+                continue
+            text = cell(format_age(age_seconds(row, now)), self.palette.muted)
+            if text.plain != cells["age"][0]:
                 self.table.update_cell(job_id, "age", text)
                 cells["age"] = (text.plain, text.style)
 
     def next_change(self, now: float) -> float | None:
-        return next_age_change((self.link.rows[key] for key in self._cells if key in self.link.rows), now)
+        return next_age_change((self.link.rows[key] for key in self.table.visible_ids() if key in self.link.rows), now)
+
+    @on(JobTable.Scrolled)
+    def _scrolled(self) -> None:
+        if self.palette is not None:
+            self.tick()
+            self.arm_tick()
 
     def restyle(self) -> None:
         self._cells = {key: {} for key in self._cells}  # every cell of every row is drawn again
