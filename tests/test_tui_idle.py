@@ -38,6 +38,15 @@ def stopped_jobs(daemon, count: int) -> list[str]:
     return ids
 
 
+def closed_jobs(daemon, count: int) -> list[str]:
+    """Stopped jobs whose workers are closed: the rows the agent view keeps only a window of."""
+    ids = stopped_jobs(daemon, count)
+    for job in ids:
+        daemon.call("close", job=job)
+    daemon.wait_for(lambda: all(daemon.show(job)["pid"] is None for job in ids), what="the workers closed")
+    return ids
+
+
 async def test_an_idle_agent_view_runs_no_timer(daemon, ticks):
     ids = stopped_jobs(daemon, 3)
     app = make_app(daemon, clock=FakeClock())
@@ -100,3 +109,20 @@ async def test_only_rows_in_view_tick_and_a_row_scrolled_into_view_shows_its_age
         await pilot.press("G")
         await until(pilot, lambda: live in screen.table.visible_ids(), "the live row in view")
         await until(pilot, lambda: cell(app, live, "age") == "2m", "its age drawn as it is now")
+
+
+async def test_the_agent_view_holds_at_most_its_window_of_finished_rows(daemon):
+    kept_live = daemon.spawn("work 300", title="live")
+    daemon.wait_state(kept_live, "working")
+    app = make_app(daemon, clock=FakeClock())
+    async with app.run_test() as pilot:
+        app.link.window = 3
+        await until(pilot, lambda: table_ids(app) == [kept_live], "the live job listed")
+        first = closed_jobs(daemon, 3)
+        await until(pilot, lambda: set(table_ids(app)) == {kept_live, *first}, "three finished: at the window")
+        assert app.link.more == 0
+        later = closed_jobs(daemon, 2)
+        await until(pilot, lambda: set(table_ids(app)) == {kept_live, first[2], *later}, "the two oldest let go")
+        assert set(app.link.rows) == {kept_live, first[2], *later}, "the link holds no more than it lists"
+        assert app.link.more == 2
+        await until(pilot, lambda: "2 older not listed" in str(app.screen.topbar.render()), "counted as older")
