@@ -179,6 +179,7 @@ class AgentViewScreen(RoostScreen):
         self.empty.update("no job matches the filter: esc clears it" if self.filter_text and every
                           else "no jobs yet: press n to start one, or run  roost demo")
         self._draw_topbar(every)
+        self.arm_tick()  # other rows in view (a filter, new rows): their ages say when to tick
 
     def _put(self, item: AgentViewRow) -> None:
         """Add the row, or update only the cells whose text or colour changed."""
