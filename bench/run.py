@@ -35,6 +35,7 @@ from harness import (Daemon, Home, Result, clock, count_json_array, median, pct,
 from command_output import bench_output  # noqa: E402
 from diff import bench_diff  # noqa: E402
 from live_workers import bench_chain, bench_children  # noqa: E402
+from app_speed import bench_app  # noqa: E402
 
 from roost.client import AsyncClient  # noqa: E402
 from roost.proctree import wakeups  # noqa: E402
@@ -717,7 +718,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace], list[Result]]] = {
     "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn, "output": bench_output,
     "children": bench_children, "chain": bench_chain,
     "diff": bench_diff,
-    "wakeups": bench_wakeups,
+    "wakeups": bench_wakeups, "app": bench_app,
 }
 
 

@@ -22,6 +22,7 @@ from roost.config import Config
 from roost.models import NEEDS_INPUT_STATES, Row
 from roost.rules.attention import next_attention, unseen_mark
 from roost.rules.row_text import activity_text, age_seconds, format_age, usage_text
+from roost.rules.ticks import next_age_change
 from roost.rules.views import AgentViewRow, agent_view_rows, filter_rows, header_counts
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
 from roost.tui.approval_keys import APPROVAL_KEYS
@@ -103,6 +104,7 @@ class AgentViewScreen(RoostScreen):
 
     def on_resize(self, event: events.Resize) -> None:
         self._layout(event.size.width)
+        self.arm_tick()  # more rows in view, or fewer
 
     # -- drawing ----------------------------------------------------------------------------------
     def _layout(self, width: int) -> None:
@@ -131,7 +133,27 @@ class AgentViewScreen(RoostScreen):
                 self._read_peek(row.id)  # what it asks came or went: peek shows it now
 
     def tick(self) -> None:
-        self._sync(self.table.selected_id())
+        """Only the ages move with time: draw the age cells in view whose text changed, nothing
+        else (rows scrolled into view are ticked then: ``_scrolled``)."""
+        assert self.palette is not None
+        now = self.clock()
+        for job_id in self.table.visible_ids():
+            row, cells = self.link.rows.get(job_id), self._cells.get(job_id)
+            if row is None or cells is None:
+                continue
+            text = cell(format_age(age_seconds(row, now)), self.palette.muted)
+            if text.plain != cells["age"][0]:
+                self.table.update_cell(job_id, "age", text)
+                cells["age"] = (text.plain, text.style)
+
+    def next_change(self, now: float) -> float | None:
+        return next_age_change((self.link.rows[key] for key in self.table.visible_ids() if key in self.link.rows), now)
+
+    @on(JobTable.Scrolled)
+    def _scrolled(self) -> None:
+        if self.palette is not None:
+            self.tick()
+            self.arm_tick()
 
     def restyle(self) -> None:
         self._cells = {key: {} for key in self._cells}  # every cell of every row is drawn again
@@ -169,6 +191,7 @@ class AgentViewScreen(RoostScreen):
         self.empty.update("no job matches the filter: esc clears it" if self.filter_text and every
                           else "no jobs yet: press n to start one, or run  roost demo")
         self._draw_topbar(every)
+        self.arm_tick()  # other rows in view (a filter, new rows): their ages say when to tick
 
     def _put(self, item: AgentViewRow) -> None:
         """Add the row, or update only the cells whose text or colour changed."""

@@ -21,6 +21,7 @@ from roost.config import Config
 from roost.models import STOPPABLE_STATES, State
 from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider
 from roost.rules.row_text import age_seconds, format_age, usage_text
+from roost.rules.ticks import next_age_change, next_lifetime_end
 from roost.rules.views import SUBAGENT_HINT, subagent_counts, subagent_hint_visible, tree_running_ids
 from roost.tui.approval_block import ApprovalBlock
 from roost.tui.approval_keys import APPROVAL_KEYS
@@ -224,6 +225,16 @@ class JobScreen(RoostScreen):
     def tick(self) -> None:
         self.panel.recompute()
         self._after_change()
+
+    def next_change(self, now: float) -> float | None:
+        """The job bar's and the panel's ages, and the end of a recent row's lifetime (it leaves
+        the panel, or the footer hint goes)."""
+        own = self.link.rows.get(self.job_id)
+        shown = [line.row for line in self.panel.lines] + ([own] if own is not None else [])
+        changes = (next_age_change(shown, now),
+                   next_lifetime_end([*self.link.rows.values(), *self.panel.provider], now,
+                                     self.config.finished_row_lifetime))
+        return min((change for change in changes if change is not None), default=None)
 
     def restyle(self) -> None:
         assert self.palette is not None

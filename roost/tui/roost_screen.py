@@ -11,6 +11,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 
 from roost.client import ClientError
 from roost.config import Config
@@ -26,8 +27,9 @@ from roost.tui.looks import Palette
 from roost.tui.status_line import StatusLine
 from roost.tui.store_banner import StoreBanner
 
-#: Seconds between refreshes of what depends on the time (ages, lifetimes, the footer hint).
-TICK_SECONDS = 1.0
+#: How long after the moment a time-dependent text changes the screen draws it (a timer may
+#: wake a little early; this makes sure the new text is there to draw).
+TICK_SLACK = 0.02
 
 
 class JobClosed(JobMessage):
@@ -65,7 +67,8 @@ def stopped_text(ids: list[str]) -> str:
 
 
 class RoostScreen(Screen[None]):
-    """A screen of the app: fed the link's changes by the app, ticked by its own timer."""
+    """A screen of the app: fed the link's changes by the app, ticked by its own timer only when
+    something it shows changes with time (``next_change``): an idle screen runs no timer."""
 
     BINDINGS = [
         Binding("question_mark", "help", "help", key_display="?"), Binding("f1", "help", show=False),
@@ -90,6 +93,7 @@ class RoostScreen(Screen[None]):
         #: Which approval each place of the screen shows, since when (the screen keeps it current).
         self.shown = ShownApprovals()
         self.banner = StoreBanner()
+        self._tick_timer: Timer | None = None
 
     def compose_bottom(self) -> ComposeResult:
         yield self.banner
@@ -101,7 +105,7 @@ class RoostScreen(Screen[None]):
         # Both belong to this screen: Textual ends them when it unmounts, so no tick or theme
         # change ever reaches a screen that is not there.
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
-        self.set_interval(TICK_SECONDS, self.tick)
+        self.arm_tick()
         self.banner.show(self.link.store_notice)
 
     def on_descendant_focus(self) -> None:
@@ -121,12 +125,30 @@ class RoostScreen(Screen[None]):
     def tick(self) -> None:
         """The clock moved on: refresh whatever shows a time or expires with time."""
 
+    def next_change(self, now: float) -> float | None:
+        """Seconds until something this screen shows changes with time alone (an age, a row's
+        lifetime; roost/rules/ticks.py), or None: then no timer runs until the rows change."""
+        return None
+
+    def arm_tick(self) -> None:
+        """(Re)set the one timer to the next time-dependent change, or to none."""
+        if self._tick_timer is not None:
+            self._tick_timer.stop()
+        delay = self.next_change(self.clock())
+        self._tick_timer = None if delay is None else self.set_timer(delay + TICK_SLACK, self._ticked, name="tick")
+
+    def _ticked(self) -> None:
+        self._tick_timer = None
+        self.tick()
+        self.arm_tick()
+
     def restyle(self) -> None:
         """The theme changed: draw again with the new palette."""
 
     def on_daemon_link_changed(self, message: DaemonLink.Changed) -> None:
         self.banner.show(self.link.store_notice)
         self.rows_changed(message.update)
+        self.arm_tick()
 
     def on_daemon_link_lost(self, message: DaemonLink.Lost) -> None:
         self.status.say(f"lost the daemon: {message.reason}", error=True)
