@@ -1,7 +1,8 @@
 """The command driver's output throughput (issue 11): a command that prints ``--output-mb`` MB as fast
 as it can, through the command worker and the daemon into the job's timeline and a `roost logs -f`,
-beside the same command with its stdout to a file (what printing alone costs) and beside the command
-worker by hand, its events read and dropped (the worker's own share). Each run of the three is
+beside the same command with its stdout to a file (what printing alone costs), beside the command
+worker by hand, its events read and dropped (the worker's own share), and beside the same bytes
+written to SQLite by hand (the store's pace: issue 19 asks for within 3x). Each run of the three is
 interleaved with the others, ``--output-runs`` times. Then a trickle: how long a line takes from
 the command to `roost logs -f`, beside the same lines through a plain pipe.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -20,6 +22,7 @@ from pathlib import Path
 from harness import Daemon, Home, Result, median, pct, worker_turn
 
 from roost.programs.turn_output import BURST
+from roost.protocol import ENTRY_MAX
 
 #: The command: SIZE bytes of numbered 80-byte lines in 64 KiB writes, then an end marker.
 PRINTER = """
@@ -56,21 +59,32 @@ def bench_output(opts: argparse.Namespace) -> list[Result]:
         with Daemon(home) as d:
             d.start()
             rss = d.rss_kb()
-            idle, shown, to_file, by_hand, entries, kept = [], [], [], [], [], []
+            idle, shown, to_file, by_hand, entries, kept, to_sqlite = [], [], [], [], [], [], []
+            daemon_cpu, sqlite_cpu = [], []
             for _ in range(opts.output_runs):
+                cpu = d.cpu_seconds()
                 seconds, followed, count, size_kept = _through_daemon(d, size)
+                daemon_cpu.append(d.cpu_seconds() - cpu)
                 idle.append(seconds)
                 shown.append(followed)
                 entries.append(count)
                 kept.append(size_kept)
                 to_file.append(_to_file(home, size))
                 by_hand.append(_worker_by_hand(home, size))
+                wall, cpu = _sqlite_by_hand(home, size)
+                to_sqlite.append(wall)
+                sqlite_cpu.append(cpu)
             growth = (d.hwm_kb() - rss) / 1024
             shown_after = _trickle(d)
         piped = _trickle_piped()
         mb = size / 1e6
         out.append(Result("output", f"{opts.output_mb} MB from the command into the timeline (spawn -> idle)",
                           median(idle), "s", median(to_file), "the command, stdout to a file"))
+        ratio = median(idle) / median(to_sqlite)
+        out.append(Result("output", f"the same {opts.output_mb} MB into the timeline (spawn -> idle)", median(idle), "s",
+                          median(to_sqlite), "the bytes written to SQLite by hand", "<= 3x", ratio <= 3))
+        out.append(Result("output", "the daemon's CPU for it (its own share, less sensitive to load)", median(daemon_cpu),
+                          "s", median(sqlite_cpu), "CPU of the SQLite writes by hand"))
         whole = all(got == printed(size) for got in kept)
         out.append(Result("output", "the same, throughput", mb / median(idle), "MB/s", mb / median(by_hand),
                           "the command worker by hand", "all of it kept", whole))
@@ -131,6 +145,33 @@ def _to_file(home: Home, size: int) -> float:
         start = time.perf_counter()
         subprocess.run([sys.executable, "-c", PRINTER, str(size)], stdout=sink, check=True)
         return time.perf_counter() - start
+
+
+def _sqlite_by_hand(home: Home, size: int) -> tuple[float, float]:
+    """What the store's share could be at least: the command's bytes, in ENTRY_MAX-character pieces
+    each JSON-encoded as a text entry's data, inserted into a table of the timeline's shape in a
+    file with the store's pragmas, in one transaction. Seconds, and CPU seconds."""
+    piece = ENTRY_MAX
+    lines = b"".join(b"line %07d " % i + b"x" * 66 + b"\n" for i in range(819)).decode()
+    text = lines * (printed(size) // len(lines) + 1)
+    path = home.dir / f"by-hand-{time.monotonic_ns()}.db"
+    start, cpu = time.perf_counter(), time.process_time()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE TABLE timeline (seq INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, ts REAL NOT NULL, "
+               "kind TEXT NOT NULL, data TEXT NOT NULL)")
+    db.execute("CREATE INDEX timeline_job ON timeline(job, seq)")
+    db.execute("BEGIN IMMEDIATE")
+    for at in range(0, printed(size), piece):
+        db.execute("INSERT INTO timeline (job, ts, kind, data) VALUES (?, ?, ?, ?)",
+                   ("job", time.time(), "text", json.dumps({"text": text[at:at + piece]})))
+    db.execute("COMMIT")
+    db.close()
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return elapsed, cpu
 
 
 def _worker_by_hand(home: Home, size: int) -> float:

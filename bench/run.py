@@ -34,8 +34,11 @@ from harness import (Daemon, Home, Result, clock, count_json_array, median, pct,
 
 from command_output import bench_output  # noqa: E402
 from diff import bench_diff  # noqa: E402
+from live_workers import bench_chain, bench_children  # noqa: E402
+from app_speed import bench_app  # noqa: E402
 
 from roost.client import AsyncClient  # noqa: E402
+from roost.proctree import wakeups  # noqa: E402
 
 PY_PASS = [sys.executable, "-c", "pass"]
 
@@ -52,7 +55,7 @@ def bench_scale(opts: argparse.Namespace) -> list[Result]:
     big, empty = Home(tag="big"), Home(tag="empty")
     out: list[Result] = []
     try:
-        seconds = clock(lambda: seed_records(big, n))
+        seconds = clock(lambda: seed_records(big, n, kids_per_root=opts.kids))
         ids = [f"s{i:06d}" for i in range(n)]
         long_job = ids[0]
         seconds += clock(lambda: seed_timeline(big, long_job, opts.entries))
@@ -196,7 +199,7 @@ def _cpu_percent(d: Daemon, seconds: float) -> float:
 def bench_idle(opts: argparse.Namespace) -> list[Result]:
     """500 idle built-in workers: the daemon's CPU over 30 s (beside the same daemon with none),
     and `show` / `list limit=100` p99 (beside `status`, the cheapest request)."""
-    home = Home("max_running_jobs = 0\n", tag="idle")
+    home = Home("max_running_jobs = 0\nmax_live_workers = 0\n", tag="idle")
     out: list[Result] = []
     try:
         with Daemon(home) as d:
@@ -229,7 +232,7 @@ def bench_latency(opts: argparse.Namespace) -> list[Result]:
     """A worker's state change -> a subscribed client has the row, at 500 turns/s over 50 workers
     (`send` of `say x`), beside the same at a gentle 25 turns/s. Latency is the client's receive
     time minus the row's state_since (stamped by the daemon at the transition)."""
-    home = Home("max_running_jobs = 0\n", tag="latency")
+    home = Home("max_running_jobs = 0\nmax_live_workers = 0\n", tag="latency")
     out: list[Result] = []
     try:
         with Daemon(home) as d:
@@ -400,8 +403,8 @@ def bench_spawn(opts: argparse.Namespace) -> list[Result]:
     hands it the prompt then), seen by a subscribed client: with the spare worker (the default)
     beside a daemon with `spare_workers = 0`, interleaved; and beside `python -c pass` and the same
     built-in worker started by hand and asked get_state. Then bursts of spawns at once, both ways."""
-    warm = Home("max_running_jobs = 0\n", tag="spawn")
-    cold = Home("max_running_jobs = 0\nspare_workers = 0\n", tag="cold")
+    warm = Home("max_running_jobs = 0\nmax_live_workers = 0\n", tag="spawn")
+    cold = Home("max_running_jobs = 0\nmax_live_workers = 0\nspare_workers = 0\n", tag="cold")
     out: list[Result] = []
     try:
         with Daemon(warm) as dw, Daemon(cold) as dc:
@@ -676,10 +679,46 @@ def bench_turn(opts: argparse.Namespace) -> list[Result]:
     return [Result("turn", "spawn -> one `say` turn -> idle row", median(s), "s", median(b), "worker by hand")]
 
 
+def bench_wakeups(opts: argparse.Namespace) -> list[Result]:
+    """An idle daemon with no jobs: how often it wakes in 10 s (its voluntary context switches),
+    with the config watched through inotify and without (``inotify_simple`` hidden from it)."""
+    out: list[Result] = []
+    for watched in (True, False):
+        home = Home(tag="wakeups")
+        if not watched:
+            home.env = {**home.env, "PYTHONPATH": str(_no_inotify(home))}
+        try:
+            with Daemon(home) as d:
+                d.start()
+                _wait_spare(d)
+                time.sleep(1.0)  # the probes' connections are closed and read
+                with d.client() as c:
+                    how = c.call("status")["config_watch"]
+                time.sleep(1.0)
+                before = wakeups(d.pid)
+                time.sleep(opts.wakeup_seconds)
+                count = wakeups(d.pid) - before
+        finally:
+            home.remove()
+        out.append(Result("wakeups", f"idle daemon wake-ups in {opts.wakeup_seconds:.0f}s, config {how}", count,
+                          "wakes", target="≤ 1 in 10 s", met=count <= opts.wakeup_seconds / 10))
+    return out
+
+
+def _no_inotify(home: Home) -> Path:
+    """A directory that, first on PYTHONPATH, makes ``import inotify_simple`` fail."""
+    stub = home.dir / "no-inotify"
+    stub.mkdir()
+    (stub / "inotify_simple.py").write_text("raise ImportError('hidden by the benchmark')\n")
+    return stub
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], list[Result]]] = {
     "scale": bench_scale, "idle": bench_idle, "latency": bench_latency, "stalled": bench_stalled,
     "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn, "output": bench_output,
+    "children": bench_children, "chain": bench_chain,
     "diff": bench_diff,
+    "wakeups": bench_wakeups, "app": bench_app,
 }
 
 
@@ -689,6 +728,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--kids", type=int, default=10, help="scale: children of each seeded root (trees as people make them)")
     parser.add_argument("--entries", type=int, default=100_000, help="timeline entries of the long job (scale)")
     parser.add_argument("--no-app", action="store_true", help="scale: skip the headless Textual app")
     parser.add_argument("--workers", type=int, default=500, help="idle: live workers")
@@ -700,10 +740,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spawns", type=int, default=20)
     parser.add_argument("--burst", type=int, default=10, help="spawn: spawns sent at once")
     parser.add_argument("--cli-runs", type=int, default=15)
-    parser.add_argument("--output-mb", type=int, default=100, help="output: MB the command prints")
+    parser.add_argument("--output-mb", type=int, default=50, help="output: MB the command prints")
     parser.add_argument("--output-runs", type=int, default=3)
+    parser.add_argument("--children", type=int, default=2500, help="children: how many one parent spawns")
+    parser.add_argument("--depth", type=int, default=1000, help="chain: how deep")
     parser.add_argument("--diff-mb", type=int, default=40, help="diff: MB of untracked changes")
     parser.add_argument("--diff-runs", type=int, default=3)
+    parser.add_argument("--wakeup-seconds", type=float, default=10.0, help="wakeups: seconds counted")
     opts = parser.parse_args(argv)
     if opts.list:
         for name, fn in BENCHES.items():

@@ -23,6 +23,7 @@ import click
 from roost import paths as paths_mod
 from roost.client import UNREACHABLE, Client, ClientError, connect, job_identity, notice_line, probe, start_daemon
 from roost.models import record_json
+from roost.protocol import SEARCH_LIMIT_MAX
 from roost.text import safe_text
 
 
@@ -99,7 +100,7 @@ def cli(ctx: click.Context, config: str | None) -> None:
 
 def _open_app(ctx: Ctx, select: str | None = None) -> None:
     ctx.client().close()  # starts the daemon when none runs, and says why when it cannot
-    from roost.tui.app import run_app  # the only place the CLI pulls in Textual
+    from roost.tui.app import run_app  # Textual comes in only here and in config check
 
     run_app(config=ctx.config, select=select)
 
@@ -168,7 +169,7 @@ def daemon_status(acknowledge: bool) -> None:
     _say(f"roost daemon running: pid {st['pid']}, {st['jobs']} jobs, {st['workers']} workers, "
                f"socket {st['socket']}")
     if st.get("queued"):
-        _say(f"{st['queued']} spawns queued (max_running_jobs, or their host's)")
+        _say(f"{st['queued']} spawns queued (max_running_jobs, their host's, or max_live_workers)")
     spares = st.get("spares") or {}
     if spares.get("wanted"):
         ready, retry = len(spares.get("ready") or ()), spares.get("retry_in")
@@ -180,6 +181,23 @@ def daemon_status(acknowledge: bool) -> None:
         _say(f"THE STORE WAS REPAIRED: {st['store_notice']}\n"
                    "(docs/reliability.md says how to get records back; "
                    "`roost daemon status --acknowledge` stops this message)")
+
+
+@daemon.command("reload")
+def daemon_reload() -> None:
+    """Read the config file again (as SIGHUP does) and say what changed; a broken file is not taken."""
+    paths = paths_mod.resolve()
+    try:
+        with Client.connect(paths.socket) as client:
+            done = client.call("reload")
+    except ClientError as exc:
+        _fail("roost daemon is not running: nothing to reload (it reads the config when it starts)"
+              if exc.code == UNREACHABLE else exc.message)
+    if done["error"]:
+        _fail(f"config not reloaded, keeping the settings in force: {done['error']}")
+    changed = done["changed"]
+    _say(f"config reloaded from {done['config'] or '<defaults>'}: "
+         + (f"changed {', '.join(changed)}" if changed else "nothing changed"))
 
 
 # -- jobs -----------------------------------------------------------------------------------------------
@@ -272,6 +290,45 @@ def send(ctx: Ctx, job_id: str, text: str) -> None:
     denied = f" (not an answer: it denied {', '.join(result['approvals'])} with your text as the reason)" \
         if result["outcome"] == "denied" else ""
     _say(f"{result['outcome']}: {job_id}{denied}")
+
+
+# -- search and fork (bodies in cli_search.py) -------------------------------------------------------------
+@cli.command()
+@click.argument("words", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="The page as JSON (results, next, indexing).")
+@click.option("--archived", is_flag=True, help="Search archived jobs' timelines too.")
+@click.option("--under", metavar="ID", help="Only this job and the jobs below it.")
+@click.option("-n", "--limit", type=click.IntRange(1, SEARCH_LIMIT_MAX), default=20, show_default=True,
+              help="Results on the page.")
+@click.option("--before", type=click.IntRange(0), help="The page that starts below this entry (the last page's next).")
+@pass_ctx
+def search(ctx: Ctx, words: tuple[str, ...], as_json: bool, archived: bool, under: str | None, limit: int,
+           before: int | None) -> None:
+    """Search every job's timeline for entries holding all the WORDS (a word ending in * is a
+    prefix), newest first, one page at a time."""
+    from roost import cli_search
+
+    text = " ".join(words)
+    with ctx.client() as client, _errors():
+        page = client.search(text, under=under, archived=archived, limit=limit, before=before)
+        if as_json:
+            click.echo(json.dumps(page))
+        else:
+            cli_search.show(page, text, sys.stdout.isatty(), lambda line: _say(line, err=True))
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--worktree", is_flag=True, help="A new worktree holding the job's uncommitted changes.")
+@click.option("--title", help="The fork's title (default: fork of TITLE).")
+@click.argument("prompt", required=False)
+@pass_ctx
+def fork(ctx: Ctx, job_id: str, worktree: bool, title: str | None, prompt: str | None) -> None:
+    """Make a new job that goes on from JOB_ID's conversation so far (the job itself is untouched)
+    and print its id; with PROMPT it starts on it, else it waits for a message."""
+    with ctx.client() as client, _errors():
+        row = client.fork(job_id, worktree=worktree, title=title, prompt=prompt)
+    _say(row["id"])
 
 
 # -- approvals (bodies in cli_approvals.py) --------------------------------------------------------------
@@ -507,7 +564,8 @@ def children(ctx: Ctx, job_id: str | None, as_json: bool) -> None:
     job_id = job_id or job_identity()[0]
     if job_id is None:
         _fail("children: give a job id (ROOST_JOB_ID is not set)")
-    rows = ctx.call("children", job=job_id)
+    with ctx.client() as client, _errors():
+        rows = list(client.children(job_id))  # every page: a job may have thousands
     if as_json:
         click.echo(json.dumps([record_json(r) for r in rows], indent=2))
         return
@@ -594,7 +652,14 @@ def config_show(ctx: Ctx) -> None:
 @pass_ctx
 def config_check(ctx: Ctx) -> None:
     """Check the config file; exit 1 with the file, key and what was expected when it is wrong."""
+    from roost.config import ConfigError
+    from roost.tui.looks import theme_names  # the app's themes are Textual's: ask it, as the app does
+
     cfg = _load(ctx)
+    try:
+        cfg.check_theme(theme_names())
+    except ConfigError as exc:
+        _fail(str(exc))
     _say(f"ok: {cfg.source or 'no config file; using the defaults'}")
 
 
@@ -619,7 +684,7 @@ def demo(ctx: Ctx, no_app: bool) -> None:
             for line in cli_views.tree_lines(cli_views.every_row(client, archived=False)):
                 _say(line)
         return
-    _open_app(ctx, select=roots[0] if roots else None)
+    _open_app(ctx, select=roots[-1] if roots else None)  # the newest: the top row, as the app lists them
 
 
 def main() -> None:

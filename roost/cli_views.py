@@ -15,11 +15,9 @@ from typing import Any, TextIO
 from roost.client import LAGGED, Client, ClientError
 from roost.models import Row, record_json
 from roost.rules.approvals import entry_text as approval_entry_text
-from roost.rules.row_text import activity_text
+from roost.rules.row_text import activity_text, state_marks
 from roost.text import safe_text
 
-STATE_MARKS = {"queued": "◌", "starting": "…", "working": "●", "waiting": "?", "idle": "○", "done": "✓",
-               "blocked": "!", "stopped": "■", "failed": "✗"}
 #: States of work a person should see whatever its age (the human `ls` always lists them).
 LIVE_STATES = ["queued", "starting", "working", "waiting", "blocked"]
 #: How many of the newest root jobs the human `ls` lists, and how many rows below each.
@@ -96,22 +94,23 @@ def every_row(client: Client, archived: bool) -> list[dict[str, Any]]:
 
 
 def tree_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per row, children indented under their parent (a row whose parent is not
-    among ``rows`` starts a tree of its own)."""
+    """One line per row (``rows`` oldest first), as the app lists them: trees newest first, the
+    children indented under their parent in the order they were spawned (a row whose parent is
+    not among ``rows`` starts a tree of its own); each with the app's marks, ``● ▸`` (the dot
+    says whether its worker is up: ○ closed, a message resumes it)."""
     by_parent: dict[str | None, list[dict[str, Any]]] = {}
     ids = {r["id"] for r in rows}
     for r in rows:
         by_parent.setdefault(r["parent"] if r["parent"] in ids else None, []).append(r)
     lines: list[str] = []
-    stack = [(r, 0) for r in reversed(by_parent.get(None, []))]
+    stack = [(r, 0) for r in by_parent.get(None, [])]  # popped from the end: the newest tree first
     while stack:  # depth-first without recursion: a tree can be deeper than Python's stack
         r, depth = stack.pop()
-        mark = STATE_MARKS.get(r["state"], " ")
-        worker = " (closed)" if r.get("reaped") and not r.get("worker_up") else ""
-        said = activity_text(Row.from_wire(r), PEEK_WIDTH)[0]  # why it failed, what it asks, or its last line
+        row = Row.from_wire(r)
+        said = activity_text(row, PEEK_WIDTH)[0]  # why it failed, what it asks, or its last line
         peek = f"  — {safe_text(said)}" if said else ""
         title = safe_text(r["title"]).replace("\n", " ")[:40]  # cut what is shown, on one line
-        lines.append(f"{'  ' * depth}{mark} {r['id']:<6} {r['state']:<8} {title}{worker}{peek}")
+        lines.append(f"{'  ' * depth}{state_marks(row)} {r['id']:<6} {r['state']:<8} {title}{peek}")
         stack.extend((child, depth + 1) for child in reversed(by_parent.get(r["id"], [])))
     return lines
 

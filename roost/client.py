@@ -103,9 +103,9 @@ def _lagged() -> ClientError:
 def next_page(op: str, args: dict[str, Any], page: dict[str, Any]) -> dict[str, Any] | None:
     """The arguments of the page after ``page`` of a paged read, or None after the last one.
 
-    ``list`` follows its cursor; ``logs`` pages forward when it was asked ``after`` a seq, and
-    back (older) otherwise, the way tail-first reading goes."""
-    if op == "list":
+    ``list`` and ``children`` follow their cursor; ``logs`` pages forward when it was asked
+    ``after`` a seq, and back (older) otherwise, the way tail-first reading goes."""
+    if op in ("list", "children"):
         return {**args, "cursor": page["next"]} if page.get("next") else None
     if not page.get("more"):
         return None
@@ -234,7 +234,7 @@ class Client:
         return self._events.popleft()
 
     def pages(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> Iterator[dict[str, Any]]:
-        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page. The next
+        """Every page of ``list``, ``children`` or ``logs`` (see ``next_page``), one request per page. The next
         page is asked for as soon as a page arrives, so the daemon builds it while the caller
         works on this one (the two take turns otherwise)."""
         next_args: dict[str, Any] | None = args
@@ -251,10 +251,24 @@ class Client:
         for page in self.pages("list", **filters):
             yield from page["rows"]
 
+    def children(self, job: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every child of ``job`` (None: the calling job's), page by page."""
+        for page in self.pages("children", **({"job": job} if job else {})):
+            yield from page["rows"]
+
     def answer_approval(self, approval: str, decision: str, reason: str = "", rule: str | None = None) -> Any:
         """A person's answer to one approval: ``once``, ``job`` (with ``rule``, or the same tool with
         the same command prefix) or ``deny`` (``reason`` is what the agent hears)."""
         return self.call("answer_approval", **approval_args(approval, decision, reason, rule))
+
+    def search(self, text: str, **args: Any) -> dict[str, Any]:
+        """One page of timeline entries matching ``text``, newest first (``before``: the page's
+        ``next``; ``under``, ``archived``, ``limit``: docs/protocols.md#search)."""
+        return dict(self.call("search", text=text, **args))
+
+    def fork(self, job: str, **args: Any) -> dict[str, Any]:
+        """A new job going on from ``job``'s conversation so far (``worktree``, ``title``, ``prompt``); its row."""
+        return dict(self.call("fork", job=job, **args))
 
     def pending_approvals(self) -> Iterator[dict[str, Any]]:
         """Every pending approval, each with its ``job``: read from the rows of waiting jobs."""
@@ -405,6 +419,14 @@ class AsyncClient:
         """A person's answer to one approval (``Client.answer_approval``)."""
         return await self.call("answer_approval", **approval_args(approval, decision, reason, rule))
 
+    async def search(self, text: str, **args: Any) -> dict[str, Any]:
+        """One page of timeline entries matching ``text`` (``Client.search``)."""
+        return dict(await self.call("search", text=text, **args))
+
+    async def fork(self, job: str, **args: Any) -> dict[str, Any]:
+        """Fork ``job`` (``Client.fork``); the new job's row."""
+        return dict(await self.call("fork", job=job, **args))
+
     async def subscribe(self, what: str, timeout: float = DEFAULT_TIMEOUT,
                         **args: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Subscribe; returns the reply (``sub``, ``count``, ``more``) and the snapshot's rows or
@@ -415,7 +437,7 @@ class AsyncClient:
         return result, snapshot
 
     async def pages(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> AsyncIterator[dict[str, Any]]:
-        """Every page of ``list`` or ``logs`` (see ``next_page``), one request per page."""
+        """Every page of ``list``, ``children`` or ``logs`` (see ``next_page``), one request per page."""
         next_args: dict[str, Any] | None = args
         while next_args is not None:
             page = await self.call(op, timeout=timeout, **next_args)

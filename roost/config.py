@@ -40,7 +40,6 @@ __all__ = [
     "PLACEHOLDERS",
     "Config",
     "ConfigError",
-    "ConfigWatcher",
     "DriverProfile",
     "HookSettings",
     "WorktreeSettings",
@@ -187,6 +186,7 @@ class Config:
     report_text_max: int = 4000
     wake_reaped_parent: bool = False
     max_running_jobs: int = 8
+    max_live_workers: int = 16
     spare_workers: int = 1
     max_depth: int = 4
     #: Seconds an approval waits for a person before it is denied (0: it waits for ever).
@@ -195,6 +195,8 @@ class Config:
     agent_view_subagents: str = "hide"
     notify: tuple[str, ...] = ("needs_input",)
     notify_via: tuple[str, ...] = ("bell",)
+    #: The fewest seconds between two notifications (0: no limit).
+    notify_interval: float = 10.0
     theme: str = "textual-dark"
     hooks: HookSettings = HookSettings()
     worktree: WorktreeSettings = WorktreeSettings()
@@ -260,6 +262,7 @@ _TOP: dict[str, Check] = {
     "report_text_max": _integer(0),
     "wake_reaped_parent": _boolean,
     "max_running_jobs": _integer(0),
+    "max_live_workers": _integer(0),
     "spare_workers": _integer(0, SPARE_WORKERS_MAX),
     "max_depth": _integer(1),
     "approval_timeout": _seconds(),
@@ -268,6 +271,7 @@ _TOP: dict[str, Check] = {
     "notify": _choices(NOTIFY, {"none": "to notify nothing: notify = []",
                                 "bell": 'the bell is how: notify_via = ["bell"]'}),
     "notify_via": _choices(NOTIFY_VIA, {}),
+    "notify_interval": _seconds(),
     "theme": _theme,
 }
 
@@ -301,7 +305,7 @@ _COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(
 
 _HOST_KEYS: dict[str, Check] = {
     "ssh": _string(nonempty=True),
-    "port": _integer(1),
+    "port": _integer(1, 65535),
     "identity": _string(),
     "options": _string_list(),
     "python": _string(nonempty=True),
@@ -586,47 +590,3 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
 def default_config_text() -> str:
     """The documented config file with every key and its default (``roost/data/roost.toml``)."""
     return resources.files("roost").joinpath("data", "roost.toml").read_text(encoding="utf-8")
-
-
-def _signature(path: Path | None) -> tuple[int, int, int, int] | None:
-    if path is None:
-        return None
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-
-
-class ConfigWatcher:
-    """Re-reads the file when its mtime/size changes; keeps the last good Config when the new one is broken.
-
-    The constructor loads the file and raises ConfigError when it is broken (a daemon refuses to
-    start on a broken file). :meth:`poll` is cheap (one ``stat``); call it every second or so.
-    """
-
-    def __init__(self, path: str | os.PathLike[str] | None) -> None:
-        self.path = Path(path) if path is not None else None
-        self._seen = _signature(self.path)
-        self.config: Config = load_config(self.path)
-        self.last_error: ConfigError | None = None
-
-    def poll(self) -> bool:
-        """True when the file changed and its new contents were loaded.
-
-        When the changed file is broken, the config in force stays, ``last_error`` says why,
-        and the result is False; a later good version clears ``last_error``. A removed file
-        means the defaults again.
-        """
-        seen = _signature(self.path)
-        if seen == self._seen:
-            return False
-        self._seen = seen  # taken before reading: a write during the read shows up next poll
-        try:
-            config = load_config(self.path)
-        except ConfigError as exc:
-            self.last_error = exc
-            return False
-        self.config = config
-        self.last_error = None
-        return True

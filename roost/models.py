@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
+from roost.bounds import bound_record
+
 
 class State(str, enum.Enum):
     """Where a job is in its life (docs/lifecycle.md draws the transitions)."""
@@ -37,6 +39,11 @@ STOPPABLE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State
 REASONED_STATES = frozenset({State.FAILED, State.STOPPED})
 #: States that mean "this job needs a person".
 NEEDS_INPUT_STATES = frozenset({State.WAITING, State.BLOCKED})
+#: States a turn ends in that a person has not seen until they open the job (``Job.unseen``).
+UNSEEN_STATES = frozenset({State.IDLE, State.DONE, State.FAILED})
+#: States a job stays in until a person acts (answers, sends, archives): the agent view lists them
+#: whatever its window.
+NEEDS_PERSON_STATES = frozenset({State.FAILED, State.BLOCKED, State.WAITING})
 #: States in which a job's run is over (its age stops growing; the panel lets it go after a while).
 FINISHED_STATES = frozenset({State.DONE, State.FAILED, State.STOPPED})
 #: States from which a job's worker starts again by itself when there is something for it: a person
@@ -51,10 +58,10 @@ PEEK_MAX = 200
 #: ENTRY_MAX characters of it, cut the same way).
 QUESTION_MAX = 4000
 #: Record fields a row leaves out: what no view shows and only ``show`` needs.
-_FULL_ONLY = ("driver_opts", "session", "approval_back", "approval_policy", "approval_grants")
+_FULL_ONLY = ("driver_opts", "session", "fork_of", "approval_back", "approval_policy", "approval_grants")
 
 
-@dataclass
+@dataclass(slots=True)
 class Job:
     """One job's durable record, as the store keeps it (times are epoch seconds)."""
 
@@ -80,7 +87,7 @@ class Job:
     archived_at: float | None = None
     last_text: str = ""
     depth: int = 0
-    #: Why it is failed or stopped ("" in any other state): what its rows show.
+    #: Why it is failed or stopped, or what a queued spawn waits for ("" in any other state): what its rows show.
     reason: str = ""
     #: The main checkout of the git repository its worktree was made from (None: no worktree of its own).
     repo: str | None = None
@@ -112,6 +119,13 @@ class Job:
     #: (roost/rules/approvals.py); and the allow rules a person granted it ("approve for this job").
     approval_policy: list[dict[str, Any]] = field(default_factory=list)
     approval_grants: list[str] = field(default_factory=list)
+    #: The session a fork's first start forks with its agent's own fork (Claude Code, Codex); unused
+    #: once the job has a session of its own.
+    fork_of: str | None = None
+    #: Its turn ended (``UNSEEN_STATES``) while no person had it open, and no person opened it
+    #: since: the app marks it and its jump key visits it (roost/rules/attention.py). Kept by the
+    #: daemon, so every client agrees; a person's ``seen`` clears it.
+    unseen: bool = False
 
     def stoppable(self) -> bool:
         """Whether a stop has something to stop: a turn in flight, a question, or (in any state) subagents
@@ -208,6 +222,7 @@ class Row:
         there only while the job waits, and its provider subagents run only while its worker is
         up (they are that process's: Claude Code runs background ones while its job is idle)."""
         data = self.job.to_dict()
+        bound_record(data)  # a record from before the caps (or written around them) still fits a frame
         if not full:
             for name in _FULL_ONLY:
                 del data[name]

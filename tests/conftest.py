@@ -22,11 +22,21 @@ LEAKY_ENV = ("ROOST_CONFIG", "ROOST_JOB_ID", "ROOST_TOKEN", "ROOST_SOCKET", "NO_
              "COLUMNS", "LINES")
 
 
+def release_gate(name: str, gates: Path | None = None) -> None:
+    """Let a built-in agent's ``wait-for NAME`` go on: the file NAME in its gates directory
+    (``ROOST_GATES``, which ``roost_home`` points at a directory of the test's own)."""
+    where = gates or Path(os.environ["ROOST_GATES"])
+    where.mkdir(parents=True, exist_ok=True)
+    (where / name).touch()
+
+
 @pytest.fixture
 def roost_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private ROOST_HOME: nothing a test does touches the real user directories."""
+    """A private ROOST_HOME: nothing a test does touches the real user directories. Its daemons'
+    built-in agents wait on gates (``wait-for NAME``) in a directory of the test's own too."""
     home = tmp_path / "home"
     monkeypatch.setenv("ROOST_HOME", str(home))
+    monkeypatch.setenv("ROOST_GATES", str(tmp_path / "gates"))
     for name in LEAKY_ENV:
         monkeypatch.delenv(name, raising=False)
     return home
@@ -118,6 +128,15 @@ class DaemonHarness:
         return [e["data"]["text"] for e in self.timeline(job_id) if e["kind"] == "text"]
 
     # -- waiting on state, not on the clock ---------------------------------------------------------------
+    def release(self, gate: str) -> None:
+        """Release the gate ``wait-for GATE`` of this daemon's built-in agents waits on."""
+        release_gate(gate, Path(self.env["ROOST_GATES"]))
+
+    def at_gate(self, job_id: str, gate: str, timeout: float = 10.0) -> None:
+        """Wait until the job's agent has reached ``wait-for GATE`` (the tool entry it writes there)."""
+        self.wait_for(lambda: any(e["kind"] == "tool" and e["data"].get("args") == {"gate": gate}
+                                  for e in self.timeline(job_id)), timeout, f"job {job_id} to wait on gate {gate}")
+
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0, what: str = "a condition") -> Any:
         deadline = time.monotonic() + timeout
         while True:
@@ -147,7 +166,8 @@ class DaemonHarness:
         return self.wait_row(job_id, lambda r: r["state"] in states, timeout, f"job {job_id} to be {'/'.join(states)}")
 
     def children(self, job_id: str) -> list[dict[str, Any]]:
-        return self.call("children", job=job_id)
+        with self.client() as client:
+            return list(client.children(job_id))
 
     def raw(self, hello: bool = True, timeout: float = 10.0) -> RawClient:
         return RawClient(self.paths.socket, hello=hello, timeout=timeout)
@@ -206,6 +226,30 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def seed_store(harness: DaemonHarness, jobs: list[Any]) -> None:
+    """Records written through the store's own API before the daemon starts (no agent runs:
+    thousands cost a second), as an older roost (or a store written around the door) might have
+    left them."""
+    from roost.daemon.store import Store
+
+    harness.paths.ensure()
+    store = Store(harness.paths.store)
+    with store.transaction():
+        for job in jobs:
+            store.save_job(job)
+    store.close()
+
+
+def seeded_daemon(home: Path, records: list[Any]) -> DaemonHarness:
+    """A daemon with the default settings started on a store that already holds ``records``;
+    the caller stops it."""
+    harness = DaemonHarness(home)
+    harness.write_config("")
+    seed_store(harness, records)
+    harness.start()
+    return harness
 
 
 @pytest.fixture

@@ -109,7 +109,7 @@ def test_a_message_while_pending_denies_with_its_text(daemon: DaemonHarness, tmp
 def test_after_a_stop_no_message_releases_the_request(daemon: DaemonHarness, tmp_path: Path, how: str) -> None:
     where = tmp_path / "w"
     where.mkdir()
-    parent = daemon.spawn("work 60", cwd=str(where))
+    parent = daemon.spawn("wait-for never", cwd=str(where))
     job = daemon.spawn("ask-run echo made > made.txt", cwd=str(where), parent=parent)
     [entry] = pending(daemon, job)
     target = parent if how == "stop --tree" else job
@@ -129,12 +129,12 @@ def test_no_job_may_answer_an_approval(daemon: DaemonHarness, tmp_path: Path) ->
     are refused; so is the roost CLI run from a child's shell. The command never runs."""
     where = tmp_path / "w"
     where.mkdir()
-    root = daemon.spawn("run env > root.env\nwork 60", cwd=str(where))
+    root = daemon.spawn("run env > root.env\nwait-for never", cwd=str(where))
     asker = daemon.spawn("run env > asker.env\nask-run echo pwned > pwned.txt", cwd=str(where), parent=root)
-    sibling = daemon.spawn("run env > sibling.env\nwork 60", cwd=str(where), parent=root)
+    sibling = daemon.spawn("run env > sibling.env\nwait-for never", cwd=str(where), parent=root)
     [entry] = pending(daemon, asker)
     child = daemon.spawn(f"run env > child.env\nrun {ROOST} approve {asker}", cwd=str(where), parent=asker)
-    grandchild = daemon.spawn("run env > grandchild.env\nwork 60", cwd=str(where), parent=child)
+    grandchild = daemon.spawn("run env > grandchild.env\nwait-for never", cwd=str(where), parent=child)
     daemon.wait_state(child, "failed")  # its `roost approve` was refused: the run failed its turn
     assert "a person only" in daemon.show(child)["reason"]
     for name, job in (("root", root), ("asker", asker), ("sibling", sibling), ("child", child),
@@ -176,7 +176,7 @@ def test_the_policy_of_a_driver_profile_decides_without_asking(daemon_factory: A
 def test_a_child_asking_for_allow_under_an_ask_parent_still_asks(daemon: DaemonHarness, tmp_path: Path) -> None:
     where = tmp_path / "w"
     where.mkdir()
-    parent = daemon.spawn(f"run {ROOST} spawn --approvals allow 'ask-run echo made > kid.txt'\nwork 60",
+    parent = daemon.spawn(f"run {ROOST} spawn --approvals allow 'ask-run echo made > kid.txt'\nwait-for never",
                           cwd=str(where))
     child = daemon.wait_for(lambda: daemon.children(parent), what="the child")[0]["id"]
     [entry] = pending(daemon, child)

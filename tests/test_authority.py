@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from roost.protocol import PROTOCOL_VERSION
 from roost.daemon.authority import RULES, Reach, table_keys
 from roost.socket_connect import ClientError
 
@@ -17,7 +18,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "protocols.md"
 #: One request per row of the table: ``{t}`` is the target job (the test picks one in or out of
 #: the caller's reach). A row added to the table without a sample here fails the test.
 SAMPLES: dict[str, dict[str, Any]] = {
-    "hello": {"version": 2},
+    "hello": {"version": PROTOCOL_VERSION},
     "spawn": {"prompt": "say spawned by the table"},
     "send": {"job": "{t}", "text": "say hi from the table"},
     "stop": {"job": "{t}"},
@@ -37,14 +38,18 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "list": {"under": "{t}"},
     "logs": {"job": "{t}"},
     "diff": {"job": "{t}"},
+    "search": {"text": "table", "under": "{t}"},
+    "fork": {"job": "{t}"},
     "subscribe agent_view": {"what": "agent_view"},
     "subscribe subtree": {"what": "subtree", "job": "{t}"},
     "subscribe timeline": {"what": "timeline", "job": "{t}"},
     "unsubscribe": {"sub": 999},
     "attach": {"job": "{t}"},
     "release": {"job": "{t}"},
+    "seen": {"job": "{t}"},
     "status": {},
     "acknowledge": {},
+    "reload": {},
     "shutdown": {},
     "worktrees": {},
     "worktrees_prune": {},
@@ -127,7 +132,7 @@ def test_a_jobs_list_and_children_default_to_its_own_subtree(daemon_factory):
         daemon.wait_state(job, "idle")
     with daemon.client(job=top, token=token_of(daemon.show(top)["pid"])) as as_top:
         assert [r["id"] for r in as_top.call("list")["rows"]] == [kid], "a job lists its subtree, not every job"
-        assert [r["id"] for r in as_top.call("children")] == [kid]
+        assert [r["id"] for r in as_top.call("children")["rows"]] == [kid]
         with pytest.raises(ClientError) as info:
             as_top.call("logs", job=other)
     assert info.value.code == "auth" and f"job {top} may not logs job {other}" in info.value.message

@@ -248,3 +248,47 @@ def test_stop_interrupts_a_turn_of_claudes_own_and_the_job_takes_a_message_after
     assert row["worker_up"] and pid_alive(row["pid"])
     daemon.call("send", job=job, text="after the stop")
     daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: after the stop", timeout=START)
+
+
+@pytest.mark.claude
+def test_a_fork_resumes_with_fork_session_into_a_session_of_its_own(claude_daemon, fake):
+    daemon = claude_daemon()
+    source = daemon.spawn("remember the word ibis", driver="claude")
+    first = daemon.wait_state(source, "idle", timeout=START)
+    forked = daemon.call("fork", job=source)["id"]
+    assert daemon.show(forked)["fork_of"] == first["session"]
+    daemon.call("send", job=forked, text="which bird?")
+    row = daemon.wait_row(forked, lambda r: r["state"] == "idle" and r["last_text"] == "echo: which bird?",
+                          timeout=START)
+    argv = Path(f"/proc/{row['pid']}/cmdline").read_bytes().decode().split("\0")
+    at = argv.index("--resume")
+    assert argv[at:at + 5] == ["--resume", first["session"], "--fork-session", "--session-id", row["session"]]
+    assert row["session"] != first["session"]
+    [body] = [b for b in fake.bodies_with("which bird?") if b.get("tools")]
+    assert prompts(body) == ["remember the word ibis", "which bird?"], "the fork has the conversation so far"
+    config = daemon.paths.state_dir / "claude-config"
+    assert list(config.glob(f"projects/*/{row['session']}.jsonl")), "the fork's session is a file of its own"
+    source_file = next(config.glob(f"projects/*/{first['session']}.jsonl"))
+    assert "which bird?" not in source_file.read_text(), "the source's session is untouched"
+    daemon.call("close", job=forked)
+    daemon.wait_row(forked, lambda r: r["reaped"] and not r["worker_up"])
+    daemon.call("send", job=forked, text="and again?")
+    again = daemon.wait_row(forked, lambda r: r["state"] == "idle" and r["last_text"] == "echo: and again?",
+                            timeout=START)
+    argv = Path(f"/proc/{again['pid']}/cmdline").read_bytes().decode().split("\0")
+    assert "--fork-session" not in argv and argv[argv.index("--resume") + 1] == row["session"]
+
+
+@pytest.mark.claude
+def test_a_fork_with_a_worktree_of_its_own_resumes_the_source_session_from_there(claude_daemon, fake, tmp_path):
+    from tests.gitrepo import make_repo
+
+    repo = make_repo(tmp_path / "repo", {"README": "hello\n"})
+    daemon = claude_daemon()
+    source = daemon.spawn("remember the word stilt", driver="claude", cwd=str(repo), worktree=True)
+    first = daemon.wait_state(source, "idle", timeout=START)
+    forked = daemon.call("fork", job=source, worktree=True, prompt="which bird now?")["id"]
+    row = daemon.wait_row(forked, lambda r: r["state"] in ("idle", "failed") and r["last_text"] != "", timeout=START)
+    assert row["state"] == "idle" and row["cwd"] != first["cwd"], timeline(daemon, forked, "error")
+    [body] = [b for b in fake.bodies_with("which bird now?") if b.get("tools")]
+    assert prompts(body) == ["remember the word stilt", "which bird now?"]

@@ -72,12 +72,31 @@ def test_ls_indents_children_under_their_parent(run):
     assert lines[parent_line + 1].startswith("  "), lines
 
 
+def test_ls_lists_newest_first_with_the_apps_marks(run):
+    """`roost ls` listed oldest first (the app newest first), and its ○ meant idle where the
+    app's ○ means a closed worker."""
+    older = run("spawn", "say one").stdout.strip()
+    newer = run("spawn", "spawn say kid; report done k\nspawn say kid2; report done k\nsay two").stdout.strip()
+    wait_json_state(run, older, "idle")
+    wait_json_state(run, newer, "idle")
+    run("close", older)
+    wait_json_state(run, older, "idle")
+    lines = [line for line in run("ls").stdout.splitlines() if not line.startswith("…")]
+    roots = [line.split()[2] for line in lines if not line.startswith(" ")]
+    assert roots == [newer, older], lines
+    kids = [line.split()[2] for line in lines if line.startswith("  ")]
+    created = {row["id"]: row["created_at"] for row in json.loads(run("ls", "--json").stdout)}
+    assert len(kids) == 2 and created[kids[0]] <= created[kids[1]], "children in the order they were spawned"
+    by_id = {line.split()[2]: line for line in lines}
+    assert by_id[newer].startswith("● – ") and by_id[older].startswith("○ – "), lines
+
+
 def test_ls_shows_what_a_waiting_job_asks_and_why_a_failed_one_failed(run):
     asker = run("spawn", "say I looked around\nask deploy to staging or prod?").stdout.strip()
     wait_json_state(run, asker, "waiting")
     failer = run("spawn", "say step one is done\nfail the build broke").stdout.strip()
     wait_json_state(run, failer, "failed")
-    lines = {line.split()[1]: line for line in run("ls").stdout.splitlines() if line.split()[1:2]}
+    lines = {line.split()[2]: line for line in run("ls").stdout.splitlines() if line.split()[2:3]}
     assert lines[asker].endswith("— deploy to staging or prod?"), lines[asker]
     assert "the build broke" in lines[failer], lines[failer]
 
@@ -85,7 +104,7 @@ def test_ls_shows_what_a_waiting_job_asks_and_why_a_failed_one_failed(run):
 def test_errors_go_to_stderr_with_a_non_zero_exit(run):
     proc = run("send", "zzzz", "hello", check=False)
     assert proc.returncode == 2 and "no job with id 'zzzz'" in proc.stderr and proc.stdout == ""
-    job = run("spawn", "work 30").stdout.strip()
+    job = run("spawn", "wait-for never").stdout.strip()
     wait_json_state(run, job, "working")
     assert "stopped 1 job" in run("stop", job).stdout
     assert "already stopped" in run("stop", job).stdout
@@ -103,6 +122,14 @@ def test_send_resumes_and_logs_show_the_transcript(run):
     assert logs.index("one") < logs.index("two") and "resumed=True" in logs
 
 
+def test_an_empty_prompt_is_refused_and_starts_nothing(run):
+    """`roost spawn ''` ran an empty turn."""
+    for prompt in ("", "  \n "):
+        proc = run("spawn", prompt, check=False)
+        assert proc.returncode == 1 and "the prompt is empty" in proc.stderr, proc.stderr
+    assert json.loads(run("ls", "--json").stdout) == []
+
+
 def test_config_commands_name_the_file_and_the_key(run, roost_home, tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('default_driver = "builtin"\nnotify = "loud"\n')
@@ -112,6 +139,20 @@ def test_config_commands_name_the_file_and_the_key(run, roost_home, tmp_path):
     cfg.write_text("idle_timeout = 60\n")
     assert "ok" in run("--config", str(cfg), "config", "check").stdout
     assert json.loads(run("--config", str(cfg), "config", "show").stdout)["idle_timeout"] == 60
+
+
+def test_config_check_refuses_what_the_app_would_refuse(run, tmp_path):
+    """A theme the app has not (it then refused to start) and a port past 65535 were "ok"."""
+    cfg = tmp_path / "roost.toml"
+    cfg.write_text('theme = "nope"\n')
+    proc = run("--config", str(cfg), "config", "check", check=False)
+    assert proc.returncode == 1 and "key 'theme'" in proc.stderr and "textual-dark" in proc.stderr, proc.stderr
+    cfg.write_text('[hosts.box]\nssh = "box"\nport = 70000\n')
+    proc = run("--config", str(cfg), "config", "check", check=False)
+    assert proc.returncode == 1 and "key 'hosts.box.port'" in proc.stderr, proc.stderr
+    assert "from 1 to 65535, got integer 70000" in proc.stderr
+    cfg.write_text('theme = "nord"\n[hosts.box]\nssh = "box"\nport = 65535\n')
+    assert "ok" in run("--config", str(cfg), "config", "check").stdout
 
 
 def test_report_outside_a_job_is_a_clear_error(run):
@@ -243,7 +284,7 @@ def test_ls_json_prints_every_job_as_one_array_at_thousands_of_long_records(run,
 def test_ls_lists_live_work_and_the_newest_jobs_and_counts_the_rest(run, roost_home):
     ids = seed(roost_home, 2000, text="done.", children_of_newest=3, blocked_oldest=True)
     lines = run("ls").stdout.splitlines()
-    shown = {line.split()[1] for line in lines if not line.startswith("…")}
+    shown = {line.split()[2] for line in lines if not line.startswith("…")}
     assert set(ids[-50:]) <= shown, "the 50 newest roots"
     assert ids[0] in shown, "an old job that needs someone is listed whatever its age"
     assert ids[1] not in shown and ids[-51] not in shown

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from roost.client import LAGGED, AsyncClient, Client, ClientError
-from roost.protocol import LAGGED as LAGGED_FRAME, QUEUE_BYTES, encode
+from roost.protocol import LAGGED as LAGGED_FRAME, PROTOCOL_VERSION, QUEUE_BYTES, encode
 from roost.tui.daemon_link import BATCH_EVENTS, DaemonLink
 
 Handler = Callable[[dict[str, Any], asyncio.StreamWriter], Awaitable[None]]
@@ -28,7 +28,7 @@ async def serve(path: Path, handler: Handler) -> asyncio.Server:
         while line := await reader.readline():
             frame = json.loads(line)
             if frame["op"] == "hello":
-                writer.write(encode({"id": frame["id"], "ok": True, "result": {"version": 2}}))
+                writer.write(encode({"id": frame["id"], "ok": True, "result": {"version": PROTOCOL_VERSION}}))
             else:
                 await handler(frame, writer)
             await writer.drain()

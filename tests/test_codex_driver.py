@@ -185,3 +185,20 @@ def test_an_approval_too_big_to_show_is_declined_saying_why_and_the_turn_goes_on
                for n in notes), notes
     assert not (work / "big.txt").exists()
     assert row["last_text"].startswith("tool said:")
+
+
+@pytest.mark.codex
+def test_a_fork_opens_with_thread_fork_into_a_thread_of_its_own(codex_daemon, fake):
+    source = codex_daemon.spawn("remember the word ibis", driver="codex")
+    first = codex_daemon.wait_state(source, "idle", timeout=START)
+    forked = codex_daemon.call("fork", job=source)["id"]
+    codex_daemon.call("send", job=forked, text="which bird?")
+    row = codex_daemon.wait_row(forked, lambda r: r["state"] == "idle" and r["last_text"] == "echo: which bird?",
+                                timeout=START)
+    assert row["session"] and row["session"] != first["session"], "Codex made a thread of the fork's own"
+    [body] = fake.bodies_with("which bird?")
+    assert prompts(body) == ["remember the word ibis", "which bird?"], "the fork has the conversation so far"
+    codex_daemon.call("send", job=source, text="still here?")
+    codex_daemon.wait_row(source, lambda r: r["last_text"] == "echo: still here?", timeout=START)
+    [later] = fake.bodies_with("still here?")
+    assert prompts(later) == ["remember the word ibis", "still here?"], "the source never saw the fork's turn"

@@ -12,7 +12,6 @@ import pytest
 from roost.config import (
     Config,
     ConfigError,
-    ConfigWatcher,
     DriverProfile,
     HookSettings,
     default_config_text,
@@ -20,6 +19,7 @@ from roost.config import (
     parse_config,
     substitute,
 )
+from roost.daemon.config_reload import CHANGES_SHOWN, ConfigFile, Reloaded
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE_FILE = REPO / "roost" / "data" / "roost.toml"
@@ -393,45 +393,56 @@ def _write(path: Path, text: str) -> None:
     os.utime(path, ns=(st.st_atime_ns, max(st.st_mtime_ns, before + 1_000_000_000)))
 
 
-def test_watcher_picks_up_a_change_keeps_old_on_broken_and_recovers(tmp_path):
+def test_a_reload_says_what_changed_keeps_the_old_on_broken_and_recovers(tmp_path):
     path = tmp_path / "roost.toml"
     _write(path, "max_depth = 2\n")
-    watcher = ConfigWatcher(path)
-    assert watcher.config.max_depth == 2 and watcher.last_error is None
-    assert watcher.poll() is False  # nothing changed
+    held = ConfigFile(path)
+    assert held.config.max_depth == 2 and held.last_error is None
+    assert held.reload() == Reloaded((), None, str(path))  # nothing changed
 
-    _write(path, "max_depth = 3\n")
-    assert watcher.poll() is True
-    assert watcher.config.max_depth == 3
+    _write(path, 'max_depth = 3\n[drivers.pi]\nmodel = "m"\n')
+    assert held.reload().changed == ("drivers.pi.options.model", "max_depth")
+    assert held.config.max_depth == 3
 
     _write(path, "max_depth = 0\n")
-    assert watcher.poll() is False
-    assert watcher.config.max_depth == 3  # the last good one stays
-    assert watcher.last_error is not None and watcher.last_error.key == "max_depth"
-    assert watcher.poll() is False and watcher.last_error is not None  # still broken, not re-read
+    broken = held.reload()
+    assert broken.changed == () and broken.to_dict()["reloaded"] is False and "max_depth" in broken.error
+    assert held.config.max_depth == 3  # the last good one stays
+    assert held.last_error is not None and held.last_error.key == "max_depth"
 
     _write(path, "max_depth = [\n")
-    assert watcher.poll() is False
-    assert watcher.last_error is not None and "invalid TOML" in watcher.last_error.message
+    assert "invalid TOML" in held.reload().error
 
     _write(path, "max_depth = 5\n")
-    assert watcher.poll() is True
-    assert watcher.config.max_depth == 5 and watcher.last_error is None
+    assert held.reload().changed == ("drivers.pi.options.model", "max_depth")
+    assert held.config.max_depth == 5 and held.last_error is None
 
 
-def test_watcher_sees_a_file_appear_and_go(tmp_path):
+def test_a_reload_sees_a_file_appear_and_go(tmp_path):
     path = tmp_path / "roost.toml"
-    watcher = ConfigWatcher(path)
-    assert watcher.config == Config()
+    held = ConfigFile(path)
+    assert held.config == Config()
     _write(path, "notify = []\n")
-    assert watcher.poll() is True and watcher.config.notify == ()
+    assert held.reload().changed == ("notify",) and held.config.notify == ()
     path.unlink()
-    assert watcher.poll() is True and watcher.config == Config()
+    assert held.reload().changed == ("notify",) and held.config == Config()
 
 
-def test_watcher_refuses_a_broken_file_at_start(tmp_path):
+@pytest.mark.parametrize("count", [CHANGES_SHOWN, CHANGES_SHOWN + 3])
+def test_a_reload_names_at_most_its_limit_of_changed_keys(tmp_path, count):
+    path = tmp_path / "roost.toml"
+    held = ConfigFile(path)
+    _write(path, "".join(f'[drivers.p{n:03}]\nkind = "builtin"\n' for n in range(count)))
+    shown = held.reload().to_dict()["changed"]
+    if count == CHANGES_SHOWN:
+        assert shown == [f"drivers.p{n:03}" for n in range(count)]
+    else:
+        assert len(shown) == CHANGES_SHOWN + 1 and shown[-1] == f"… and {count - CHANGES_SHOWN} more"
+
+
+def test_a_broken_file_is_refused_at_start(tmp_path):
     path = tmp_path / "roost.toml"
     path.write_text("notify = 1\n")
     with pytest.raises(ConfigError) as info:
-        ConfigWatcher(path)
+        ConfigFile(path)
     assert info.value.key == "notify"

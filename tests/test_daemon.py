@@ -55,7 +55,7 @@ def test_each_turn_outcome_lands_in_its_state(daemon, script, state, last_text):
 
 
 def test_working_then_stopped_and_stop_is_idempotent(daemon):
-    job = daemon.spawn("work 30")
+    job = daemon.spawn("wait-for never")
     daemon.wait_state(job, "working")
     first = daemon.call("stop", job=job)
     assert first["stopped"] == 1
@@ -63,14 +63,16 @@ def test_working_then_stopped_and_stop_is_idempotent(daemon):
     assert row["worker_up"], "a stop cuts the turn short; it does not close the worker"
     again = daemon.call("stop", job=job)
     assert again == {"stopped": 0, "ids": [], "subagents": 0, "already": True}
-    daemon.wait_for(lambda: daemon.texts(job)[-1:] == ["(stopped)"], what="the worker to cut its turn short")
+    daemon.wait_for(lambda: any(e["kind"] == "turn_end" and e["data"]["outcome"] == "aborted"
+                                for e in daemon.timeline(job)), what="the worker to cut its turn short")
+    assert daemon.texts(job) == [], "the stop is said once, by the daemon's state line (it said '(stopped)' too)"
     assert daemon.show(job)["state"] == "stopped"
 
 
 def test_an_agents_message_to_a_stopped_job_is_refused_and_a_persons_restarts_it(daemon):
     lead = daemon.spawn("say lead")
     daemon.wait_state(lead, "idle")
-    job = daemon.spawn("work 30", parent=lead)
+    job = daemon.spawn("wait-for never", parent=lead)
     daemon.wait_state(job, "working")
     daemon.call("stop", job=job)
     daemon.wait_state(job, "stopped")
@@ -84,20 +86,42 @@ def test_an_agents_message_to_a_stopped_job_is_refused_and_a_persons_restarts_it
     assert daemon.wait_state(job, "idle")["last_text"] == "again"
 
 
+def test_a_gate_holds_the_turn_until_its_file_appears_and_a_stop_cuts_it_short(daemon):
+    held = daemon.spawn("say before\nwait-for go\nsay after")
+    cut = daemon.spawn("wait-for never\nsay not reached")
+    daemon.at_gate(held, "go")
+    daemon.at_gate(cut, "never")
+    assert daemon.show(held)["state"] == "working" and daemon.texts(held) == ["before"]
+    daemon.release("go")
+    assert daemon.wait_state(held, "idle")["last_text"] == "after"
+    daemon.call("stop", job=cut)
+    daemon.wait_for(lambda: daemon.texts(cut)[-1:] == ["(stopped)"], what="the stop to cut the gate short")
+    assert "not reached" not in daemon.texts(cut) and daemon.show(cut)["state"] == "stopped"
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "..", "x" * 201])
+def test_a_gate_that_is_not_one_file_name_fails_the_turn(daemon, name):
+    job = daemon.spawn(f"wait-for {name}".strip())
+    daemon.wait_state(job, "failed")
+    assert any("wait-for: expected a file name of 1 to 200 characters" in str(e["data"])
+               for e in daemon.timeline(job) if e["kind"] == "turn_end")
+
+
 def test_starting_while_the_running_cap_is_full(daemon_factory):
     daemon = daemon_factory("max_running_jobs = 1\n")
-    first = daemon.spawn("work 1.5")
+    first = daemon.spawn("wait-for first")
     daemon.wait_state(first, "working")
     second = daemon.spawn("say second")
     row = daemon.show(second)
     assert row["state"] == "queued" and not row["worker_up"]
+    daemon.release("first")
     daemon.wait_state(first, "idle", timeout=10)
     assert daemon.wait_state(second, "idle")["last_text"] == "second"
 
 
 @pytest.mark.parametrize("when", ["mid-turn", "between turns"])
 def test_a_worker_killed_with_sigkill_fails_its_job_within_a_second(daemon, when):
-    job = daemon.spawn("work 30" if when == "mid-turn" else "say ready")
+    job = daemon.spawn("wait-for never" if when == "mid-turn" else "say ready")
     row = daemon.wait_state(job, "working" if when == "mid-turn" else "idle")
     os.kill(row["pid"], signal.SIGKILL)
     killed = time.monotonic()
@@ -130,12 +154,15 @@ def test_a_message_resumes_a_done_job_from_its_session_file(daemon):
     assert row["pid"] != first["pid"] and row["worker_up"]
     assert "say first words" in row["last_text"], "the resumed worker knows the earlier conversation"
     assert row["id"] == job and row["session"] == first["session"]
+    workers = [entry["data"]["resumed"] for entry in daemon.timeline(job) if entry["kind"] == "worker"]
+    assert workers == [False, True], "a new job's worker started; the one from its session file resumed"
 
 
 def test_a_message_while_a_turn_runs_is_queued_then_delivered(daemon):
-    job = daemon.spawn("work 0.8")
+    job = daemon.spawn("wait-for sent")
     daemon.wait_state(job, "working")
     assert daemon.call("send", job=job, text="say after the work")["outcome"] == "queued"
+    daemon.release("sent")
     daemon.wait_for(lambda: "after the work" in daemon.texts(job), what="the queued message's turn")
 
 
@@ -146,7 +173,7 @@ def test_an_unknown_job_is_a_clear_error(daemon):
 
 
 def test_stop_tree_stops_every_running_job_and_says_how_many(daemon):
-    root = daemon.spawn("spawn spawn work 30; work 30\nspawn work 30\nwork 30")
+    root = daemon.spawn("spawn spawn wait-for never; wait-for never\nspawn wait-for never\nwait-for never")
     daemon.wait_for(lambda: len(daemon.children(root)) == 2, what="children")
     daemon.wait_for(lambda: sum(len(daemon.children(k["id"])) for k in daemon.children(root)) == 1,
                     what="a grandchild")
@@ -162,7 +189,7 @@ def test_stop_tree_stops_every_running_job_and_says_how_many(daemon):
 
 def test_the_daemon_killed_and_started_again_keeps_every_record(daemon):
     idle = daemon.spawn("say still here")
-    busy = daemon.spawn("work 30")
+    busy = daemon.spawn("wait-for never")
     idle_row = daemon.wait_state(idle, "idle")
     busy_row = daemon.wait_state(busy, "working")
     daemon.kill()
@@ -222,7 +249,7 @@ def test_the_worker_environment_carries_the_job_and_its_token(daemon):
 
 
 def test_a_daemon_stopped_mid_turn_leaves_no_job_working_without_a_worker(daemon):
-    job = daemon.spawn("work 30")
+    job = daemon.spawn("wait-for never")
     daemon.wait_state(job, "working")
     daemon.stop()
     daemon.start()

@@ -104,28 +104,29 @@ def cli(daemon: DaemonHarness, *args: str) -> str:
 
 def test_a_tree_spawned_from_the_cli_shows_up(daemon, term):
     term.start()
-    root = cli(daemon, "spawn", "--title", "tree from the cli", "spawn work 30\nspawn work 30\nwork 30")
+    root = cli(daemon, "spawn", "--title", "tree from the cli", "spawn wait-for never\nspawn wait-for never\nwait-for never")
     screen = term.wait_text("2 subagents (2 running)")
     line = next(line for line in screen.splitlines() if "tree from the cli" in line)
     assert root in line and "working" in line
-    assert "work 30" not in screen, "its subagents are not rows of their own"
+    assert "wait-for never" not in screen, "its subagents are not rows of their own"
 
 
 def test_a_done_childs_row_leaves_and_the_hint_appears(daemon, term):
-    root = daemon.spawn("spawn work 1.5; report done child finished\nspawn work 30\nwork 30", title="parent")
+    root = daemon.spawn("spawn wait-for child; report done child finished\nspawn wait-for never\nwait-for never", title="parent")
     daemon.wait_for(lambda: len(daemon.children(root)) == 2, what="two children")
     term.start()
     term.wait_text("parent")
     term.keys("Enter")
     term.wait_text("subagents · 2 running")
+    daemon.release("child")
     screen = term.wait_text("/subagents to see subagents")
     panel = screen.split("subagents ·", 1)[1]
-    assert "work 1.5" not in panel, "the done row left the panel"
-    assert "work 30" in panel
+    assert "wait-for child" not in panel, "the done row left the panel"
+    assert "wait-for never" in panel
 
 
 def test_K_twice_stops_a_tree(daemon, term):
-    root = daemon.spawn("spawn*2 work 30\nwork 30", title="to stop")
+    root = daemon.spawn("spawn*2 wait-for never\nwait-for never", title="to stop")
     daemon.wait_for(lambda: [c["state"] for c in daemon.children(root)] == ["working", "working"],
                     what="two working children")
     term.start()
@@ -159,7 +160,7 @@ def test_a_message_resumes_a_done_child(daemon, term):
 
 
 def test_keys_sent_in_a_burst_act_on_the_right_row(daemon, term):
-    jobs = [daemon.spawn("work 30", title=f"burst {n}") for n in range(3)]
+    jobs = [daemon.spawn("wait-for never", title=f"burst {n}") for n in range(3)]
     for job in jobs:
         daemon.wait_state(job, "working")
     term.start()
@@ -183,7 +184,7 @@ def untouched(daemon: DaemonHarness, job: str) -> None:
 
 
 def test_enter_and_text_in_one_burst_types_into_the_opened_job(daemon, term):
-    root = daemon.spawn("spawn work 30\nwork 30", title="burst target")
+    root = daemon.spawn("spawn wait-for never\nwait-for never", title="burst target")
     daemon.wait_for(lambda: daemon.children(root), what="a child")
     term.start()
     term.wait_text("burst target")
@@ -196,7 +197,7 @@ def test_enter_and_text_in_one_burst_types_into_the_opened_job(daemon, term):
 
 
 def test_text_in_one_burst_in_the_panel_goes_to_the_composer(daemon, term):
-    root = daemon.spawn("spawn work 30\nspawn work 30\nwork 30", title="panel burst")
+    root = daemon.spawn("spawn wait-for never\nspawn wait-for never\nwait-for never", title="panel burst")
     daemon.wait_for(lambda: len(daemon.children(root)) == 2, what="two children")
     term.start()
     term.wait_text("panel burst")

@@ -110,7 +110,7 @@ async def test_a_stop_aborts_an_own_turn_and_a_persons_message_restarts_the_job(
     assert rig.worker(job).aborts == 1
     assert rig.state(job) == "stopped" and rig.sup.engine.slots[job].turn is None
     ends = [e["data"] for e in rig.store.timeline_page(job, limit=2000)["entries"] if e["kind"] == "turn_end"]
-    assert ends[-1] == {"outcome": "aborted", "note": "stopped"}
+    assert ends[-1] == {"outcome": "aborted", "note": "stopped", "by": "person"}
     await rig.sup.send(job, "go on", None)
     await rig.settle()
     assert [p for _, p in rig.worker(job).prompts] == ["work", "go on"]

@@ -241,3 +241,19 @@ def test_the_daemon_runs_each_hook_with_the_job_and_logs_a_failing_one(daemon_fa
     row = daemon.show(again)
     assert (row["state"], row["reason"]) == ("done", "")
     assert "exit code 7" not in json.dumps(daemon.timeline(again))  # the job never hears of it
+
+
+# --- with the real daemon: the hooks fire for what the app's attention shows ------------------------------
+def test_an_approval_a_question_a_failure_and_a_done_job_each_fire_their_hook(daemon_factory, tmp_path: Path) -> None:
+    out = tmp_path / "fired.txt"
+    line = ["sh", "-c", f'echo "$ROOST_HOOK $ROOST_JOB_ID" >> {out}']
+    daemon = daemon_factory("[hooks]\n" + "".join(f"{event} = {json.dumps(line)}\n"
+                                                  for event in ("job_needs_input", "job_failed", "job_done")))
+    (tmp_path / "w").mkdir()
+    approver = daemon.spawn("ask-run echo made > made.txt", cwd=str(tmp_path / "w"))
+    asker = daemon.spawn("ask which branch?")
+    failer = daemon.spawn("fail on purpose")
+    doer = daemon.spawn("report done all of it")
+    wanted = {f"job_needs_input {approver}", f"job_needs_input {asker}", f"job_failed {failer}", f"job_done {doer}"}
+    daemon.wait_for(lambda: out.exists() and wanted <= set(out.read_text().splitlines()), what="the four hooks")
+    assert daemon.show(approver)["approvals"], "the approval is what made it wait"

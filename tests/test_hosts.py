@@ -119,7 +119,7 @@ def test_a_job_on_the_host_takes_a_turn_and_its_row_says_where(daemon_factory, s
 
 def test_stop_mid_turn_and_close_reach_the_remote_tree(daemon_factory, sshd, tmp_path):
     daemon = daemon_factory(_config(sshd, tmp_path / "remote"))
-    job = daemon.spawn("work 60", host="h", cwd=str(tmp_path))
+    job = daemon.spawn("wait-for never", host="h", cwd=str(tmp_path))
     daemon.wait_state(job, "working", timeout=30)
     daemon.wait_for(lambda: remote_procs(job), what="the remote worker")
     daemon.call("stop", job=job)
@@ -144,7 +144,7 @@ def test_a_tree_across_hosts_reports_both_ways(daemon_factory, sshd, tmp_path):
     daemon.wait_for(lambda: grandchild in reports(child), timeout=20, what="the local child's report on the remote job")
     daemon.call("send", job=child, text="yes")
     daemon.wait_for(lambda: child in reports(parent), timeout=20, what="the remote child's report on the local job")
-    again = daemon.spawn("work 60", host="h", parent=parent, cwd=str(tmp_path))
+    again = daemon.spawn("wait-for never", host="h", parent=parent, cwd=str(tmp_path))
     daemon.wait_state(again, "working", timeout=30)
     daemon.call("stop", job=parent, tree=True)  # reaches the job working on the host
     assert daemon.wait_state(again, "stopped", timeout=15)["state"] == "stopped"
@@ -162,7 +162,7 @@ def test_the_reaper_closes_the_remote_worker_and_a_message_resumes_it(daemon_fac
 
 def test_a_dropped_link_fails_the_job_ends_the_remote_worker_and_a_message_resumes(daemon_factory, sshd, tmp_path):
     daemon = daemon_factory(_config(sshd, tmp_path / "remote"))
-    job = daemon.spawn("work 60", host="h", cwd=str(tmp_path))
+    job = daemon.spawn("wait-for never", host="h", cwd=str(tmp_path))
     daemon.wait_state(job, "working", timeout=30)
     daemon.wait_for(lambda: remote_procs(job), what="the remote worker")
     os.kill(master_pid(daemon), signal.SIGKILL)
@@ -171,7 +171,7 @@ def test_a_dropped_link_fails_the_job_ends_the_remote_worker_and_a_message_resum
     print("dropped:", row["reason"])
     daemon.wait_for(lambda: not remote_procs(job), timeout=15, what="the remote worker to go with its link")
     daemon.call("send", job=job, text="recall")  # a new master, the same session file there
-    daemon.wait_for(lambda: any("earlier prompts: work 60" in t for t in daemon.texts(job)), timeout=30,
+    daemon.wait_for(lambda: any("earlier prompts: wait-for never" in t for t in daemon.texts(job)), timeout=30,
                     what="the job to resume over a new master")
 
 

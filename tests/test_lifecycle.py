@@ -86,11 +86,14 @@ def test_with_auto_close_off_done_children_keep_their_workers(daemon_factory):
 
 def test_a_child_waiting_for_its_own_children_closes_only_after_them(daemon_factory):
     daemon = daemon_factory(FAST)
-    root = daemon.spawn("spawn spawn work 2;; report done g; report done c")
+    root = daemon.spawn("spawn spawn wait-for g;; report done g; report done c")
     child = only_child(daemon, root)["id"]
     grandchild = only_child(daemon, child)["id"]
     daemon.wait_state(child, "done")
-    daemon.wait_state(grandchild, "done", timeout=5)
+    daemon.at_gate(grandchild, "g")
+    assert not daemon.show(child)["reaped"], "held open while its child works"
+    daemon.release("g")
+    daemon.wait_state(grandchild, "done")
     # While the grandchild worked, the child was held open by it.
     assert not any(e["kind"] == "closed" for e in daemon.timeline(child)
                    if e["ts"] < daemon.show(grandchild)["state_since"])
@@ -148,12 +151,14 @@ def test_the_idle_reaper_closes_idle_workers_but_not_pinned_or_attached_ones(dae
 
 def test_the_reaper_spares_a_parent_whose_child_still_runs(daemon_factory):
     daemon = daemon_factory("idle_timeout = 0.5\n")
-    parent = daemon.spawn("spawn work 2; report done late")
+    parent = daemon.spawn("spawn wait-for late; report done late")
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(parent, "idle")
-    daemon.wait_state(child, "working")
-    time.sleep(1.0)
+    daemon.at_gate(child, "late")
+    time.sleep(1.0)  # twice the idle timeout: the reaper has had its chance
     assert daemon.show(parent)["worker_up"], "a running child holds its parent open"
+    assert daemon.show(child)["state"] == "working"
+    daemon.release("late")
 
 
 def test_a_message_racing_the_reaper_is_never_lost_and_never_makes_two_workers(daemon_factory):
@@ -172,11 +177,13 @@ def test_a_message_racing_the_reaper_is_never_lost_and_never_makes_two_workers(d
 
 # -- reports and wakes -----------------------------------------------------------------------------------
 def test_reports_are_held_while_the_parent_works_and_delivered_batched(daemon):
-    parent = daemon.spawn("spawn*2 report done part finished\nwork 1.5\nsay parent done")
+    parent = daemon.spawn("spawn*2 report done part finished\nwait-for parent\nsay parent done")
     daemon.wait_for(lambda: len(daemon.children(parent)) == 2, what="children")
     for kid in daemon.children(parent):
         daemon.wait_state(kid["id"], "done")
     assert reports_in(daemon, parent) == [], "held while the parent's turn runs"
+    assert daemon.show(parent)["state"] == "working"
+    daemon.release("parent")
     daemon.wait_for(lambda: reports_in(daemon, parent), timeout=5, what="the batch")
     batches = reports_in(daemon, parent)
     assert len(batches) == 1 and len(batches[0]["reports"]) == 2
@@ -184,7 +191,7 @@ def test_reports_are_held_while_the_parent_works_and_delivered_batched(daemon):
 
 
 def test_a_question_is_delivered_at_once_while_the_parent_works(daemon):
-    parent = daemon.spawn("spawn ask which database?\nwork 5")
+    parent = daemon.spawn("spawn ask which database?\nwait-for never")
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(child, "waiting")
     batch = daemon.wait_for(lambda: reports_in(daemon, parent), timeout=3, what="the question")[0]
@@ -250,7 +257,7 @@ def test_wake_reaped_parent_resumes_it_with_the_report(daemon_factory):
 
 
 def test_each_report_is_delivered_exactly_once_across_a_daemon_restart(daemon):
-    parent = daemon.spawn("spawn work 0.3; report done survived the crash\nwork 30")
+    parent = daemon.spawn("spawn work 0.3; report done survived the crash\nwait-for never")
     child = only_child(daemon, parent)["id"]
     daemon.wait_for(lambda: any(e["kind"] == "reported" for e in daemon.timeline(child)), what="the report")
     assert reports_in(daemon, parent) == [], "held while the parent works"
@@ -267,7 +274,7 @@ def test_each_report_is_delivered_exactly_once_across_a_daemon_restart(daemon):
 
 # -- what clients see --------------------------------------------------------------------------------------
 def test_parent_open_follows_clients_and_the_parents_worker(daemon):
-    parent = daemon.spawn("spawn work 30\nsay parent")
+    parent = daemon.spawn("spawn wait-for never\nsay parent")
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(parent, "idle")
     assert daemon.show(child)["parent_open"] is True
@@ -288,7 +295,7 @@ def test_parent_open_follows_clients_and_the_parents_worker(daemon):
 
 
 def test_row_events_are_pushed_to_watchers_when_parent_open_changes(daemon):
-    parent = daemon.spawn("spawn work 30\nsay parent")
+    parent = daemon.spawn("spawn wait-for never\nsay parent")
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(parent, "idle")
     with daemon.client() as watcher:
@@ -302,7 +309,7 @@ def test_row_events_are_pushed_to_watchers_when_parent_open_changes(daemon):
 
 # -- archive and detach ------------------------------------------------------------------------------------
 def test_archive_cascades_except_to_a_child_a_client_has_open(daemon):
-    root = daemon.spawn("spawn work 30\nspawn work 30\nsay root")
+    root = daemon.spawn("spawn wait-for never\nspawn wait-for never\nsay root")
     daemon.wait_for(lambda: len(daemon.children(root)) == 2, what="two children")
     first, second = (k["id"] for k in daemon.children(root))
     daemon.wait_state(first, "working")
@@ -322,12 +329,13 @@ def test_archive_cascades_except_to_a_child_a_client_has_open(daemon):
 
 
 def test_detach_makes_a_child_a_root_that_keeps_working(daemon):
-    root = daemon.spawn("spawn work 1; say free at last\nsay root")
+    root = daemon.spawn("spawn wait-for free; say free at last\nsay root")
     child = only_child(daemon, root)["id"]
     daemon.wait_state(child, "working")
     row = daemon.call("detach", job=child)
-    assert row["parent"] is None and row["depth"] == 0
+    assert row["parent"] is None and row["depth"] == 0 and row["state"] == "working"
     assert daemon.children(root) == [] and daemon.show(root)["descendants"] == 0
+    daemon.release("free")
     assert daemon.wait_state(child, "idle")["last_text"] == "free at last"
 
 
@@ -342,7 +350,7 @@ def test_spawning_deeper_than_max_depth_is_refused(daemon_factory):
 
 def test_the_hold_is_bounded_by_report_hold_max(daemon_factory):
     daemon = daemon_factory("report_hold_max = 1\n")
-    parent = daemon.spawn("spawn report done quick one\nwork 30")
+    parent = daemon.spawn("spawn report done quick one\nwait-for never")
     child = only_child(daemon, parent)["id"]
     done_at = daemon.wait_state(child, "done")["state_since"]
     batch = daemon.wait_for(lambda: reports_in(daemon, parent), timeout=5, what="the bounded hold")[0]
@@ -384,3 +392,30 @@ def test_the_reaper_keeps_a_session_child_while_its_owner_runs(daemon_factory):
         assert daemon.show(kept)["worker_up"]
         daemon.call("close", job=owner)
         daemon.wait_row(kept, lambda r: r["reaped"], timeout=5, what="the companion reaped after its owner")
+
+
+
+def test_a_queued_row_says_it_waits_for_the_cap(daemon_factory):
+    """Queued rows never said what they waited for."""
+    from roost.models import Row
+    from roost.rules.row_text import activity_text
+
+    daemon = daemon_factory("max_running_jobs = 1\n")
+    first = daemon.spawn("work 600")
+    daemon.wait_state(first, "working")
+    second = daemon.spawn("work 600")
+    row = daemon.wait_row(second, lambda r: r["reason"], what="the queued row's reason")
+    assert row["state"] == "queued" and row["reason"] == "waiting for a place (max_running_jobs = 1)"
+    assert activity_text(Row.from_wire(row), 60)[0] == "waiting for a place (max_running_jobs = 1)"
+    daemon.call("stop", job=first)
+    started = daemon.wait_row(second, lambda r: r["state"] == "working", what="the queued job to start")
+    assert started["reason"] == "", "starting clears what it waited for"
+
+
+def test_a_queued_row_says_it_waits_for_a_live_worker_place(daemon_factory):
+    daemon = daemon_factory("max_live_workers = 1\n")
+    first = daemon.spawn("work 600")
+    daemon.wait_state(first, "working")  # its worker is live and busy: nothing to close for room
+    second = daemon.spawn("say two")
+    row = daemon.wait_row(second, lambda r: r["reason"], what="the queued row's reason")
+    assert row["state"] == "queued" and row["reason"] == "waiting for a live-worker place (max_live_workers = 1)"

@@ -22,7 +22,7 @@ def test_a_stop_right_after_a_message_cuts_that_turn(daemon: DaemonHarness):
     job = daemon.spawn("say ready")
     daemon.wait_state(job, "idle")
     with daemon.client() as client:
-        client.call("send", job=job, text="work 30")
+        client.call("send", job=job, text="wait-for never")
         assert client.call("stop", job=job)["stopped"] == 1
     daemon.wait_state(job, "stopped")
     time.sleep(0.3)
@@ -31,7 +31,7 @@ def test_a_stop_right_after_a_message_cuts_that_turn(daemon: DaemonHarness):
 
 @pytest.mark.parametrize("attempt", range(4))
 def test_a_stop_racing_the_answer_to_a_question_wins(daemon: DaemonHarness, attempt):
-    job = daemon.spawn("ask ready?\nwork 30")
+    job = daemon.spawn("ask ready?\nwait-for never")
     daemon.wait_state(job, "waiting")
     with daemon.client() as client:
         client.call("send", job=job, text="yes")
@@ -63,11 +63,12 @@ def test_an_answer_to_a_last_line_question_is_not_run_as_a_script(daemon: Daemon
 
 def test_a_message_to_a_job_queued_by_the_cap_waits_its_turn(daemon_factory):
     daemon = daemon_factory("max_running_jobs = 1\n")
-    first = daemon.spawn("work 1")
+    first = daemon.spawn("wait-for first")
     daemon.wait_state(first, "working")
     second = daemon.spawn("say queued")
     assert daemon.call("send", job=second, text="say and then this")["outcome"] == "queued"
     assert not daemon.show(second)["worker_up"]
+    daemon.release("first")
     daemon.wait_for(lambda: "and then this" in daemon.texts(second), timeout=10, what="both turns")
     assert daemon.texts(second).index("queued") < daemon.texts(second).index("and then this")
 
@@ -90,21 +91,21 @@ def test_a_closed_workers_token_no_longer_works(daemon: DaemonHarness):
 
 def test_a_job_may_only_stop_its_own_subtree(daemon: DaemonHarness):
     one = daemon.spawn("say one")
-    other = daemon.spawn("work 30")
+    other = daemon.spawn("wait-for never")
     row = daemon.wait_state(one, "idle")
     daemon.wait_state(other, "working")
     with daemon.client(job=one, token=token_of(row)) as as_one:
         with pytest.raises(ClientError) as info:
             as_one.call("stop", job=other)
         assert info.value.code == "auth"
-        child = as_one.call("spawn", prompt="work 30")["id"]
+        child = as_one.call("spawn", prompt="wait-for never")["id"]
         daemon.wait_state(child, "working")
         assert as_one.call("stop", job=child)["stopped"] == 1
     assert daemon.show(other)["state"] == "working"
 
 
 def test_a_child_failed_by_a_restart_is_reported_to_its_parent(daemon: DaemonHarness):
-    parent = daemon.spawn("spawn work 30\nsay parent")
+    parent = daemon.spawn("spawn wait-for never\nsay parent")
     daemon.wait_state(parent, "idle")
     child = daemon.children(parent)[0]["id"]
     daemon.wait_state(child, "working")

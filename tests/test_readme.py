@@ -23,3 +23,39 @@ def test_the_quick_start_is_exactly_two_commands():
 def test_ci_runs_the_readme_test_command_word_for_word():
     ci = ROOT.joinpath(".ci", "run").read_text().splitlines()
     assert quick_start_commands()[1] in ci
+
+
+def worktree_example() -> list[str]:
+    """README's worktree example, its commands as written (comments dropped)."""
+    section = ROOT.joinpath("README.md").read_text().split("Parallel agents on one repository", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    return [line.split("#", 1)[0].rstrip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def test_the_worktree_example_runs_as_written(daemon, tmp_path):
+    """It spawned a job that left its file uncommitted, and `roost merge` refused it."""
+    import json
+    import subprocess
+    import sys
+
+    from gitrepo import git, make_repo
+
+    make_repo(tmp_path / "my-repo", {"README": "a repo\n"})
+    lines = worktree_example()
+    spawn_end = next(i for i, line in enumerate(lines) if line.endswith("')"))
+    roost_bin = str(Path(sys.executable).parent)
+    env = {**daemon.env, "PATH": f"{roost_bin}:{daemon.env.get('PATH', '/usr/bin:/bin')}"}
+
+    def sh(script: str) -> str:
+        done = subprocess.run(["sh", "-ec", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, f"{script}\nexited {done.returncode}: {done.stderr}"
+        return done.stdout
+
+    job = sh("\n".join(lines[: spawn_end + 1]) + '\necho "$id"').strip().splitlines()[-1]
+    daemon.wait_state(job, "idle")
+    rest = [line for line in lines[spawn_end + 1:] if not line.startswith(("roost archive", "roost unarchive"))]
+    out = sh(f"cd my-repo\nid={job}\n" + "\n".join(rest))
+    assert "notes.txt" in out, out
+    assert git(tmp_path / "my-repo", "show", "main:notes.txt") == "hello\n"
+    assert json.loads(sh(f"roost show {job} --json"))["state"] == "idle"

@@ -8,7 +8,7 @@ import pytest
 
 from roost.config import Config
 from roost.models import Job, State
-from roost.rules.lifecycle import WorkerFacts, auto_close_due, close_blocker, reap_due, report_action
+from roost.rules.lifecycle import WorkerFacts, auto_close_due, close_blocker, hold_due, reap_due, report_action
 
 CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60)
 UP = WorkerFacts(up=True, idle_since=0.0)
@@ -103,3 +103,11 @@ def test_a_done_child_with_its_own_subagents_running_is_auto_closed_only_once_th
     assert not auto_close_due(job(State.DONE), ended, [], CFG, now=53.9)
     assert auto_close_due(job(State.DONE), ended, [], CFG, now=54.0)
     assert not auto_close_due(job(State.DONE), done, [], replace(CFG, idle_timeout=0), now=10_000.0)
+
+
+def test_the_report_hold_runs_out_at_its_bound_and_only_during_a_turn() -> None:
+    held = WorkerFacts(up=True, in_turn=True, held_since=10.0)
+    bound = 10.0 + CFG.report_hold_max
+    assert not hold_due(held, CFG, bound - 0.01) and hold_due(held, CFG, bound)
+    assert not hold_due(replace(held, in_turn=False), CFG, bound + 100)
+    assert not hold_due(replace(held, held_since=None), CFG, bound + 100)

@@ -106,7 +106,7 @@ def test_the_bound_worker_is_the_job_s_in_everything(daemon: DaemonHarness, tmp_
     daemon.wait_for(lambda: "noted 1 report from subagents" in daemon.texts(job)
                     and daemon.show(job)["state"] == "idle", what="the child's report to be noted")
     with daemon.client(job=job, token=env["ROOST_TOKEN"]) as as_job:
-        assert as_job.call("children")[0]["id"] == kids[0]["id"]
+        assert as_job.call("children")["rows"][0]["id"] == kids[0]["id"]
     session = daemon.paths.sessions_dir / f"{job}.jsonl"
     assert row["session"] == str(session) and '"text": "say one' in session.read_text()
 

@@ -71,22 +71,24 @@ async def test_a_job_without_a_worktree_says_so_and_opens_nothing(daemon, repo):
 
 
 async def test_the_diff_of_a_working_job_is_read_again_as_it_changes(daemon, repo):
-    job = daemon.spawn("write early.txt one\nwork 2.5\nwrite late.txt two\nwork 30", cwd=str(repo), worktree=True)
+    job = daemon.spawn("write early.txt one\nwait-for late\nwrite late.txt two\nwait-for never", cwd=str(repo),
+                       worktree=True)
     daemon.wait_for(lambda: (Path(daemon.show(job)["worktree"] or "/nonexistent") / "early.txt").exists(),
                     what="the first file")
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_diff_of(pilot, app, job)
         assert [f.path for f in screen.files] == ["early.txt"]
+        daemon.release("late")
         await until(pilot, lambda: [f.path for f in screen.files] == ["early.txt", "late.txt"],
                     "the second file, read again by the screen's timer", timeout=15)
         assert screen.selected == "early.txt"  # the selection stays where it was
 
 
 async def test_d_in_the_subagent_panel_and_slash_diff_on_the_job_screen(daemon, repo):
-    parent = daemon.spawn("write p.txt parent\nwork 30", cwd=str(repo), worktree=True, title="parent")
+    parent = daemon.spawn("write p.txt parent\nwait-for never", cwd=str(repo), worktree=True, title="parent")
     home = daemon.wait_row(parent, lambda r: r["worktree"] is not None)["worktree"]
-    child = daemon.spawn("write c.txt child\nwork 30", parent=parent, cwd=home, worktree=True, title="child")
+    child = daemon.spawn("write c.txt child\nwait-for never", parent=parent, cwd=home, worktree=True, title="child")
     daemon.wait_for(lambda: (Path(daemon.show(child)["worktree"] or "/nonexistent") / "c.txt").exists(),
                     what="the child's file")
     app = make_app(daemon)

@@ -30,7 +30,7 @@ def untouched(daemon: DaemonHarness, job: str) -> None:
 
 
 async def test_text_typed_behind_enter_lands_in_the_opened_jobs_composer(daemon):
-    root = daemon.spawn("spawn work 30\nwork 30", title="tree")
+    root = daemon.spawn("spawn wait-for never\nwait-for never", title="tree")
     daemon.wait_for(lambda: daemon.children(root), what="a child")
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:

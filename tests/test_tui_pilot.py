@@ -34,7 +34,7 @@ from tui_helpers import (SIZE, FakeClock, answer, burst, cell, keys_of, jobs, ma
 
 
 async def test_the_agent_view_lists_top_level_jobs_and_counts_their_subagents(daemon):
-    root = daemon.spawn("spawn work 30\nsay parent here", title="parent")
+    root = daemon.spawn("spawn wait-for never\nsay parent here", title="parent")
     child = daemon.wait_for(lambda: daemon.children(root), what="a child")[0]["id"]
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
@@ -43,17 +43,17 @@ async def test_the_agent_view_lists_top_level_jobs_and_counts_their_subagents(da
         assert table_ids(app) == [root]
         assert child not in table_ids(app)
         assert "parent here" in cell(app, root, "activity")
-        assert cell(app, root, "title") == "parent"
+        assert cell(app, root, "title") in ("parent", "• parent"), "marked once its turn ended unseen"
         assert "working" in cell(app, root, "state") or "idle" in cell(app, root, "state")
 
 
 async def test_inline_mode_lists_subagents_under_their_parent(daemon):
-    root = daemon.spawn("spawn work 30\nsay parent here", title="parent")
+    root = daemon.spawn("spawn wait-for never\nsay parent here", title="parent")
     child = daemon.wait_for(lambda: daemon.children(root), what="a child")[0]["id"]
     app = make_app(daemon, 'agent_view_subagents = "inline"')
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: table_ids(app) == [root, child], "the child listed under its parent")
-        assert cell(app, child, "title") == "↳ work 30"
+        assert cell(app, child, "title") == "↳ wait-for never"
 
 
 async def test_enter_opens_a_job_attaches_it_and_escape_releases_it(daemon):
@@ -132,10 +132,10 @@ async def test_p_pins_and_unpins_the_selected_job(daemon):
 
 
 async def test_K_twice_stops_the_whole_tree_and_says_how_many(daemon):
-    root = daemon.spawn("spawn*2 work 30\nwork 30", title="tree")
+    root = daemon.spawn("spawn*2 wait-for never\nwait-for never", title="tree")
     daemon.wait_for(lambda: len(daemon.children(root)) == 2
                     and all(c["state"] == "working" for c in daemon.children(root)), what="two working children")
-    other = daemon.spawn("work 30", title="other")
+    other = daemon.spawn("wait-for never", title="other")
     daemon.wait_state(other, "working")
     app = make_app(daemon, clock=FakeClock())
     async with app.run_test(size=SIZE) as pilot:
@@ -151,7 +151,7 @@ async def test_K_twice_stops_the_whole_tree_and_says_how_many(daemon):
 
 
 async def test_a_second_K_after_two_seconds_only_arms_again(daemon):
-    job = daemon.spawn("work 30")
+    job = daemon.spawn("wait-for never")
     daemon.wait_state(job, "working")
     clock = FakeClock()
     app = make_app(daemon, clock=clock)
@@ -227,7 +227,7 @@ async def test_select_puts_the_cursor_on_a_job(daemon):
 
 
 async def test_keys_sent_in_a_burst_act_on_the_row_under_the_cursor_then(daemon):
-    jobs = [daemon.spawn("work 30", title=f"job {n}") for n in range(3)]
+    jobs = [daemon.spawn("wait-for never", title=f"job {n}") for n in range(3)]
     for job in jobs:
         daemon.wait_state(job, "working")
     app = make_app(daemon, clock=FakeClock())
@@ -255,7 +255,7 @@ async def test_colon_opens_the_command_line_and_new_starts_a_job(daemon):
 
 
 async def test_commands_open_send_stop_help_and_refusals(daemon):
-    root = daemon.spawn("spawn work 30\nwork 30", title="root")
+    root = daemon.spawn("spawn wait-for never\nwait-for never", title="root")
     child = daemon.wait_for(lambda: daemon.children(root), what="a child")[0]["id"]
     idle = daemon.spawn("say idle one")
     daemon.wait_state(idle, "idle")
@@ -333,7 +333,7 @@ async def test_reports_from_children_show_in_the_transcript(daemon):
 
 
 async def test_the_composer_sends_and_a_message_to_a_stopped_job_restarts_it(daemon):
-    job = daemon.spawn("work 30", title="worker")
+    job = daemon.spawn("wait-for never", title="worker")
     daemon.wait_state(job, "working")
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
@@ -399,9 +399,9 @@ async def test_unknown_slash_commands_are_refused_in_the_composer(daemon):
 
 # ------------------------------------------------------------------------------------------- subagent panel
 
-TREE = ("spawn say reading; work 30\n"
-        "spawn say nesting; spawn say deep;; work 30; work 30\n"
-        "work 30")
+TREE = ("spawn say reading; wait-for never\n"
+        "spawn say nesting; spawn say deep;; wait-for never; wait-for never\n"
+        "wait-for never")
 
 
 async def open_tree(pilot: Pilot, app: RoostApp, daemon: DaemonHarness) -> tuple[JobScreen, str]:
@@ -490,6 +490,11 @@ async def test_x_stops_a_running_row_and_hides_a_finished_one(daemon):
         daemon.wait_state(first, "stopped")
         await until(pilot, lambda: notice(app) == "stopped say reading", "the stop")
         await until(pilot, lambda: screen.panel.lines[-1].row.id == first, "the stopped row below running work")
+        second = screen.panel.lines[0].row.id
+        assert screen.panel.cursor == second, "the cursor stays at its place, not with the stopped row"
+        await press_alone(pilot, "x")
+        daemon.wait_state(second, "stopped")  # a second x stops the next (it hid the first)
+        assert first in [line.row.id for line in screen.panel.lines]
         screen.panel.cursor = first
         await press_alone(pilot, "x")
         assert first not in [line.row.id for line in screen.panel.lines]
@@ -527,27 +532,27 @@ async def test_a_done_row_leaves_at_once_and_the_hint_shows_for_30s(daemon):
     clock = FakeClock()
     app = make_app(daemon, clock=clock)
     async with app.run_test(size=SIZE) as pilot:
-        root = daemon.spawn("spawn report done quick one\nspawn work 30\nwork 30", title="root")
+        root = daemon.spawn("spawn report done quick one\nspawn wait-for never\nwait-for never", title="root")
         screen = await open_job(pilot, app, root)
         status = screen.query_one("#status")
         await until(pilot, lambda: daemon.children(root) and all(c["state"] in ("done", "working")
                                                                   for c in daemon.children(root))
                     and any(c["state"] == "done" for c in daemon.children(root)), "a done child")
-        await until(pilot, lambda: panel_labels(screen) == ["work 30"], "the done row gone")
+        await until(pilot, lambda: panel_labels(screen) == ["wait-for never"], "the done row gone")
         await until(pilot, lambda: status.hint == SUBAGENT_HINT, "the footer hint")
         await type_text(pilot, "/subagents")
         await pilot.press("enter")
-        assert panel_labels(screen) == ["work 30", "report done quick one"]
+        assert panel_labels(screen) == ["wait-for never", "report done quick one"]
         assert screen.panel.lines[1].row.state.value == "done"
         assert status.hint == "", "the hint is for the normal panel"
         await pilot.press("escape")
-        assert panel_labels(screen) == ["work 30"]
+        assert panel_labels(screen) == ["wait-for never"]
         clock.advance(31)
         app.screen.tick()
         assert status.hint == ""
         await type_text(pilot, "/subagents")
         await pilot.press("enter")
-        assert panel_labels(screen) == ["work 30"], "/subagents lists only the last 30 s"
+        assert panel_labels(screen) == ["wait-for never"], "/subagents lists only the last 30 s"
         await type_text(pilot, "a")  # typing leaves the panel
         assert app.focused is screen.composer and screen.composer.value == "a"
         await pilot.press("ctrl+u")
@@ -560,7 +565,7 @@ async def test_a_failed_row_stays_30s_then_leaves(daemon):
     clock = FakeClock()
     app = make_app(daemon, clock=clock)
     async with app.run_test(size=SIZE) as pilot:
-        root = daemon.spawn("spawn fail broken on purpose\nwork 30", title="root")
+        root = daemon.spawn("spawn fail broken on purpose\nwait-for never", title="root")
         screen = await open_job(pilot, app, root)
         await until(pilot, lambda: [line.row.state.value for line in screen.panel.lines] == ["failed"], "failed row")
         clock.advance(20)
@@ -700,7 +705,7 @@ async def test_the_transcript_loads_the_newest_entries_and_pages_back_at_the_top
 
 
 async def test_closing_a_job_screen_ends_its_subscriptions(daemon):
-    root = daemon.spawn("spawn work 30\nsay parent", title="parent")
+    root = daemon.spawn("spawn wait-for never\nsay parent", title="parent")
     child = daemon.wait_for(lambda: daemon.children(root), what="a child")[0]["id"]
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:

@@ -94,9 +94,9 @@ async def test_failures_notify_by_bell_and_osc_as_the_config_asks(daemon):
 
 async def test_queued_jobs_show_as_queued_with_a_count(daemon_factory):
     daemon = daemon_factory("max_running_jobs = 1")
-    first = daemon.spawn("work 30", title="first")
+    first = daemon.spawn("wait-for never", title="first")
     daemon.wait_state(first, "working")
-    second = daemon.spawn("work 30", title="second")
+    second = daemon.spawn("wait-for never", title="second")
     app = make_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: second in table_ids(app), "the queued row")

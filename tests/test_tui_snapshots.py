@@ -126,7 +126,7 @@ class FixedRows:
             return next(r for r in self.rows if r["id"] == args["job"])
         if op == "diff":
             return self.diffs[args["job"]]
-        if op in ("attach", "release", "unsubscribe"):
+        if op in ("attach", "seen", "release", "unsubscribe"):
             return None
         raise AssertionError(f"a snapshot asked the daemon to {op}")
 

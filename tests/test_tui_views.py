@@ -6,6 +6,7 @@ from __future__ import annotations
 from roost.tui.agent_view import AgentViewScreen
 from roost.tui.archived_view import ArchivedScreen
 from roost.tui.command_line import CommandLine
+from roost.tui.filter_box import FILTER_HELP
 from roost.tui.help_screen import HelpScreen
 from roost.tui.job_screen import JobScreen
 
@@ -36,8 +37,16 @@ async def test_question_mark_lists_the_keys_that_work_where_you_are(daemon):
         await press_alone(pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         assert "stop / hide" in help_text(app) and "archive" not in help_text(app)
+        keys = [keys for keys, _ in app.screen._lines]
+        assert "↑" not in keys and "pgdn" not in " ".join(keys), f"a key listed twice: {keys}"
+        assert FILTER_HELP in help_text(app), "the panel filters: its help says how"
         await pilot.press("escape")
         assert app.screen is job_screen and app.focused is job_screen.panel
+        await pilot.press("up")
+        await until(pilot, lambda: app.focused is job_screen.composer, "the composer")
+        await pilot.press("f1")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help from the composer")
+        assert FILTER_HELP not in help_text(app), "the composer has no filter: no filter help"
 
 
 async def test_the_filter_narrows_by_title_id_and_state_and_escape_clears_it(daemon):
@@ -125,6 +134,8 @@ async def test_r_renames_through_the_daemon(daemon):
     async with app.run_test(size=SIZE) as pilot:
         await select_row(pilot, app, job)
         await pilot.press("r")
+        helps = [str(label.render()) for label in app.screen.query(".dialog-help")]
+        assert helps == ["enter to rename · esc to cancel"], "it said 'enter to send'"
         await pilot.press("ctrl+u")
         await type_text(pilot, "new name")
         await pilot.press("enter")
@@ -172,7 +183,7 @@ async def test_w_jumps_to_the_next_job_that_needs_you_and_g_G_to_the_ends(daemon
 
 
 async def test_stop_stops_the_open_job_and_the_breadcrumb_shows_the_whole_path(daemon):
-    root = daemon.spawn("spawn spawn work 30; work 30\nwork 30", title="root")
+    root = daemon.spawn("spawn spawn wait-for never; wait-for never\nwait-for never", title="root")
     child = daemon.wait_for(lambda: daemon.children(root), what="a child")[0]["id"]
     grandchild = daemon.wait_for(lambda: daemon.children(child), what="a grandchild")[0]["id"]
     daemon.wait_state(grandchild, "working")
@@ -183,8 +194,8 @@ async def test_stop_stops_the_open_job_and_the_breadcrumb_shows_the_whole_path(d
         await pilot.press("enter")
         screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen, "the grandchild")
         await until(pilot, lambda: len(screen.path) == 2, "the path")
-        assert screen.path == ["root", "spawn work 30"]
-        assert str(screen.jobbar.render()).startswith("root › spawn work 30 › work 30")
+        assert screen.path == ["root", "spawn wait-for never"]
+        assert str(screen.jobbar.render()).startswith("root › spawn wait-for never › wait-for never")
         await type_text(pilot, "/stop")
         await pilot.press("enter")
         daemon.wait_state(grandchild, "stopped")

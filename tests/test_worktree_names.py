@@ -54,7 +54,7 @@ def test_an_option_like_or_bad_name_is_refused_through_the_protocol(
         daemon.spawn("say never", cwd=str(repo), worktree=True, **args)
     assert refused.value.code == "bad_args"
     message = refused.value.message
-    assert any(repr(given) in message for given in (branch, base) if given) or "at most 255 characters" in message
+    assert any(repr(given) in message for given in (branch, base) if given) or "over the 255-character cap" in message
     assert state(repo) == before
     assert daemon.call("status")["jobs"] == 0
 

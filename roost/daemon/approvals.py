@@ -101,7 +101,7 @@ def on_asked(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
             job.approval_back = (State.WORKING if slot.turn is not None else job.state).value
         job.approvals = [*job.approvals, entry]
         eng.timeline(job, "approval", id=aid, asked=True, tool=tool, what=what, **words)
-        eng.set_state(job, State.WAITING, approval=aid)
+        eng.set_state(job, State.WAITING, "approval", approval=aid)
         eng.save(job)
     slot.approvals[aid] = (wid, eng.monotonic())
     eng.approvals.jobs[aid] = job.id
@@ -147,7 +147,7 @@ def settle(eng: "Engine", job: Job, aid: str, decision: str, by: str, reason: st
         if back == State.WORKING.value and (slot is None or slot.turn is None):
             back = State.IDLE.value  # the turn it waited in is gone (a prompt the worker refused)
         if restore and job.state == State.WAITING:
-            eng.set_state(job, State(back) if back else State.IDLE, note="no approval is pending any more")
+            eng.set_state(job, State(back) if back else State.IDLE, "approval-settled", note="no approval is pending any more")
     return wid
 
 

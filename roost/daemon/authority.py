@@ -68,6 +68,7 @@ RULES: dict[str, Rule] = {
     "rename": _MINE,
     "unarchive": _MINE,
     "merge": _MINE,
+    "fork": _MINE,  # a job's fork is its own child, like its spawns
     "report": Rule(Reach.SELF, person=False),
     "answer_approval": _PERSON,  # no job answers an approval: not the asking one, its parent or its children
     "show": Rule(Reach.FAMILY, "job"),
@@ -75,14 +76,17 @@ RULES: dict[str, Rule] = {
     "list": Rule(Reach.SUBTREE, "under"),
     "logs": _MINE,
     "diff": _MINE,
+    "search": Rule(Reach.SUBTREE, "under"),  # a job's search sees its own subtree's timelines only
     "subscribe agent_view": _PERSON,
     "subscribe subtree": _MINE,
     "subscribe timeline": _MINE,
     "unsubscribe": Rule(Reach.ANY),
     "attach": _PERSON,
     "release": Rule(Reach.ANY),
+    "seen": _PERSON,  # what a person has looked at: no job can see for them
     "status": Rule(Reach.ANY),
     "acknowledge": _PERSON,
+    "reload": _PERSON,
     "shutdown": _PERSON,
     "worktrees": _PERSON,
     "worktrees_prune": _PERSON,

@@ -53,6 +53,9 @@ class Connection:
         self._queue: deque[bytes] = deque()
         self._wake = asyncio.Event()
         self._closing = False
+        #: The cut-off of a closing connection's writer; cancelled once it is done, so a closed
+        #: connection leaves no timer to wake the daemon.
+        self._cutoff: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
         self._writer_task = asyncio.create_task(self._write_loop())
 
@@ -83,7 +86,12 @@ class Connection:
         self._enqueue(data)
 
     def fail(self, req_id: Any, error: ProtocolError) -> None:
-        self._enqueue(encode(err(req_id, error)))
+        """Queue an error; its message is cut should it not fit a frame (errors quote capped
+        values, roost/bounds.py, so this is the last guard, not the rule)."""
+        data = encode(err(req_id, error))
+        if len(data) > MAX_FRAME:
+            data = encode(err(req_id, ProtocolError(error.code, error.message[:4096] + "…")))
+        self._enqueue(data)
 
     def _enqueue(self, data: bytes) -> None:
         if self._closing:
@@ -124,6 +132,8 @@ class Connection:
             self._queue.clear()
             self.queued_bytes = 0
             self.writer.close()
+            if self._cutoff is not None:
+                self._cutoff.cancel()
 
     def close(self, grace: float = CLOSE_GRACE) -> None:
         """Take no more frames, write what is queued, then close; a peer that does not read them
@@ -132,7 +142,7 @@ class Connection:
             return
         self._closing = True
         self._wake.set()
-        self._loop.call_later(grace, self.abort)
+        self._cutoff = self._loop.call_later(grace, self.abort)
 
     def abort(self) -> None:
         """Drop the connection now, whatever is still queued."""

@@ -2,7 +2,7 @@
 
 Every command about a job (send, stop, close, pin, archive, …) and every event of its worker is a
 message posted to that job's mailbox; ``apply`` hands each, in order, to the one handler for its
-type (``transitions.HANDLERS``). Handlers are synchronous: they change the record, commit, and start
+type (``transitions.BY_MESSAGE``). Handlers are synchronous: they change the record, commit, and start
 effects (start a process, send a prompt, abort) as tasks whose outcome comes back as another
 message. So nothing mutates a job between two messages, and every race — the reaper against a
 message, a stop against a new turn, a report while a turn ends — is a question of order.
@@ -29,9 +29,10 @@ from roost.daemon.run_queue import RunQueue
 from roost.daemon.slot import Phase, Slot, Turn
 from roost.daemon.store import Store, describe_failure
 from roost.daemon.workers import WorkerFactory
-from roost.models import REASONED_STATES, Job, State
+from roost.models import REASONED_STATES, UNSEEN_STATES, Job, State
 from roost.protocol import ENTRY_MAX, ErrorCode, ProtocolError
 from roost.rules.lifecycle import WorkerFacts, next_due
+from roost.rules.state_table import check as check_transition
 
 if TYPE_CHECKING:
     from roost.daemon.publisher import Publisher
@@ -68,7 +69,8 @@ class Engine:
         self.monotonic = monotonic
         self.hooks = hooks
         self.slots: dict[str, Slot] = {}
-        #: Messages waiting in each job's inbox (kept here so no timer or rule runs SQL).
+        #: Messages waiting in each job's inbox (kept here so no timer or rule runs SQL); changed with the
+        #: store's rows by the inbox methods below (and recounted by recovery and Resync).
         self.inbox: collections.Counter[str] = collections.Counter()
         self.queue = RunQueue(self)
         #: Which job each pending approval is of, and how recent ones were settled.
@@ -172,11 +174,11 @@ class Engine:
         self._held = [(fut, False, refusal) for fut, _, _ in self._held]
 
     def _apply(self, job: Job, message: Message) -> None:
-        from roost.daemon.transitions import HANDLERS
+        from roost.daemon.transitions import BY_MESSAGE
 
         try:
             with self.store.savepoint():
-                HANDLERS[type(message)](self, job, message)
+                BY_MESSAGE[type(message)](self, job, message)
         except ProtocolError as exc:  # a refusal, for the sender
             message.fail(exc)
         except (sqlite3.Error, OSError) as exc:  # the store took no writes (a full disk)
@@ -268,6 +270,26 @@ class Engine:
         self.store.after_commit(lambda: self.publisher.timeline(entry))
         return entry
 
+    # -- a job's inbox: the store's rows and the engine's count change in one place ---------------
+    def add_message(self, job_id: str, text: str) -> None:
+        self.store.add_message(job_id, text, self.clock())
+        self.inbox[job_id] += 1
+
+    def take_message(self, job_id: str, msg_id: int) -> None:
+        """The message was handed to the worker."""
+        self.store.mark_message(msg_id, self.clock())
+        self.inbox[job_id] -= 1
+
+    def put_back_message(self, job_id: str, msg_id: int) -> None:
+        """The worker did not take it: it waits again, first."""
+        self.store.undeliver_message(msg_id)
+        self.inbox[job_id] += 1
+
+    def drop_messages(self, job_id: str) -> None:
+        """A stopped or archived job takes none of what waits for it."""
+        self.store.drop_messages(job_id, self.clock())
+        self.inbox.pop(job_id, None)
+
     def save(self, job: Job) -> None:
         job.updated_at = self.clock()
         self.store.save_job(job)
@@ -278,18 +300,21 @@ class Engine:
         ids = set(ids)
         self.store.after_commit(lambda: self.publisher.rows_changed(ids))
 
-    def set_state(self, job: Job, state: State, **data: Any) -> None:
-        """Change a job's state, with a timeline entry; the hooks hear of it once it is committed. A job
-        with an approval pending stays ``waiting``: the state asked for is where it goes once none is."""
+    def set_state(self, job: Job, state: State, kind: str, **data: Any) -> None:
+        """Change a job's state for a ``kind`` of reason the table allows (roost/rules/state_table.py:
+        an illegal change raises), with a timeline entry; the hooks hear of it once it is committed. A
+        job with an approval pending stays ``waiting``: the state asked for is where it goes once none is."""
         if job.approvals and state not in (State.WAITING, State.STOPPED, State.FAILED):
             job.approval_back = state.value  # waiting while an approval is pending; this is what comes after
-            state = State.WAITING
+            state, kind = State.WAITING, "approval"
         if job.state == state:
             return
         old = job.state
+        check_transition(job.id, old, state, kind)
         job.state = state
         job.state_since = self.clock()
         job.reason = str(data.get("reason") or f"by {data.get('by', 'its owner')}") if state in REASONED_STATES else ""
+        job.unseen = state in UNSEEN_STATES and not self.index.attached(job.id)  # attach is a person's
         self.timeline(job, "state", state=state.value, **data)
         if self.hooks is not None:
             hooks = self.hooks
@@ -326,7 +351,8 @@ class Engine:
         slot = self.slots.get(job.id)
         parent = self.slots.get(job.parent) if job.parent else None
         if slot is None:
-            return WorkerFacts(attached=self.index.attached(job.id), queued=self.inbox[job.id])
+            return WorkerFacts(attached=self.index.attached(job.id), queued=self.inbox[job.id],
+                               closed_for_room=job.id in self.queue.closed_for_room)
         return WorkerFacts(
             up=True, in_turn=slot.turn is not None, busy=slot.phase is not Phase.READY,
             attached=self.index.attached(job.id), queued=self.inbox[job.id], idle_since=slot.idle_since,

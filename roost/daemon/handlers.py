@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from roost import __version__
-from roost.daemon import authority, review, worktrees
+from roost.daemon import authority, forks, review, worktrees
+from roost.daemon.search import SEARCH_LIMIT
 from roost.models import State
 from roost.protocol import (LIST_LIMIT, LOGS_LIMIT, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode,
                             parse_request)
@@ -31,11 +32,13 @@ _STATES = frozenset(s.value for s in State)
 @dataclass
 class Context:
     """What handlers need besides the request: the supervisor, the daemon's own facts for
-    ``status``, and a way to stop the daemon (soon: the reply goes out first)."""
+    ``status``, a way to stop the daemon (soon: the reply goes out first) and to read its config
+    file again."""
 
     supervisor: Supervisor
     facts: Callable[[], dict[str, Any]]
     stop: Callable[[], None]
+    reload: Callable[[], dict[str, Any]]
 
 
 @dataclass
@@ -178,6 +181,11 @@ def unarchive(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.unarchive(req.args["job"])
 
 
+@handles("seen")
+def seen(ctx: Context, req: Request) -> Any:
+    return ctx.supervisor.mark_seen(req.args["job"])
+
+
 @handles("attach")
 def attach(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.attach(req.args["job"], req.conn.conn_id, bool(req.args.get("resume")))
@@ -208,7 +216,7 @@ def children(ctx: Context, req: Request) -> Any:
     target = req.args.get("job") or req.caller
     if target is None:
         raise ProtocolError(ErrorCode.BAD_ARGS, "children: give a job id (no calling job to default to)")
-    return ctx.supervisor.children_of(target)
+    return ctx.supervisor.children_of(target, req.args.get("limit", LIST_LIMIT), req.args.get("cursor"))
 
 
 @handles("logs")
@@ -246,6 +254,11 @@ def acknowledge(ctx: Context, req: Request) -> None:
     ctx.supervisor.publisher.store_notice(None)
 
 
+@handles("reload")
+def reload(ctx: Context, req: Request) -> dict[str, Any]:
+    return ctx.reload()
+
+
 @handles("shutdown")
 def shutdown(ctx: Context, req: Request) -> dict[str, Any]:
     ctx.stop()
@@ -271,3 +284,17 @@ def diff(ctx: Context, req: Request) -> Any:
 @handles("merge")
 def merge(ctx: Context, req: Request) -> Any:
     return review.merge(ctx.supervisor, req.args["job"])
+
+
+@handles("search")
+def search(ctx: Context, req: Request) -> Any:
+    args = req.args
+    return ctx.supervisor.search(args["text"], args.get("under"), bool(args.get("archived")),
+                                 args.get("limit", SEARCH_LIMIT), args.get("before"))
+
+
+@handles("fork")
+def fork(ctx: Context, req: Request) -> Any:
+    args = req.args
+    return forks.fork(ctx.supervisor, args["job"], req.caller, bool(args.get("worktree")), args.get("title"),
+                      args.get("prompt"))

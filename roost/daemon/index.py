@@ -18,9 +18,11 @@ import bisect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from roost.models import ACTIVE_STATES, PEEK_MAX, Job, Row
+from roost.bounds import LABELS_CHARS, LABELS_MAX, LAST_TEXT_MAX, PATH_MAX, TITLE_MAX, quote
+from roost.models import ACTIVE_STATES, NEEDS_PERSON_STATES, PEEK_MAX, Job, Row
 from roost.protocol import PAGE_BYTES, ErrorCode, ProtocolError
 from roost.rules.provider_subagents import subagent_says
+from roost.rules.views import filter_matches, parse_filter
 
 #: How much a row costs on the wire beyond its texts (keys, numbers, punctuation), a safe estimate.
 _ROW_OVERHEAD = 512
@@ -30,12 +32,12 @@ def _cursor(job: Job) -> str:
     return f"{job.created_at!r}/{job.id}"
 
 
-def _parse_cursor(cursor: str) -> tuple[float, str]:
+def _parse_cursor(cursor: str, op: str) -> tuple[float, str]:
     try:
         ts, job_id = cursor.split("/", 1)
         return float(ts), job_id
     except ValueError:
-        raise ProtocolError(ErrorCode.BAD_ARGS, f"list: cursor {cursor!r} is not one this daemon gave") from None
+        raise ProtocolError(ErrorCode.BAD_ARGS, f"{op}: cursor {quote(cursor)} is not one this daemon gave") from None
 
 
 class JobIndex:
@@ -255,43 +257,60 @@ class JobIndex:
 
     def page(self, limit: int = 500, cursor: str | None = None, roots: bool = False,
              states: list[str] | None = None, under: str | None = None, archived: bool = False,
-             full: bool = False, newest_first: bool = False, archived_only: bool = False) -> dict[str, Any]:
-        """One page of ``list``: rows in creation order after ``cursor``, filtered, at most
-        ``limit`` of them and about PAGE_BYTES of text; ``next`` is null on the last page."""
+             full: bool = False, newest_first: bool = False, archived_only: bool = False,
+             match: str | None = None) -> dict[str, Any]:
+        """One page of ``list``: rows in creation order after ``cursor``, filtered (``match``: the
+        app's filter text, roost/rules/views.py), at most ``limit`` of them and about PAGE_BYTES of
+        text; ``next`` is null on the last page."""
         if under is not None:
             self.require(under)
         wanted = set(states) if states else None
         below = {j.id for j in self.descendants(under, archived=True)} if under is not None else None
+        wanted_text = parse_filter(match) if match else None
 
-        def match(job: Job) -> bool:
+        def kept(job: Job) -> bool:
             if archived_only and job.archived_at is None:
                 return False
             return ((archived or archived_only or job.archived_at is None) and (not roots or job.parent is None)
-                    and (wanted is None or job.state.value in wanted) and (below is None or job.id in below))
+                    and (wanted is None or job.state.value in wanted) and (below is None or job.id in below)
+                    and (wanted_text is None or filter_matches(job.state, job.title, job.id, wanted_text)))
 
+        jobs = (job for job in self._walk(cursor, newest_first, "list") if kept(job))
+        rows, after = self._fill(jobs, limit, full)
+        total = sum(1 for j in self.jobs.values() if kept(j)) if cursor is None else None
+        return {"rows": rows, "next": after, "total": total}
+
+    def kids_page(self, job_id: str, limit: int = 500, cursor: str | None = None) -> dict[str, Any]:
+        """One page of ``children``: a job's children in creation order after ``cursor``, paged
+        like ``list`` (at most ``limit`` rows and about PAGE_BYTES), so any number can be read."""
+        kids = self.kids(self.require(job_id).id)
+        start = 0
+        if cursor is not None:
+            start = bisect.bisect_right([(k.created_at, k.id) for k in kids], _parse_cursor(cursor, "children"))
+        rows, after = self._fill(iter(kids[start:]), limit, full=False)
+        return {"rows": rows, "next": after, "total": len(kids) if cursor is None else None}
+
+    def _fill(self, jobs: Iterator[Job], limit: int, full: bool) -> tuple[list[dict[str, Any]], str | None]:
+        """Rows of ``jobs`` until ``limit`` of them or PAGE_BYTES, and the cursor after the last
+        one when more are left (None when not)."""
         rows: list[dict[str, Any]] = []
         size = 0
         last: Job | None = None
-        more = False
-        for job in self._walk(cursor, newest_first):
-            if not match(job):
-                continue
+        for job in jobs:
             if len(rows) >= limit or (rows and size >= PAGE_BYTES):
-                more = True
-                break
+                return rows, _cursor(last) if last is not None else None
             rows.append(self.row(job.id, full=full))
             size += _row_size(job, full)
             last = job
-        total = sum(1 for j in self.jobs.values() if match(j)) if cursor is None else None
-        return {"rows": rows, "next": _cursor(last) if more and last is not None else None, "total": total}
+        return rows, None
 
-    def _walk(self, cursor: str | None, newest_first: bool) -> Iterator[Job]:
+    def _walk(self, cursor: str | None, newest_first: bool, op: str = "list") -> Iterator[Job]:
         order = self._order
         if newest_first:
-            start = len(order) if cursor is None else bisect.bisect_left(order, _parse_cursor(cursor))
+            start = len(order) if cursor is None else bisect.bisect_left(order, _parse_cursor(cursor, op))
             keys: Iterable[tuple[float, str]] = (order[i] for i in range(start - 1, -1, -1))
         else:
-            start = 0 if cursor is None else bisect.bisect_right(order, _parse_cursor(cursor))
+            start = 0 if cursor is None else bisect.bisect_right(order, _parse_cursor(cursor, op))
             keys = (order[i] for i in range(start, len(order)))
         for _, job_id in keys:
             job = self.jobs.get(job_id)
@@ -299,15 +318,15 @@ class JobIndex:
                 yield job
 
     def agent_view(self, limit: int = 200, inline: bool = False) -> tuple[list[dict[str, Any]], int]:
-        """The agent view's snapshot: every root (or, inline, every job) with live work, every
-        orphan that still works or waits, and the ``limit`` newest other roots; with how many
-        matching rows were left out."""
+        """The agent view's snapshot: every root (or, inline, every job) with live work or that
+        needs a person, every orphan that still works or waits, and the ``limit`` newest other
+        roots; with how many matching rows were left out."""
         rows: list[dict[str, Any]] = []
         left = 0
         for job in self._walk(None, newest_first=True):
             if not self.in_agent_view(job.id, inline):
                 continue
-            if job.state in ACTIVE_STATES or job.worker_up or self.attached(job.id) or job.parent is not None:
+            if self._always_listed(job) or job.parent is not None:
                 rows.append(self.row(job.id))
             elif limit > 0:
                 rows.append(self.row(job.id))
@@ -315,6 +334,13 @@ class JobIndex:
             else:
                 left += 1
         return rows, left
+
+    def _always_listed(self, job: Job) -> bool:
+        """Whether the agent view lists the job whatever its window: live work (it works, will
+        work, waits, its worker is up or a client has it open) and what needs a person (failed,
+        blocked, an approval pending), so no window hides them."""
+        return (job.state in ACTIVE_STATES or job.state in NEEDS_PERSON_STATES or bool(job.approvals)
+                or job.worker_up or self.attached(job.id))
 
     def in_agent_view(self, job_id: str, inline: bool = False) -> bool:
         """Whether the agent view shows (or may show) this job: roots, listed orphans, or with
@@ -333,16 +359,24 @@ class JobIndex:
 
 
 def _row_size(job: Job, full: bool) -> int:
-    """About how many bytes a row takes on the wire (texts in UTF-8, the rest estimated)."""
-    size = _ROW_OVERHEAD + len(job.title.encode()) + len(job.cwd.encode()) + 64 * len(job.labels)
+    """About how many bytes a row takes on the wire (texts in UTF-8, the rest estimated), its
+    fields counted as cut to their caps (roost/bounds.py), as the row carries them."""
+    labels = sum(len(k) + len(v) for k, v in job.labels.items())
+    size = (_ROW_OVERHEAD + _utf8(job.title, TITLE_MAX) + _utf8(job.cwd, PATH_MAX)
+            + 64 * min(len(job.labels), LABELS_MAX) + 4 * min(labels, LABELS_CHARS))
     if job.approvals:  # each at most about WHAT_MAX bytes (roost/rules/approvals.py)
         size += len(repr(job.approvals))
     if full:
         size += len(repr(job.approval_policy)) + len(repr(job.approval_grants))
     if full:
-        size += (len(job.last_text.encode()) + len(job.reason.encode()) + len(job.question.encode())
+        size += (_utf8(job.last_text, LAST_TEXT_MAX) + _utf8(job.reason, LAST_TEXT_MAX) + len(job.question.encode())
                  + len(repr(job.driver_opts)) + len(repr(job.usage)))
     else:
         size += 2 * (min(len(job.last_text), PEEK_MAX) + min(len(job.reason), PEEK_MAX)
                      + min(len(job.question), PEEK_MAX)) + len(repr(job.usage))
     return size
+
+
+def _utf8(text: str, cap: int) -> int:
+    """The bytes of ``text`` cut to ``cap`` characters, at most (4 bytes a character)."""
+    return len(text.encode()) if len(text) <= cap else 4 * cap

@@ -43,6 +43,8 @@ class Start(Message):
 class Send(Message):
     text: str
     caller: str | None
+    #: Set by its handler: the message restarted a stopped job (the sender's answer says so).
+    restarted: bool = field(default=False, kw_only=True)
 
 
 @dataclass
@@ -58,6 +60,11 @@ class Close(Message):
 @dataclass
 class Pin(Message):
     pinned: bool
+
+
+@dataclass
+class Seen(Message):
+    """A person opened the job: what its turn ended with has been seen."""
 
 
 @dataclass
@@ -128,6 +135,12 @@ class AnswerApproval(Message):
 @dataclass
 class Due(Message):
     """A deadline may have passed, or something a time rule reads changed: look again."""
+
+
+@dataclass
+class Evict(Message):
+    """The live-worker cap chose this job's idle worker to close for a waiting start: close it if
+    nothing holds it still (else the run queue chooses again)."""
 
 
 # -- what the worker did --------------------------------------------------------------------------------

@@ -189,7 +189,7 @@ class Publisher:
         subs = self._timelines.get(entry["job"])
         if not subs:
             return
-        data = dumps(entry).encode()
+        data = entry_bytes(entry)
         for sub in subs:
             sub.conn.send(_timeline_frame(sub, data))
 
@@ -198,6 +198,18 @@ class Publisher:
         open app's banner goes at once."""
         for sub in self._views:
             sub.conn.send({"event": "store_notice", "sub": sub.sub, "text": text})
+
+
+def entry_bytes(entry: dict[str, Any]) -> bytes:
+    """An entry as JSON. One the store just wrote (``store.Entry``) carries its data as the store
+    encoded it, which goes in as it is: the data, a command's output, is encoded once. Not when
+    that text escapes characters (the store writes ASCII): a frame keeps them as UTF-8, at most
+    4 bytes each where an escaped pair takes 12, so no entry outgrows the frame limit."""
+    data = getattr(entry, "data_json", None)
+    if data is None or "\\u" in data:
+        return dumps(entry).encode()
+    return (f'{{"seq":{entry["seq"]},"job":{dumps(entry["job"])},"ts":{dumps(entry["ts"])},'
+            f'"kind":{dumps(entry["kind"])},"data":{data}}}').encode()
 
 
 def _timeline_frame(sub: Subscription, entry: bytes) -> bytes:

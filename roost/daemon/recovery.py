@@ -3,6 +3,7 @@ survive the last daemon. Runs before the event loop, so it writes the store dire
 
 from __future__ import annotations
 
+import gc
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from roost.daemon.store import Store
 from roost.models import REASONED_STATES, TURN_STATES, Job, State
 from roost.proctree import WorkerTree, boot_id, record_path
 from roost.rules.provider_subagents import ended_with_worker
+from roost.rules.state_table import check as check_transition
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +29,24 @@ class Recovered:
     queued: list[str] = field(default_factory=list)
 
 
+def load_records(store: Store, index: JobIndex) -> None:
+    """Every record into the index, with the cyclic garbage collector off while they load and
+    the loaded objects frozen after: 100k records are millions of new objects, and each
+    collection the allocations set off would walk all of them again (40 % of a 100k start,
+    bench/run.py scale), as would every full collection for as long as the daemon runs. None of
+    them is garbage; a record that goes (archive, delete) is freed by its reference count."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        index.load(store.jobs())
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir: Path) -> Recovered:
-    index.load(store.jobs())
+    load_records(store, index)
     kill_stale_workers(state_dir)
     out = Recovered()
     now = clock()
@@ -36,7 +54,8 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
     def note(job: Job, kind: str, **data: Any) -> None:
         store.add_timeline(job.id, kind, data, now)
 
-    def set_state(job: Job, state: State, **data: Any) -> None:
+    def set_state(job: Job, state: State, kind: str, **data: Any) -> None:
+        check_transition(job.id, job.state, state, kind)
         job.state, job.state_since = state, now
         job.reason = str(data.get("reason", "")) if state in REASONED_STATES else ""
         note(job, "state", state=state.value, **data)
@@ -51,7 +70,7 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
                          reason="the daemon restarted: the worker that asked is gone, nothing it asked ran")
                 job.approvals, back, job.approval_back = [], job.approval_back, ""
                 if job.state == State.WAITING and back:
-                    set_state(job, State(back), note="its approvals went with its worker")
+                    set_state(job, State(back), "approval-settled", note="its approvals went with its worker")
             if job.pid is not None:
                 if job.provider_running > 0:  # the agent's own subagents went with its worker
                     for data in ended_with_worker(store.subagent_words(job.id), "the daemon restarted"):
@@ -60,17 +79,17 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
                 job.pid = None
                 job.reaped = True
                 if job.state in TURN_STATES:
-                    set_state(job, State.FAILED, reason="the daemon restarted while its turn ran")
+                    set_state(job, State.FAILED, "failure", reason="the daemon restarted while its turn ran")
                     note(job, "error", message="worker lost: the daemon restarted during the turn")
                     out.lost.append(job)
                 else:
                     note(job, "closed", reason="the daemon restarted")
             elif job.state in (State.QUEUED, State.STARTING) and job.archived_at is None:
                 if job.state != State.QUEUED:
-                    set_state(job, State.QUEUED, reason="the daemon restarted before it started")
+                    set_state(job, State.QUEUED, "requeued", reason="the daemon restarted before it started")
                 out.queued.append(job.id)
             elif job.state == State.WORKING:
-                set_state(job, State.FAILED, reason="no worker after a restart")
+                set_state(job, State.FAILED, "failure", reason="no worker after a restart")
                 out.lost.append(job)
             else:
                 changed = False

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from roost import __version__
-from roost.config import ConfigError, ConfigWatcher
+from roost.config import ConfigError
+from roost.daemon.config_reload import ConfigFile, FileNotice
 from roost.daemon.connection import Connection
 from roost.daemon.handlers import Context, handle_line
 from roost.daemon.peers import daemons_own
@@ -54,7 +55,11 @@ class Daemon:
         self.paths = paths
         self.config_path = config_path
         self.max_connections = max_connections
-        self.watcher: ConfigWatcher | None = None
+        self.watcher: ConfigFile | None = None
+        #: The kernel's notices of config file changes; None when not watched (see ``watching``).
+        self._notice: FileNotice | None = None
+        #: How changes to the config file reach the daemon, for ``status`` and the log.
+        self.watching = "SIGHUP or `roost daemon reload` only"
         self.store: Store | None = None
         self.supervisor: Supervisor | None = None
         self._listener: socket.socket | None = None
@@ -83,7 +88,7 @@ class Daemon:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
-        self.watcher = ConfigWatcher(self.config_path)
+        self.watcher = ConfigFile(self.config_path)
         self.store = open_store(self.paths.store, self.paths.state_dir)
         self.supervisor = Supervisor(self.store, self.paths, lambda: self.watcher.config)  # type: ignore[union-attr]
         self.supervisor.recover()
@@ -95,12 +100,14 @@ class Daemon:
         self._listen()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        loop.add_signal_handler(signal.SIGHUP, self.reload_config)
         self.supervisor.engine.host_socket = self._host_socket
         self.supervisor.start()
-        reload = asyncio.create_task(self._watch_config())
+        self._watch_config()
         log.info("roost daemon %s serving on %s (pid %d)", __version__, self.paths.socket, os.getpid())
         await self._stopping.wait()
-        reload.cancel()
+        if self._notice is not None:
+            self._notice.stop()
 
     def _listen(self) -> None:
         self._listener = _bind(self.paths.socket)
@@ -126,18 +133,30 @@ class Daemon:
         main = [(self._listener, None)] if self._listener is not None else []
         return [*main, *((sock, name) for name, (sock, _) in self._host_listeners.items())]
 
-    async def _watch_config(self) -> None:
-        assert self.watcher is not None
-        reported: object = None
-        while True:
-            await asyncio.sleep(1.0)
-            if self.watcher.poll():
-                log.info("config reloaded from %s", self.watcher.config.source)
-                self.supervisor.config_changed()  # type: ignore[union-attr]
-            error = self.watcher.last_error
-            if error is not None and str(error) != reported:
-                log.error("config not reloaded, keeping the old settings: %s", error)
-            reported = str(error) if error else None
+    def _watch_config(self) -> None:
+        """Have the kernel say when the config file changes, if it can (roost[watch]); the log
+        says which way changes reach the daemon."""
+        if self.config_path is not None:
+            notice = FileNotice(self.config_path, self.reload_config)
+            why_not = notice.start()
+            if why_not is None:
+                self._notice, self.watching = notice, "noticed (inotify), SIGHUP or `roost daemon reload`"
+            else:
+                log.info("config: changes to %s are not watched (%s); reload with SIGHUP or `roost daemon reload`",
+                         self.config_path, why_not)
+        log.info("config: changes are read on %s", self.watching)
+
+    def reload_config(self) -> dict[str, Any]:
+        """Read the config file again (SIGHUP, ``reload``, a notice): what changed, or why the
+        file was not taken (the settings in force stay)."""
+        assert self.watcher is not None and self.supervisor is not None
+        done = self.watcher.reload()
+        if done.error is not None:
+            log.error("config not reloaded, keeping the old settings: %s", done.error)
+        elif done.changed:
+            log.info("config reloaded from %s: %s changed", done.config, ", ".join(done.changed))
+            self.supervisor.config_changed()
+        return done.to_dict()
 
     # -- 3. clean-up ----------------------------------------------------------------------------------
     async def cleanup(self) -> None:
@@ -240,7 +259,7 @@ class Daemon:
 
     def _context(self) -> Context:
         assert self.supervisor is not None
-        return Context(self.supervisor, self._facts, self._stop_soon)
+        return Context(self.supervisor, self._facts, self._stop_soon, self.reload_config)
 
     def _facts(self) -> dict[str, Any]:
         """What ``status`` says about the daemon itself (the supervisor adds the jobs)."""
@@ -250,7 +269,7 @@ class Daemon:
                 "connections": len(self._clients), "socket": str(self.paths.socket),
                 "state_dir": str(self.paths.state_dir),
                 "config": str(self.watcher.config.source) if self.watcher.config.source else None,
-                "config_error": str(error) if error else None}
+                "config_error": str(error) if error else None, "config_watch": self.watching}
 
     def _stop_soon(self) -> None:
         """Stop after the reply to ``shutdown`` has gone out."""

@@ -32,6 +32,17 @@ class Phase(str, enum.Enum):
     CLOSING = "closing"
 
 
+@dataclass(frozen=True)
+class Ending:
+    """Why a turn is being cut short and who asked: a turn that ends ``aborted`` with an ending
+    was cut on purpose; one without was aborted by the worker itself (a failed turn)."""
+
+    #: "stop", "archive", "close" or "stopped-before" (a turn of the agent's own begun after a stop).
+    why: str
+    #: The job that asked, or "person" or "daemon".
+    by: str
+
+
 @dataclass
 class Turn:
     """One prompt handed to the worker (or a turn the agent began itself), until its turn_end (or the
@@ -48,6 +59,8 @@ class Turn:
     report: tuple[str, str] | None = None
     #: The sender waiting to hear whether the worker took the prompt.
     reply: asyncio.Future[Any] | None = None
+    #: Set when someone cut the turn short (a stop, an archive): how its end is read.
+    ending: Ending | None = None
 
 
 @dataclass

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from roost.daemon import search
 from roost.models import Job
 from roost.paths import open_private
 from roost.protocol import PAGE_BYTES
@@ -60,6 +61,16 @@ CREATE TABLE IF NOT EXISTS inbox (
 CREATE INDEX IF NOT EXISTS inbox_job ON inbox(job, delivered_at);
 CREATE TABLE IF NOT EXISTS damaged_records (id TEXT NOT NULL, record TEXT NOT NULL, error TEXT NOT NULL, ts REAL NOT NULL);
 """
+
+
+class Entry(dict):  # type: ignore[type-arg]
+    """A timeline entry just written, with its ``data`` as the store encoded it: what a push to
+    subscribers sends (``publisher.timeline``), so a command's 64 KiB piece of output is encoded
+    once on its way from the worker to the store and every subscriber. Its ``data`` is not to be
+    changed after the write (the encoding would no longer say it)."""
+
+    __slots__ = ("data_json",)
+    data_json: str
 
 
 class StoreError(Exception):
@@ -145,6 +156,7 @@ class Store:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     self._db.execute(stmt)
+            search.create(self._db)
             row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is None:
                 self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
@@ -277,11 +289,14 @@ class Store:
         return out
 
     # -- timeline -----------------------------------------------------------------------------
-    def add_timeline(self, job_id: str, kind: str, data: dict[str, Any], ts: float | None = None) -> dict[str, Any]:
+    def add_timeline(self, job_id: str, kind: str, data: dict[str, Any], ts: float | None = None) -> "Entry":
         ts = time.time() if ts is None else ts
-        cur = self._db.execute("INSERT INTO timeline (job, ts, kind, data) VALUES (?, ?, ?, ?)",
-                               (job_id, ts, kind, json.dumps(data)))
-        return {"seq": cur.lastrowid, "job": job_id, "ts": ts, "kind": kind, "data": data}
+        text = json.dumps(data)
+        cur = self._db.execute("INSERT INTO timeline (job, ts, kind, data) VALUES (?, ?, ?, ?)", (job_id, ts, kind, text))
+        search.index_entry(self._db, cur.lastrowid or 0, job_id, kind, data)
+        entry = Entry(seq=cur.lastrowid, job=job_id, ts=ts, kind=kind, data=data)
+        entry.data_json = text
+        return entry
 
     def last_entry(self, job_id: str, kind: str) -> dict[str, Any] | None:
         """The job's newest timeline entry of one kind (say, its last error), read by index."""
@@ -327,6 +342,20 @@ class Store:
             entries.reverse()
         return {"entries": entries, "more": more, "oldest": entries[0]["seq"] if entries else None,
                 "newest": entries[-1]["seq"] if entries else None}
+
+    def search(self, text: str, visible: Callable[[str], bool], limit: int, before: int | None) -> dict[str, Any]:
+        """One page of timeline entries matching ``text`` (roost/daemon/search.py)."""
+        return search.search(self._db, text, visible, limit, before)
+
+    def index_again(self) -> None:
+        """Index every timeline entry again, in the background (after a salvage)."""
+        with self.transaction():
+            search.index_again(self._db)
+
+    def index_old_entries(self) -> int:
+        """Index one batch of the entries stored before the search index existed; 0 when none wait."""
+        with self.transaction():
+            return search.backfill_step(self._db)
 
     # -- reports to parents -------------------------------------------------------------------
     def add_report(self, parent: str, child: str, state: str, text: str, question: bool, ts: float) -> int:

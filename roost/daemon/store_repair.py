@@ -118,6 +118,7 @@ def _salvage(damaged: Path, store: Store) -> str:
                 names = ["rowid"] + [c[0] for c in cols if not c[3]]
                 values = [cell.rowid] + [v for v, c in zip(cell.values, cols) if not c[3]]
                 found[table] += store.insert_row(table, names, tuple(values))
+            store.index_again()  # salvaged entries become searchable as the daemon indexes them
     except (OSError, sqlite3.Error) as exc:  # a read error, a full disk: the damaged file stays for another try
         log.error("the salvage stopped: %s", exc)
         return f"the salvage stopped ({exc}) and kept nothing; a new, empty store was started"

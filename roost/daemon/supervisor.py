@@ -15,6 +15,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from roost.bounds import TITLE_MAX, labels_problem
 from roost.config import Config, ConfigError
 from roost.daemon import messages as m
 from roost.daemon.diffs import DiffCache
@@ -22,6 +23,7 @@ from roost.daemon.engine import Engine
 from roost.daemon.hooks import Hooks
 from roost.daemon.index import JobIndex
 from roost.daemon.recovery import recover
+from roost.daemon.search import SearchError
 from roost.daemon.slot import Phase
 from roost.daemon.spare import Spares
 from roost.daemon.store import Store, describe_failure
@@ -32,7 +34,7 @@ from roost.drivers import driver_for
 from roost.drivers.base import DriverError
 from roost.models import LIFETIMES, RESUMABLE_STATES, Job, State
 from roost.paths import Paths
-from roost.protocol import MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
+from roost.protocol import LIST_LIMIT, MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
 from roost.rules import approvals as approval_rules
 
 if TYPE_CHECKING:
@@ -43,8 +45,6 @@ log = logging.getLogger("roost.daemon")
 ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 #: How long shutdown waits for workers to close before it stops waiting.
 SHUTDOWN_WAIT = 10.0
-#: The longest title a job may be given.
-TITLE_MAX = 200
 #: Room a prompt frame needs besides the message (its type, id and run token).
 PROMPT_MARGIN = 4096
 
@@ -113,6 +113,15 @@ class Supervisor:
         self.engine.pump()
         if self.spares is not None:
             self.spares.start()
+        self.engine.spawn_task(self._index_old_entries())
+
+    async def _index_old_entries(self) -> None:
+        """Index, a batch at a time between other work, the entries of a store made before search."""
+        try:
+            while self.store.index_old_entries():
+                await asyncio.sleep(0)
+        except (sqlite3.Error, OSError) as exc:  # the next start goes on from where this one stopped
+            log.warning("indexing old timeline entries for search stopped: %s", exc)
 
     def config_changed(self) -> None:
         """A reloaded config may raise the cap or change a time rule: start what may start, and
@@ -176,11 +185,15 @@ class Supervisor:
         lifetime = args.get("lifetime") or profile.lifetime or "task"
         if lifetime not in LIFETIMES:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"lifetime {lifetime!r} is not one of {', '.join(LIFETIMES)}")
-        labels = {str(k): str(v) for k, v in (args.get("labels") or {}).items()}
+        labels = args.get("labels") or {}
+        if problem := labels_problem(labels):
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {problem}")
         policy = _policy(args, profile, parent, caller)
-        _check_prompt(args["prompt"])
+        if not args["prompt"].strip():  # a turn on nothing: the agent would only guess
+            raise ProtocolError(ErrorCode.BAD_ARGS, "spawn: the prompt is empty: say what the job is to do")
+        check_prompt(args["prompt"])
         now = self.clock()
-        job = Job(id=self._new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
+        job = Job(id=self.new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
                   cwd=cwd, host=host, parent=parent.id if parent else None, state=State.QUEUED,
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
                   driver_opts=profile.to_dict(), approval_policy=policy)
@@ -191,16 +204,18 @@ class Supervisor:
                 self.store.save_job(job)
                 eng.timeline(job, "spawned", parent=job.parent, driver=driver_name, lifetime=lifetime,
                              by=caller or "person")
-                self.store.add_message(job.id, args["prompt"], now)
+                self.store.add_message(job.id, args["prompt"], now)  # counted below, once it is kept
         except (sqlite3.Error, OSError) as exc:  # nothing was kept: the job does not exist
             raise ProtocolError(ErrorCode.STORE, describe_failure(exc, self.store.path)) from None
         eng.changed(self.index.add(job))
         eng.inbox[job.id] += 1
         eng.queue.add(job.id)
         eng.pump()
+        eng.queue.explain(job.id)  # still queued: its row says for what
         return self.index.row(job.id)
 
-    def _new_id(self) -> str:
+    def new_id(self) -> str:
+        """A job id no job has."""
         for length in (4, 5, 6, 8):
             for _ in range(20):
                 job_id = "".join(secrets.choice(ID_ALPHABET) for _ in range(length))
@@ -211,10 +226,10 @@ class Supervisor:
     # -- operations on a job --------------------------------------------------------------------------
     async def send(self, job_id: str, text: str, caller: str | None) -> dict[str, Any]:
         """A message for a job; a person's message to a stopped job restarts it."""
-        restarts = self.index.require(job_id).state == State.STOPPED and caller is None
-        _check_prompt(text)
-        result = await self._ask(job_id, m.Send(text, caller))
-        return {**result, "outcome": "restarted"} if restarts else result
+        check_prompt(text)
+        message = m.Send(text, caller)
+        result = await self._ask(job_id, message)
+        return {**result, "outcome": "restarted"} if message.restarted else result
 
     async def answer_approval(self, approval: str, decision: str, reason: str, rule: str | None) -> dict[str, Any]:
         """A person's answer to one pending approval (handlers let only a person call this)."""
@@ -276,6 +291,12 @@ class Supervisor:
     async def set_pinned(self, job_id: str, pinned: bool) -> dict[str, Any]:
         self.index.require(job_id)
         await self._ask(job_id, m.Pin(pinned))
+        return self.index.row(job_id)
+
+    async def mark_seen(self, job_id: str) -> dict[str, Any]:
+        """A person opened the job (``seen``): it is no longer marked as ended unseen."""
+        self.index.require(job_id)
+        await self._ask(job_id, m.Seen())
         return self.index.row(job_id)
 
     async def set_label(self, job_id: str, key: str, value: str | None) -> dict[str, Any]:
@@ -349,14 +370,34 @@ class Supervisor:
     def list_page(self, **args: Any) -> dict[str, Any]:
         return self.index.page(**args)
 
-    def children_of(self, job_id: str) -> list[dict[str, Any]]:
-        self.index.require(job_id)
-        return [self.index.row(k.id) for k in self.index.kids(job_id)]
+    def children_of(self, job_id: str, limit: int = LIST_LIMIT, cursor: str | None = None) -> dict[str, Any]:
+        """One page of a job's children (``list``'s shape: ``rows``, ``next``, ``total``)."""
+        return self.index.kids_page(job_id, limit=limit, cursor=cursor)
 
     def logs(self, job_id: str, limit: int = 200, before: int | None = None,
              after: int | None = None) -> dict[str, Any]:
         self.index.require(job_id)
         return self.store.timeline_page(job_id, limit=limit, before=before, after=after)
+
+    def search(self, text: str, under: str | None, archived: bool, limit: int,
+               before: int | None) -> dict[str, Any]:
+        """Timeline entries matching ``text``, newest first: of ``under``'s subtree (None: every
+        job), archived jobs' only with ``archived``."""
+        index = self.index
+        if under is not None:
+            index.require(under)
+
+        def visible(job_id: str) -> bool:
+            job = index.get(job_id)
+            return (job is not None and (archived or job.archived_at is None)
+                    and (under is None or index.under(job_id, under)))
+        try:
+            page = self.store.search(text, visible, limit, before)
+        except SearchError as exc:
+            raise ProtocolError(ErrorCode.BAD_ARGS, str(exc)) from None
+        for result in page["results"]:
+            result["title"] = index.jobs[result["job"]].title
+        return page
 
     def token_valid(self, job_id: str, token: str | None) -> bool:
         """Whether ``token`` proves a connection is that job's worker (tokens die with it)."""
@@ -386,7 +427,7 @@ def _policy(args: dict[str, Any], profile: Any, parent: Job | None, caller: str 
         raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {exc}") from None
 
 
-def _check_prompt(text: str) -> None:
+def check_prompt(text: str) -> None:
     """A message must fit in one worker-protocol frame with room to spare, or no worker could
     ever take it (it would wait in the inbox for good)."""
     size = len(json.dumps(text, ensure_ascii=False).encode())

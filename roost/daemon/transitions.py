@@ -1,13 +1,15 @@
 """The transition function: one handler per message type, applied in order from a job's mailbox.
 
 The commands (what people, owners and the time rules ask of a job) are here; what the worker did
-is in ``worker_life``. ``HANDLERS`` maps each message type to its handler.
+is in ``worker_life``. ``BY_MESSAGE`` maps each message type to its handler (the socket's
+requests have their own table, ``handlers.HANDLERS``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from roost.bounds import LAST_TEXT_MAX, cut, labels_problem
 from roost.daemon import approvals
 from roost.daemon import messages as m
 from roost.daemon import reports
@@ -18,7 +20,7 @@ from roost.daemon.run_queue import Placed
 from roost.daemon.slot import Phase
 from roost.models import STOPPABLE_STATES, Job, State
 from roost.protocol import ErrorCode, ProtocolError
-from roost.rules.lifecycle import auto_close_due, reap_due, report_action
+from roost.rules.lifecycle import auto_close_due, hold_due, reap_due, report_action
 
 if TYPE_CHECKING:
     from roost.daemon.engine import Engine
@@ -46,10 +48,12 @@ def on_send(eng: "Engine", job: Job, msg: m.Send) -> None:
         return
     with eng.store.transaction():
         if restart:
-            eng.set_state(job, State.IDLE, note="restarted by a person's message")
-        eng.store.add_message(job.id, msg.text, eng.clock())
-        eng.inbox[job.id] += 1
+            eng.set_state(job, State.IDLE, "restart", note="restarted by a person's message")
+            msg.restarted = True
+        eng.add_message(job.id, msg.text)
         eng.timeline(job, "message", text=msg.text, by=msg.caller or "person")
+        if restart:  # the record says so too, not only memory (a restart before its next save kept it stopped)
+            eng.save(job)
         eng.changed([job.id])
     slot = eng.slots.get(job.id)
     if job.state == State.QUEUED or (slot is not None and (slot.phase is Phase.STARTING or slot.turn is not None)):
@@ -82,12 +86,12 @@ def on_stop(eng: "Engine", job: Job, msg: m.Stop) -> None:
     reason = f"stopped by job {msg.caller}" if msg.caller else "stopped by a person"
     with eng.store.transaction():
         denials = approvals.deny_all(eng, job, "a stop", reason)
-        eng.set_state(job, State.STOPPED, by=msg.caller or "person", reason=reason)
-        eng.store.drop_messages(job.id, eng.clock())
-        eng.inbox.pop(job.id, None)
+        eng.set_state(job, State.STOPPED, "stop", by=msg.caller or "person", reason=reason)
+        eng.drop_messages(job.id)
         eng.save(job)
     slot = eng.slots.get(job.id)
     if slot is not None:
+        t.cut(slot, "stop", msg.caller or "person")
         t.abort(eng, job, slot, bounded=True, first=denials)
     eng.recheck_parent(job)
     eng.pump()
@@ -99,7 +103,7 @@ def on_close(eng: "Engine", job: Job, msg: m.Close) -> None:
     if slot is None:
         msg.answer({"closed": False, "reason": "no worker is running"})
         return
-    if slot.turn is not None and job.state != State.STOPPED:  # a stopped turn is being cut anyway
+    if slot.turn is not None and slot.turn.ending is None:  # a stopped turn is being cut anyway
         raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} is in a turn; stop it first or wait")
     if slot.phase is Phase.STARTING:
         raise ProtocolError(ErrorCode.REFUSED, f"job {job.id} is starting; wait for it to be ready")
@@ -119,12 +123,24 @@ def on_pin(eng: "Engine", job: Job, msg: m.Pin) -> None:
     msg.answer(None)
 
 
+def on_seen(eng: "Engine", job: Job, msg: m.Seen) -> None:
+    if job.unseen:
+        with eng.store.transaction():
+            job.unseen = False
+            eng.save(job)
+    msg.answer(None)
+
+
 def on_label(eng: "Engine", job: Job, msg: m.Label) -> None:
+    labels = dict(job.labels)
+    if msg.value is None:
+        labels.pop(msg.key, None)
+    else:
+        labels[msg.key] = msg.value
+        if problem := labels_problem(labels):  # here, in the job's order, so two labels at once cannot pass it
+            raise ProtocolError(ErrorCode.BAD_ARGS, f"label: job {job.id} would have {problem}")
     with eng.store.transaction():
-        if msg.value is None:
-            job.labels.pop(msg.key, None)
-        else:
-            job.labels[msg.key] = msg.value
+        job.labels = labels
         eng.save(job)
     msg.answer(None)
 
@@ -134,7 +150,7 @@ def on_report(eng: "Engine", job: Job, msg: m.Report) -> None:
     with eng.store.transaction():
         eng.timeline(job, "report", status=msg.status, text=msg.text)
         if msg.text:
-            job.last_text = msg.text
+            job.last_text = cut(msg.text, LAST_TEXT_MAX)
         eng.save(job)
     if slot is not None and slot.turn is not None:
         slot.turn.report = (msg.status, msg.text)
@@ -144,7 +160,7 @@ def on_report(eng: "Engine", job: Job, msg: m.Report) -> None:
     new = t.REPORT_STATES.get(msg.status, State.IDLE)
     if job.state != State.STOPPED:
         with eng.store.transaction():
-            eng.set_state(job, new)
+            eng.set_state(job, new, "report")
             eng.save(job)
         if new == State.DONE and slot is not None:
             slot.done_at = eng.monotonic()
@@ -158,14 +174,14 @@ def on_archive(eng: "Engine", job: Job, msg: m.Archive) -> None:
         denials = approvals.deny_all(eng, job, "the archive", "archived")
         job.archived_at = now
         if job.state in STOPPABLE_STATES:
-            eng.set_state(job, State.STOPPED, reason="archived")
-        eng.store.drop_messages(job.id, now)
-        eng.inbox.pop(job.id, None)
+            eng.set_state(job, State.STOPPED, "archive", reason="archived")
+        eng.drop_messages(job.id)
         eng.store.mark_reports([r["id"] for r in eng.store.pending_reports(job.id)], now)
         eng.timeline(job, "archived")
         eng.save(job)
     slot = eng.slots.get(job.id)
     if slot is not None:  # the denials, then the abort, then the close: in that order at the worker
+        t.cut(slot, "archive", "person")
         w.close_worker(eng, job, slot, "archived", bounded=True, first=t.abort_effect(eng, job, slot, denials))
     worktrees.after_archive(eng, job)
     eng.recheck_parent(job)
@@ -254,7 +270,7 @@ def on_resync(eng: "Engine", job: Job, msg: m.Resync) -> None:
     nothing_runs = slot is None or (slot.turn is None and slot.phase is Phase.READY)
     with eng.store.transaction():
         if job.state in (State.STARTING, State.WORKING) and nothing_runs:
-            eng.set_state(job, State.FAILED, reason=f"{msg.reason} while its turn began or ended")
+            eng.set_state(job, State.FAILED, "failure", reason=f"{msg.reason} while its turn began or ended")
         eng.timeline(job, "error", message=f"{msg.reason}; the record was saved again once the store took writes "
                                            "(what happened in between may be missing from the timeline)")
         eng.save(job)
@@ -277,16 +293,16 @@ def on_due(eng: "Engine", job: Job, msg: m.Due) -> None:
             eng.changed([job.parent])
     elif reap_due(job, facts, kids, config, now):
         w.close_worker(eng, job, slot, f"idle for {config.idle_timeout:g}s")
-    elif slot.held_since is not None and slot.turn is not None and now - slot.held_since >= config.report_hold_max:
+    elif hold_due(facts, config, now):
         t.steer(eng, job, slot)
 
 
-HANDLERS: dict[type, Callable[["Engine", Job, Any], None]] = {
-    m.Start: on_start, m.Send: on_send, m.Stop: on_stop, m.Close: on_close, m.Pin: on_pin, m.Label: on_label,
+BY_MESSAGE: dict[type, Callable[["Engine", Job, Any], None]] = {
+    m.Start: on_start, m.Send: on_send, m.Stop: on_stop, m.Close: on_close, m.Pin: on_pin, m.Seen: on_seen, m.Label: on_label,
     m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume, m.Rename: on_rename,
     m.Unarchive: on_unarchive,
     m.Reports: on_reports, m.Due: on_due, m.Resync: on_resync,
-    m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,
+    m.Evict: w.on_evict, m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,
     m.PromptAnswer: t.on_prompt_answer, m.SteerAnswer: t.on_steer_answer, m.AbortAnswer: t.on_abort_answer,
     m.Event: t.on_event, m.Exited: w.on_exited,
     m.AnswerApproval: approvals.on_answer, m.AnswerNotTaken: approvals.on_answer_not_taken,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Coroutine
 
 from roost.daemon import approvals, reports
 from roost.daemon.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
-from roost.daemon.slot import Phase, Slot, Turn
+from roost.daemon.slot import Ending, Phase, Slot, Turn
 from roost.models import QUESTION_MAX, Job, State, cut_middle
 from roost.protocol import ENTRY_MAX, without_lone_surrogates
 
@@ -50,13 +50,12 @@ def deliver_next(eng: "Engine", job: Job) -> bool:
     since = job.state_since
     with eng.store.transaction():
         if kind == "prompt":
-            eng.store.mark_message(ids[0], now)
-            eng.inbox[job.id] -= 1
+            eng.take_message(job.id, ids[0])
         else:
             eng.store.mark_reports(ids, now)
         eng.timeline(job, kind, run=run, **entry)
         # Working from the moment it is handed over, so a stop right after a message cuts it.
-        eng.set_state(job, State.WORKING)
+        eng.set_state(job, State.WORKING, "turn")
         eng.save(job)
     try:
         eng.commit_now()  # the prompt goes to the worker only once the store says it was handed over
@@ -93,13 +92,12 @@ def on_prompt_answer(eng: "Engine", job: Job, msg: PromptAnswer) -> None:
     slot.idle_since = eng.monotonic()
     with eng.store.transaction():  # undo: it was never delivered
         if turn.kind == "prompt":
-            eng.store.undeliver_message(turn.ids[0])
-            eng.inbox[job.id] += 1
+            eng.put_back_message(job.id, turn.ids[0])
         else:
             eng.store.undeliver_reports(turn.ids)
         eng.timeline(job, "error", message=f"prompt refused: {msg.refusal}")
         if job.state == State.WORKING:
-            eng.set_state(job, turn.state_before)
+            eng.set_state(job, turn.state_before, "prompt-refused")
         eng.save(job)
     eng.answer_turn(turn, {"outcome": "queued", "job": job.id})
 
@@ -134,6 +132,12 @@ def on_steer_answer(eng: "Engine", job: Job, msg: SteerAnswer) -> None:
         eng.store.undeliver_reports(msg.ids)
     if eng.current(job, msg) is not None:
         deliver_next(eng, job)
+
+
+def cut(slot: Slot, why: str, by: str) -> None:
+    """Say why the turn in flight is being cut short, and who asked (the first reason stays)."""
+    if slot.turn is not None and slot.turn.ending is None:
+        slot.turn.ending = Ending(why, by)
 
 
 def abort(eng: "Engine", job: Job, slot: Slot, bounded: bool = False,
@@ -175,7 +179,7 @@ def on_abort_answer(eng: "Engine", job: Job, msg: AbortAnswer) -> None:
     if not msg.ok:
         msg.worker.kill()
         return
-    if job.state == State.STOPPED:  # the abort was taken but no turn_end came: settle this run
+    if slot.turn.ending is not None:  # the abort was taken but no turn_end came: settle this run
         eng.answer_turn(slot.turn, {"outcome": "delivered", "job": job.id})
         slot.turn = None
         slot.idle_since = eng.monotonic()
@@ -253,14 +257,15 @@ def begin_own_turn(eng: "Engine", job: Job, slot: Slot) -> None:
         return  # a prompt is in flight: its own turn_end settles it (Claude Code answers it after this one)
     slot.turn = Turn(run=next(eng.runs), kind="own", ids=[], state_before=job.state, text_before=job.last_text)
     slot.idle_since = None
-    cut = job.state == State.STOPPED
+    stopped = job.state == State.STOPPED
     with eng.store.transaction():
-        if cut:
+        if stopped:
             eng.timeline(job, "note", message="the agent began a turn of its own after a stop; it is aborted")
         else:
-            eng.set_state(job, State.WORKING, note="a turn of the agent's own")
+            eng.set_state(job, State.WORKING, "turn", note="a turn of the agent's own")
         eng.save(job)
-    if cut:
+    if stopped:
+        cut(slot, "stopped-before", "person")
         abort(eng, job, slot)
 
 
@@ -284,11 +289,13 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
     # was (a done parent stays done) and tells its own parent nothing new.
     quiet = (outcome == "ok" and report is None and turn.kind == "reports"
              and turn.state_before in (State.DONE, State.IDLE, State.BLOCKED, State.WAITING))
+    ending = turn.ending  # how it ends is decided from the turn, not from the job's state now
+    cut_short = ending is not None
     with eng.store.transaction():
-        if job.state == State.STOPPED:
-            eng.timeline(job, "turn_end", outcome=outcome, note="stopped")
+        if ending is not None:
+            eng.timeline(job, "turn_end", outcome=outcome, note="stopped", by=ending.by)
         elif quiet:
-            eng.set_state(job, turn.state_before)
+            eng.set_state(job, turn.state_before, "turn-end")
             if job.state == State.DONE:  # done again from now: the auto-close wait starts over
                 slot.done_at = now
             job.last_text = turn.text_before  # the peek keeps the question or the result
@@ -300,7 +307,7 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
             new = REPORT_STATES.get(status, State.IDLE)
             if new == State.DONE:
                 slot.done_at = now
-            eng.set_state(job, new)
+            eng.set_state(job, new, "turn-end")
             eng.timeline(job, "turn_end", outcome="ok", report=status if report else None)
         elif outcome == "waiting":
             text = str(event.get("question") or text)
@@ -308,17 +315,17 @@ def end_turn(eng: "Engine", job: Job, slot: Slot, event: dict[str, Any]) -> None
             # Bounded like a text entry (Claude Code's permission question quotes a tool's whole input), cut
             # in the middle so the question itself, at its end, stays (Claude Code also sends all of it as text).
             cut = {"cut": len(text) - ENTRY_MAX + 1} if len(text) > ENTRY_MAX else {}
-            eng.set_state(job, State.WAITING, question=cut_middle(text, ENTRY_MAX), **cut)
+            eng.set_state(job, State.WAITING, "turn-end", question=cut_middle(text, ENTRY_MAX), **cut)
             eng.timeline(job, "turn_end", outcome="waiting")
-        elif outcome == "aborted":  # nobody asked (a stop sets STOPPED first): a failed turn
-            eng.set_state(job, State.FAILED, reason="the worker aborted its turn by itself")
+        elif outcome == "aborted":  # nobody asked (a stop or an archive cuts the turn first): a failed turn
+            eng.set_state(job, State.FAILED, "turn-end", reason="the worker aborted its turn by itself")
             eng.timeline(job, "turn_end", outcome="aborted")
         else:
             text = str(event.get("error") or "the turn failed")
-            eng.set_state(job, State.FAILED, reason=text)
+            eng.set_state(job, State.FAILED, "turn-end", reason=text)
             eng.timeline(job, "turn_end", outcome="failed", error=text)
         eng.save(job)
-    if job.state != State.STOPPED and not quiet:
+    if not cut_short and not quiet:
         reports.route(eng, job, job.state, text)
     deliver_next(eng, job)
     eng.recheck_parent(job)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Coroutine
 from roost.config import ConfigError
 from roost.daemon import approvals, reports, worktrees
 from roost.daemon.gitrun import GitError
-from roost.daemon.messages import Event, Exited, NotReady, Ready, Spawned, StartFailed
+from roost.daemon.messages import Event, Evict, Exited, NotReady, Ready, Spawned, StartFailed
 from roost.daemon.run_queue import Placed
 from roost.daemon.slot import Phase, Slot
 from roost.daemon.turns import deliver_next
@@ -20,6 +20,7 @@ from roost.drivers.base import DriverError
 from roost.hosts import placement as hosts
 from roost.models import TURN_STATES, Job, State
 from roost.protocol import ErrorCode, ProtocolError
+from roost.rules.live_workers import closable
 from roost.rules.provider_subagents import ended_with_worker
 
 if TYPE_CHECKING:
@@ -28,13 +29,17 @@ if TYPE_CHECKING:
 
 def begin_start(eng: "Engine", job: Job) -> Placed:
     """Start the job's worker (from its session file when it has one). WAITING when its host has
-    no room (it waits in the host's queue, with no slot); FAILED, with the job failed and the
-    reason on its timeline, when it cannot even be made."""
+    no room or no live-worker place is free (it waits in that queue, with no slot); FAILED, with
+    the job failed and the reason on its timeline, when it cannot even be made."""
     if job.id in eng.slots:
         return Placed.STARTED
     if not eng.queue.host_room(job):
         eng.queue.wait_for_host(job)
         return Placed.WAITING
+    if not eng.queue.live_room(job):
+        eng.queue.wait_for_live(job)
+        return Placed.WAITING
+    eng.queue.closed_for_room.discard(job.id)
     token = secrets.token_hex(16)
     holder: list[Any] = []
 
@@ -93,7 +98,7 @@ def _os_reason(exc: OSError) -> str:
 
 def fail_start(eng: "Engine", job: Job, reason: str) -> None:
     with eng.store.transaction():
-        eng.set_state(job, State.FAILED, reason=f"could not start its worker: {reason}")
+        eng.set_state(job, State.FAILED, "failure", reason=f"could not start its worker: {reason}")
         eng.timeline(job, "error", message=f"could not start its worker: {reason}")
         eng.save(job)
     eng.queue.releasing.pop(job.id, None)
@@ -127,11 +132,12 @@ def on_spawned(eng: "Engine", job: Job, msg: Spawned) -> None:
     with eng.store.transaction():
         job.pid = msg.worker.pid
         job.reaped = False
+        resumed = job.session is not None  # a session before this launch; a new job's is made for it
         if slot.launch_session:
             job.session = slot.launch_session
         if job.state == State.QUEUED:
-            eng.set_state(job, State.STARTING)
-        eng.timeline(job, "worker", pid=job.pid, resumed=job.session is not None)
+            eng.set_state(job, State.STARTING, "started")
+        eng.timeline(job, "worker", pid=job.pid, resumed=resumed)
         eng.save(job)
         eng.kids_changed(job)
 
@@ -162,12 +168,24 @@ def on_not_ready(eng: "Engine", job: Job, msg: NotReady) -> None:
     with eng.store.transaction():
         eng.timeline(job, "error", message=msg.reason)
         if job.state in TURN_STATES:
-            eng.set_state(job, State.FAILED, reason=msg.reason)
+            eng.set_state(job, State.FAILED, "failure", reason=msg.reason)
         eng.save(job)
     refuse_resumes(eng, slot, job, msg.reason)
     slot.phase = Phase.CLOSING
     slot.close_reason = msg.reason
     msg.worker.kill()
+
+
+def on_evict(eng: "Engine", job: Job, msg: Evict) -> None:
+    """Close the idle worker the live-worker cap chose, if nothing holds it by now; else the run
+    queue chooses again."""
+    eng.queue.evicting.discard(job.id)
+    slot = eng.slots.get(job.id)
+    if slot is not None and slot.phase is Phase.READY and closable(job, eng.facts(job)):
+        eng.queue.closed_for_room.add(job.id)
+        close_worker(eng, job, slot, f"closed for room: max_live_workers = {eng.config.max_live_workers}")
+    else:
+        eng.pump()
 
 
 def close_worker(eng: "Engine", job: Job, slot: Slot, reason: str, bounded: bool = False,
@@ -205,6 +223,8 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     del eng.slots[job.id]
     eng.queue.releasing.pop(job.id, None)
     on_purpose = slot.phase is Phase.CLOSING
+    #: A stop or an archive was cutting its turn (the job may have been restarted since).
+    cut_short = slot.turn is not None and slot.turn.ending is not None
     what = describe_exit(msg.returncode)
     with eng.store.transaction():
         approvals.gone(eng, job, f"its worker {what} before anyone answered")
@@ -214,13 +234,13 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
             job.reaped = True
             eng.timeline(job, "closed", reason=slot.close_reason or "closed", exit=what)
             if job.state in TURN_STATES:  # it never sits at "working" with no worker
-                eng.set_state(job, State.FAILED, reason=f"{slot.close_reason or 'closed'} during its turn")
-        elif job.state == State.STOPPED or job.archived_at is not None or eng.closing_down:
+                eng.set_state(job, State.FAILED, "failure", reason=f"{slot.close_reason or 'closed'} during its turn")
+        elif job.state == State.STOPPED or cut_short or job.archived_at is not None or eng.closing_down:
             job.reaped = True
             eng.timeline(job, "closed", reason="worker ended after a stop", exit=what)
         else:
             message = f"worker {what}" + (": " + " | ".join(msg.stderr_tail) if msg.stderr_tail else "")
-            eng.set_state(job, State.FAILED, reason=message)
+            eng.set_state(job, State.FAILED, "failure", reason=message)
             eng.timeline(job, "error", message=message, exit=what, stderr=msg.stderr_tail)
         eng.save(job)
         eng.kids_changed(job)
@@ -231,7 +251,7 @@ def on_exited(eng: "Engine", job: Job, msg: Exited) -> None:
     if job.state == State.FAILED and not on_purpose and job.archived_at is None:
         reports.route(eng, job, State.FAILED, eng.last_error(job))
     refuse = "its worker ended before it was ready" if slot.resume_replies else ""
-    if slot.reopen and not eng.closing_down and job.archived_at is None and job.state != State.STOPPED:
+    if (slot.reopen or (cut_short and eng.inbox[job.id])) and not eng.closing_down and job.archived_at is None and job.state != State.STOPPED:
         placed = begin_start(eng, job)
         if placed is Placed.STARTED:
             eng.slots[job.id].resume_replies.extend(slot.resume_replies)

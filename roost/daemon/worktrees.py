@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from roost.bounds import BRANCH_MAX
 from roost.config import Config, DriverProfile, WorktreeSettings
 from roost.daemon.gitrun import GitError, git, shell
 from roost.daemon.messages import Message
@@ -38,8 +39,6 @@ WORKER_GONE_WAIT = 15.0
 LOOK_AT_ONCE = 8
 #: The most rows ``worktrees`` answers with.
 LIST_MAX = 1000
-#: The longest branch or base a spawn may name.
-NAME_MAX = 255
 
 #: Worktrees being settled now (an archive and a prune never remove the same one twice).
 _busy: set[str] = set()
@@ -96,8 +95,8 @@ async def _checked_branch(given: str | None, job_id: str, repo: str) -> str:
     such as ``@{-1}``) and no branch has it yet. Refused with what was wrong otherwise."""
     if given is None:
         return f"roost/{job_id}"
-    if len(given) > NAME_MAX:
-        raise _refuse(f"spawn: a branch name is at most {NAME_MAX} characters, not {len(given)}")
+    if len(given) > BRANCH_MAX:
+        raise _refuse(f"spawn: a branch name is at most {BRANCH_MAX} characters, not {len(given)}")
     if given.startswith("-"):
         raise _refuse(f"spawn: branch {given!r} starts with '-': a branch name may not look like an option")
     checked = await git("check-ref-format", "--branch", given, cwd=repo, check=False)
@@ -116,8 +115,8 @@ async def _checked_base(given: str | None, cwd: str) -> str:
     "merged" is measured against never moves with a HEAD."""
     if given is None:
         return await _current_ref(cwd)
-    if len(given) > NAME_MAX:
-        raise _refuse(f"spawn: a base is at most {NAME_MAX} characters, not {len(given)}")
+    if len(given) > BRANCH_MAX:
+        raise _refuse(f"spawn: a base is at most {BRANCH_MAX} characters, not {len(given)}")
     commit = None if given.startswith("-") else await git(
         "rev-parse", "--verify", "--quiet", "--end-of-options", f"{given}^{{commit}}", cwd=cwd, check=False)
     if commit is None or not commit.ok:

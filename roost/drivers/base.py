@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from roost.models import Job
 from roost.proctree import record_path
-from roost.protocol import encode
+from roost.protocol import encode, loads
 from roost.worker_protocol import Oversize, note
 
 
@@ -73,8 +73,8 @@ class Adapter:
     def decode(self, line: bytes) -> list[dict[str, Any]]:
         """Worker-protocol events for one line of the agent's stdout."""
         try:
-            event = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            event = loads(line)
+        except ValueError:  # not JSON, or JSON roost does not take (roost.protocol.loads)
             return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
@@ -128,6 +128,23 @@ class Driver:
 
     def adapter(self, job: Job) -> Adapter:
         return Adapter()
+
+    def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
+        """How a fork of ``source`` (job ``new_id``) starts with the conversation so far: its
+        session, or the session its first start forks with the agent's own fork (``fork_of``).
+        Blocking file work is fine: the daemon runs this in a thread."""
+        raise DriverError(f"jobs of the {self.kind} driver cannot be forked: it keeps no conversation roost can copy")
+
+
+def copy_session(source: Job, target: Path) -> str | None:
+    """A copy of ``source``'s session file at ``target`` (None when it has none yet: the fork starts
+    fresh), made whole before it is put in place so a fork never reads half a file."""
+    if not source.session or not os.path.isfile(source.session):
+        return None
+    part = target.with_name(target.name + ".part")
+    shutil.copyfile(source.session, part)
+    os.replace(part, target)
+    return str(target)
 
 
 def inherited_env(extra: Mapping[str, str]) -> dict[str, str]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from roost.drivers.base import JOB_VARS, Driver, Launch, LaunchContext, inherited_env
+from pathlib import Path
+
+from roost.drivers.base import JOB_VARS, Driver, Launch, LaunchContext, copy_session, inherited_env
 from roost.models import Job
 
 
@@ -22,6 +24,10 @@ class BuiltinDriver(Driver):
         argv = [*PROGRAM, "--session", session]
         return Launch(argv=argv, env=inherited_env(ctx.roost_env(job)), cwd=job.cwd, session=session,
                       record=ctx.record(job))
+
+    def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
+        """The built-in agent has no fork of its own: the fork gets a copy of the session file."""
+        return copy_session(source, sessions_dir / f"{new_id}.jsonl"), None
 
     def spare(self, ctx: LaunchContext) -> Launch:
         """The same program and environment, less the job (also one the daemon's environment named:

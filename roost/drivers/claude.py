@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.drivers.approvals import claude_what, words
@@ -100,12 +101,21 @@ class ClaudeDriver(Driver):
             argv += ["--permission-prompt-tool", "stdio"]
         argv += [str(a) for a in options.get("args") or ()]
         session = job.session or str(uuid.uuid4())
-        argv += ["--resume", session] if job.session else ["--session-id", session]
+        if job.session:
+            argv += ["--resume", session]
+        elif job.fork_of:  # a fork's first start: Claude Code copies the conversation into the new id
+            argv += ["--resume", job.fork_of, "--fork-session", "--session-id", session]
+        else:
+            argv += ["--session-id", session]
         env = inherited_env({"CLAUDE_CONFIG_DIR": str(config_dir or configured), **extra_env, **ctx.roost_env(job)})
         env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         # Each Bash command in the job's directory (a `cd` does not carry over, measured): the cwd its approval shows.
         env.setdefault("CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR", "1")
         return Launch(argv=argv, env=env, cwd=cwd, session=session, record=ctx.record(job))
+
+    def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
+        """Claude Code forks a session itself (``--resume SRC --fork-session``) at the fork's first start."""
+        return None, source.session
 
     def adapter(self, job: Job) -> Adapter:
         return ClaudeAdapter(session=job.session, usage=job.usage, cwd=job.cwd)

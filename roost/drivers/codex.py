@@ -22,8 +22,8 @@ What it relies on, measured with Codex 0.169.0 against a fake Responses API (doc
 from __future__ import annotations
 
 import itertools
-import json
 import os
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.drivers.approvals import bounded, codex_file_what, words
@@ -31,7 +31,7 @@ from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing
                                 inherited_env, line_field)
 from roost.drivers.claude import MCP_NAME, after_retries, mcp_config
 from roost.models import Job
-from roost.protocol import encode
+from roost.protocol import encode, loads
 from roost.worker_protocol import Oversize, approval, approval_withdrawn, note, response, text_events, turn_end
 
 INSTALL_HINT = "npm install -g @openai/codex"
@@ -82,8 +82,12 @@ class CodexDriver(Driver):
         self._params = thread_params(job, ctx)
         return Launch(argv=argv, env=env, cwd=cwd, session=job.session, record=ctx.record(job))
 
+    def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
+        """Codex's app-server forks a thread itself (``thread/fork``) at the fork's first start."""
+        return None, source.session
+
     def adapter(self, job: Job) -> Adapter:
-        return CodexAdapter(thread=job.session, params=self._params, usage=job.usage)
+        return CodexAdapter(thread=job.session, params=self._params, usage=job.usage, fork_of=job.fork_of)
 
 
 class CodexAdapter(Adapter):
@@ -94,8 +98,11 @@ class CodexAdapter(Adapter):
     ``approval`` event, answered by the ``approval_answer`` that names it.
     """
 
-    def __init__(self, thread: str | None, params: dict[str, Any], usage: Mapping[str, Any]) -> None:
+    def __init__(self, thread: str | None, params: dict[str, Any], usage: Mapping[str, Any],
+                 fork_of: str | None = None) -> None:
         self.thread = thread
+        #: The thread a fork's first start forks (``thread/fork``) instead of starting a new one.
+        self.fork_of = fork_of
         self.params = params
         self.ready = False
         self.run: Any = None
@@ -159,8 +166,12 @@ class CodexAdapter(Adapter):
         if "error" in answer:
             return [response(req_id, "get_state", False, error=_error(answer))]
         self._write(encode({"jsonrpc": "2.0", "method": "initialized"}))
-        method, params = ("thread/resume", {**self.params, "threadId": self.thread, "excludeTurns": True}) \
-            if self.thread else ("thread/start", self.params)
+        if self.thread:
+            method, params = "thread/resume", {**self.params, "threadId": self.thread, "excludeTurns": True}
+        elif self.fork_of:
+            method, params = "thread/fork", {**self.params, "threadId": self.fork_of, "excludeTurns": True}
+        else:
+            method, params = "thread/start", self.params
         self._write(self._call(method, params, lambda reply: self._thread_open(req_id, reply)))
         return []
 
@@ -214,8 +225,8 @@ class CodexAdapter(Adapter):
     # -- Codex's stdout -------------------------------------------------------------------------
     def decode(self, line: bytes) -> list[dict[str, Any]]:
         try:
-            message = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            message = loads(line)
+        except ValueError:  # not JSON, or JSON roost does not take (roost.protocol.loads)
             message = None
         if not isinstance(message, dict):
             return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
@@ -355,7 +366,7 @@ def _error_text(error: dict[str, Any]) -> str:
     ``contextWindowExceeded``…). A provider's JSON error body is given as its message."""
     message = str(error.get("message") or "the turn failed")
     try:
-        body = json.loads(message)
+        body = loads(message)
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("message"):

@@ -18,14 +18,13 @@ relies on (measured and read in pi's source) are in docs/agents.md and the pi re
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env, line_field, text_of)
 from roost.models import Job
-from roost.protocol import encode
+from roost.protocol import encode, loads
 from roost.worker_protocol import Oversize, note, response, text_events, turn_end
 
 EXTENSION = Path(__file__).parent / "pi_extension" / "roost-tools.ts"
@@ -168,8 +167,8 @@ class PiAdapter(Adapter):
     # -- pi's stdout ----------------------------------------------------------------------------
     def decode(self, line: bytes) -> list[dict[str, Any]]:
         try:
-            event = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            event = loads(line)
+        except ValueError:  # not JSON, or JSON roost does not take (roost.protocol.loads)
             return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]
         if not isinstance(event, dict):
             return [{"type": "malformed", "line": line[:200].decode(errors="replace")}]

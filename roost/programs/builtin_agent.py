@@ -25,6 +25,12 @@ REPORT_MARK = "<roost-report"
 _SETTLED = {"done", "failed", "stopped", "idle", "blocked"}
 #: Seconds a ``run`` command may take before the turn fails.
 RUN_TIMEOUT = 60.0
+#: The directory ``wait-for NAME`` looks in for the file NAME (unset: the job's directory).
+GATES_VAR = "ROOST_GATES"
+#: Seconds between two looks for a gate's file: how late a released gate may be noticed.
+GATE_POLL = 0.05
+#: Longest gate name: one file name, and short enough to quote in an error whole.
+GATE_NAME_MAX = 200
 
 
 def split_task(task: str) -> str:
@@ -117,14 +123,18 @@ class BuiltinAgent(WorkerProcess):
         self.emit({"type": "text", "text": text})
 
     # -- the daemon -----------------------------------------------------------------------
-    async def daemon(self, op: str, **args: Any) -> Any:
+    async def connected(self, op: str) -> AsyncClient:
+        """The connection to the daemon as this job, made at its first use (by ``op``)."""
         if self.client is None:
             job, token = job_identity(self.env)
             socket_path = self.env.get("ROOST_SOCKET")
             if not socket_path:
                 raise TurnFailed(f"{op}: no ROOST_SOCKET in the environment, so no daemon to ask")
             self.client = await AsyncClient.connect(Path(socket_path), client="builtin", job=job, token=token)
-        return await self.client.call(op, **args)
+        return self.client
+
+    async def daemon(self, op: str, **args: Any) -> Any:
+        return await (await self.connected(op)).call(op, **args)
 
     async def tool(self, name: str, op: str, **args: Any) -> Any:
         """Call the daemon as a tool, with the call and its result on the transcript."""
@@ -148,8 +158,7 @@ class BuiltinAgent(WorkerProcess):
         self.session.add("user", message)
         try:
             outcome = await self.script(message)
-        except asyncio.CancelledError:
-            self.say("(stopped)")
+        except asyncio.CancelledError:  # the daemon's "stopped by …" line says it: no echo of it here
             self.end_turn(run, "aborted")
             return
         except TurnFailed as exc:
@@ -199,6 +208,8 @@ class BuiltinAgent(WorkerProcess):
                 self.exit_after = seconds(word, rest)
             elif word == "wait-children":
                 await self.wait_children()
+            elif word == "wait-for":
+                await self.wait_for_gate(rest)
             elif word == "write":
                 self.write(rest)
             elif word == "run":
@@ -256,12 +267,28 @@ class BuiltinAgent(WorkerProcess):
                    "error": True})
         self.say(f"not run: {command} (denied: {reason})")
 
+    async def wait_for_gate(self, name: str) -> None:
+        """``wait-for NAME``: hold the turn until the file NAME exists in the gates directory, so a
+        test steps the script when it is ready instead of racing a ``work`` against the clock."""
+        if not name or len(name) > GATE_NAME_MAX or "/" in name or "\0" in name or name in (".", ".."):
+            raise TurnFailed(f"wait-for: expected a file name of 1 to {GATE_NAME_MAX} characters without '/', "
+                             f"got {name[:GATE_NAME_MAX]!r}")
+        gate = Path(self.env.get(GATES_VAR) or os.getcwd()) / name
+        self.emit({"type": "tool", "name": "wait-for", "args": {"gate": name}, "result": "waiting", "error": False})
+        while not gate.exists():  # a stop cancels the sleep: the turn ends as aborted
+            await asyncio.sleep(GATE_POLL)
+
     async def wait_children(self) -> None:
-        while True:
-            children = await self.daemon("children")
-            if all(child["state"] in _SETTLED for child in children):
-                return
+        """Until every child has settled, reading them page by page (the first that has not ends
+        a look, so a look at thousands of children reads only up to the first one still working)."""
+        while not await self._children_settled():
             await asyncio.sleep(0.1)
+
+    async def _children_settled(self) -> bool:
+        async for page in (await self.connected("wait-children")).pages("children"):
+            if any(child["state"] not in _SETTLED for child in page["rows"]):
+                return False
+        return True
 
 def first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""

@@ -24,6 +24,9 @@ from roost.socket_connect import ClientError
 #: The MCP revision this server speaks; it answers with the client's own when the client asks another.
 MCP_VERSION = "2025-06-18"
 NAME = "roost"
+#: How many children one ``roost_children`` result lists (pi's extension uses the same): a model
+#: reads a page, then asks for the next with its cursor.
+CHILDREN_PAGE = 200
 
 
 def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -62,8 +65,9 @@ TOOLS: list[dict[str, Any]] = [
                              "text": _string("What to tell the parent: the result, or what you need")},
                             ("status", "text"))},
     {"name": "roost_children",
-     "description": "List the subagents you spawned, with their ids, states and titles.",
-     "inputSchema": _schema({})},
+     "description": "List the subagents you spawned, with their ids, states and titles, a page at a time: when "
+                    "there are more, the last line gives the cursor to pass for the next page.",
+     "inputSchema": _schema({"cursor": _string("Where the previous page ended (leave out for the first page)")})},
 ]
 
 
@@ -85,8 +89,11 @@ def _report(call: Callable[..., Any], args: dict[str, Any]) -> str:
 
 
 def _children(call: Callable[..., Any], args: dict[str, Any]) -> str:
-    rows = call("children")
-    return "\n".join(f"{r['id']}  {r['state']:<8} {r['title']}" for r in rows) if rows else "no subagents"
+    page = call("children", cursor=args.get("cursor"), limit=CHILDREN_PAGE)
+    lines = [f"{r['id']}  {r['state']:<8} {r['title']}" for r in page["rows"]]
+    if page.get("next"):
+        lines.append(f"more: call roost_children with cursor {page['next']}")
+    return "\n".join(lines) if lines else "no subagents"
 
 
 RUNS: dict[str, Callable[[Callable[..., Any], dict[str, Any]], str]] = {

@@ -48,6 +48,8 @@ class WorkerFacts:
     #: its job is idle), and when the last word from any of them came.
     subagents_running: int = 0
     subagent_word_at: float | None = None
+    #: Its worker was closed to make room under ``max_live_workers`` (reports wake it again).
+    closed_for_room: bool = False
     #: When each of its pending approvals was asked (the timeout counts from there).
     approvals_asked: tuple[float, ...] = ()
 
@@ -138,6 +140,12 @@ def hold_until(worker: WorkerFacts, config: LifecycleConfig) -> float | None:
     return worker.held_since + config.report_hold_max
 
 
+def hold_due(worker: WorkerFacts, config: LifecycleConfig, now: float) -> bool:
+    """Whether the bounded hold ran out now: the held reports are steered into the turn."""
+    at = hold_until(worker, config)
+    return at is not None and now >= at
+
+
 def next_due(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig) -> float | None:
     """The next moment a time rule may act on this job (auto-close, reap, the report hold, an
     approval's timeout), or None: the engine arms one timer per job for it, so an idle daemon does
@@ -156,7 +164,8 @@ def report_action(parent: Job, worker: WorkerFacts, question: bool, oldest_held:
     - ``drop``: the parent is archived; nobody will read them.
     - ``queue``: keep them until the parent's worker runs (stopped parents, reaped parents unless
       ``wake_reaped_parent``).
-    - ``wake``: resume the reaped parent with them.
+    - ``wake``: resume the reaped parent with them (always one closed only to make room under
+      ``max_live_workers``: the cap must not leave a parent asleep that would still be waiting).
     - ``deliver``: the parent is up and between turns; send them as its next prompt.
     - ``steer``: its turn runs, but a question must not wait, or the hold ran out.
     - ``hold``: its turn runs; deliver batched when it ends.
@@ -166,7 +175,8 @@ def report_action(parent: Job, worker: WorkerFacts, question: bool, oldest_held:
     if parent.state == State.STOPPED:
         return "queue"
     if not worker.up:
-        return "wake" if config.wake_reaped_parent and parent.state != State.FAILED else "queue"
+        wake = config.wake_reaped_parent or worker.closed_for_room
+        return "wake" if wake and parent.state != State.FAILED else "queue"
     if worker.busy:
         return "hold"
     if not worker.in_turn:

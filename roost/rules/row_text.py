@@ -16,7 +16,42 @@ from typing import Any
 from roost.models import FINISHED_STATES, NEEDS_INPUT_STATES, Row, State
 from roost.rules.approvals import describe, pending_line
 
-__all__ = ["activity_text", "age_seconds", "asked", "format_age", "peek_line", "readable_text", "usage_text"]
+__all__ = ["STATE_SYMBOLS", "activity_text", "age_seconds", "asked", "format_age", "peek_line", "readable_text",
+           "state_marks", "usage_text", "worker_dot"]
+
+#: One symbol per state; the dot before it says whether a worker is up (see ``worker_dot``).
+STATE_SYMBOLS: dict[State, str] = {
+    State.QUEUED: "⋯",
+    State.STARTING: "…",
+    State.WORKING: "▸",
+    State.WAITING: "?",
+    State.IDLE: "–",
+    State.DONE: "✓",
+    State.BLOCKED: "!",
+    State.STOPPED: "■",
+    State.FAILED: "✗",
+}
+
+
+def worker_up(row: Row) -> bool:
+    """Whether the job's worker process runs (the daemon clears the pid when it ends)."""
+    return row.job.pid is not None and not row.job.reaped
+
+
+def worker_dot(row: Row) -> str:
+    """● worker up, ○ closed, ◌ not started yet; ◉/◎ the same for a pinned job."""
+    up = worker_up(row)
+    if row.state in (State.QUEUED, State.STARTING) and not up:
+        return "◌"
+    if row.job.pinned:
+        return "◉" if up else "◎"
+    return "●" if up else "○"
+
+
+def state_marks(row: Row) -> str:
+    """The worker dot and the state symbol: ``● ▸`` works, ``○ ✓`` done and closed."""
+    return f"{worker_dot(row)} {STATE_SYMBOLS[row.state]}"
+
 
 def age_seconds(row: Row, now: float) -> float:
     """How old a job looks: a finished job (done, failed, stopped) shows its run time, which
@@ -109,9 +144,9 @@ def _cut(text: str, width: int) -> str:
 
 def activity_text(row: Row, width: int) -> tuple[str, bool]:
     """What a row's activity column says, and whether it is a failure: a failed or stopped
-    job says why (its reason) before anything else, a waiting one what it asks (a permission
+    job says why (its reason) before anything else, a queued one what it waits for, a waiting one what it asks (a permission
     request: what it asks to run); others their last line."""
-    if row.state in (State.FAILED, State.STOPPED) and row.job.reason:
+    if row.state in (State.FAILED, State.STOPPED, State.QUEUED) and row.job.reason:  # a queued one: what it waits for
         return _cut(row.job.reason, width), row.state is State.FAILED
     if row.state is State.WAITING and row.job.approvals:
         return _cut(pending_line(row.job.approvals), width), False

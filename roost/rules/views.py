@@ -23,10 +23,12 @@ __all__ = [
     "AgentViewRow",
     "PanelRow",
     "agent_view_rows",
+    "filter_matches",
     "filter_rows",
     "header_counts",
     "newly_notable",
     "panel_rows",
+    "parse_filter",
     "subagent_counts",
     "subagent_hint_visible",
     "tree_running_ids",
@@ -342,19 +344,29 @@ _STATE_FILTERS: dict[str, frozenset[State]] = {
 }
 
 
-def filter_rows(rows: Iterable[Row], query: str) -> list[Row]:
-    """The rows a filter keeps, in their order: every word must match. ``s:failed`` (any state
-    name, or ``running`` / ``needs``) keeps rows in that state; ``s:`` words are ORed among
-    themselves; other words match the title or the id, case-insensitively."""
+def parse_filter(query: str) -> tuple[frozenset[State] | None, list[str]]:
+    """A filter's states (None: any) and its other words, lowercased: ``s:failed`` (any state
+    name, or ``running`` / ``needs``) names states, ORed among themselves; an unknown name matches
+    nothing. The app filters its rows with it and the daemon's ``list`` (``match``) every record."""
     words = query.lower().split()
     states = [word[2:] for word in words if word.startswith("s:")]
     text = [word for word in words if not word.startswith("s:")]
-    wanted: frozenset[State] = frozenset().union(*(_STATE_FILTERS.get(s, frozenset()) for s in states))
+    if not states:
+        return None, text
+    return frozenset().union(*(_STATE_FILTERS.get(s, frozenset()) for s in states)), text
 
-    def keeps(row: Row) -> bool:
-        if states and row.state not in wanted:
-            return False
-        haystack = f"{row.job.title} {row.id}".lower()
-        return all(word in haystack for word in text)
 
-    return [row for row in rows if keeps(row)]
+def filter_matches(state: State, title: str, job_id: str, parsed: tuple[frozenset[State] | None, list[str]]) -> bool:
+    """Whether a job passes a parsed filter: in one of its states, and every word in its title or id."""
+    states, words = parsed
+    if states is not None and state not in states:
+        return False
+    haystack = f"{title} {job_id}".lower()
+    return all(word in haystack for word in words)
+
+
+def filter_rows(rows: Iterable[Row], query: str) -> list[Row]:
+    """The rows a filter keeps, in their order: every word must match (``parse_filter``); words
+    that are not ``s:`` match the title or the id, case-insensitively."""
+    parsed = parse_filter(query)
+    return [row for row in rows if filter_matches(row.state, row.job.title, row.id, parsed)]

@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Callable
 
+from rich.style import Style
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -19,7 +20,9 @@ from textual.widgets import DataTable, Static
 from roost.client import ClientError
 from roost.config import Config
 from roost.models import NEEDS_INPUT_STATES, Row
+from roost.rules.attention import next_attention, unseen_mark
 from roost.rules.row_text import activity_text, age_seconds, format_age, usage_text
+from roost.rules.ticks import next_age_change
 from roost.rules.views import AgentViewRow, agent_view_rows, filter_rows, header_counts
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
 from roost.tui.approval_keys import APPROVAL_KEYS
@@ -29,11 +32,13 @@ from roost.tui.command_line import COMMANDS, CommandLine, parse_command
 from roost.tui.dialogs import ConfirmBox, ScriptBox
 from roost.tui.diff_view import open_diff
 from roost.tui.filter_box import FilterBox
+from roost.tui.filter_search import search_every_record
 from roost.tui.job_screen import JobScreen
 from roost.tui.job_table import Column, JobTable, table_columns
 from roost.tui.peek_pane import PEEK_ENTRIES, PeekPane
 from roost.tui.looks import BOLD, STATE_CELL_WIDTH, cell, state_marks, state_text
 from roost.tui.roost_screen import RoostScreen, plural, send_outcome, stopped_text
+from roost.tui.search_screen import SearchScreen
 
 class AgentViewScreen(RoostScreen):
     """Every listed job, newest first; Enter opens one."""
@@ -55,6 +60,8 @@ class AgentViewScreen(RoostScreen):
         Binding("r", "rename", "rename"),
         Binding("A", "archived", "archived"),
         Binding("d", "diff", "diff"),
+        Binding("S", "search", "search", show=False),
+        Binding("F", "fork", "fork", show=False),
         Binding("j,down", "move(1)", "down", show=False),
         Binding("k,up", "move(-1)", "up", show=False),
         Binding("g,home", "edge(0)", "first", show=False),
@@ -68,6 +75,10 @@ class AgentViewScreen(RoostScreen):
         super().__init__(link, config, clock)
         self._select = select
         self._cells: dict[str, dict[str, tuple[str, object]]] = {}
+        #: Rows the daemon found for the filter beyond the listing window (roost/tui/filter_search.py),
+        #: and how many matched when that was more than it sent (else None).
+        self.found: dict[str, Row] = {}
+        self.found_of: int | None = None
         self._columns: list[Column] = []
         # Kept, not queried: the footer asks check_action even while the screen is taken down.
         self.topbar = Static(id="topbar")
@@ -93,6 +104,7 @@ class AgentViewScreen(RoostScreen):
 
     def on_resize(self, event: events.Resize) -> None:
         self._layout(event.size.width)
+        self.arm_tick()  # more rows in view, or fewer
 
     # -- drawing ----------------------------------------------------------------------------------
     def _layout(self, width: int) -> None:
@@ -121,7 +133,27 @@ class AgentViewScreen(RoostScreen):
                 self._read_peek(row.id)  # what it asks came or went: peek shows it now
 
     def tick(self) -> None:
-        self._sync(self.table.selected_id())
+        """Only the ages move with time: draw the age cells in view whose text changed, nothing
+        else (rows scrolled into view are ticked then: ``_scrolled``)."""
+        assert self.palette is not None
+        now = self.clock()
+        for job_id in self.table.visible_ids():
+            row, cells = self.link.rows.get(job_id), self._cells.get(job_id)
+            if row is None or cells is None:
+                continue
+            text = cell(format_age(age_seconds(row, now)), self.palette.muted)
+            if text.plain != cells["age"][0]:
+                self.table.update_cell(job_id, "age", text)
+                cells["age"] = (text.plain, text.style)
+
+    def next_change(self, now: float) -> float | None:
+        return next_age_change((self.link.rows[key] for key in self.table.visible_ids() if key in self.link.rows), now)
+
+    @on(JobTable.Scrolled)
+    def _scrolled(self) -> None:
+        if self.palette is not None:
+            self.tick()
+            self.arm_tick()
 
     def restyle(self) -> None:
         self._cells = {key: {} for key in self._cells}  # every cell of every row is drawn again
@@ -132,8 +164,10 @@ class AgentViewScreen(RoostScreen):
         if not self._columns or self.palette is None:
             return
         every = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
-        kept = {row.id for row in filter_rows((item.row for item in every), self.filter_text)}
-        listed = [item for item in every if item.row.id in kept]
+        searched = agent_view_rows({**self.found, **self.link.rows}.values(), self.config.agent_view_subagents) \
+            if self.found else every
+        kept = {row.id for row in filter_rows((item.row for item in searched), self.filter_text)}
+        listed = [item for item in searched if item.row.id in kept]
         wanted = [item.row.id for item in listed]
         table = self.table
         with self.app.batch_update():
@@ -157,6 +191,7 @@ class AgentViewScreen(RoostScreen):
         self.empty.update("no job matches the filter: esc clears it" if self.filter_text and every
                           else "no jobs yet: press n to start one, or run  roost demo")
         self._draw_topbar(every)
+        self.arm_tick()  # other rows in view (a filter, new rows): their ages say when to tick
 
     def _put(self, item: AgentViewRow) -> None:
         """Add the row, or update only the cells whose text or colour changed."""
@@ -178,7 +213,8 @@ class AgentViewScreen(RoostScreen):
         widths = {c.key: c.width for c in self._columns}
         usage = usage_text(row)
         said, failed = activity_text(row, widths["activity"])
-        activity = [part for part in (item.summary, said) if part]
+        # Why it failed comes first, so a narrow column keeps the start of the reason.
+        activity = [part for part in ((said, item.summary) if failed else (item.summary, said)) if part]
         if usage and "usage" not in widths:
             activity.append(usage)
         tone = palette.error if failed else palette.text if asks else palette.muted
@@ -192,7 +228,8 @@ class AgentViewScreen(RoostScreen):
             "state": (state_text(row, palette) if widths["state"] >= STATE_CELL_WIDTH
                       else cell(state_marks(row), palette.for_state(row.state))),
             "id": cell(row.id, palette.muted),
-            "title": cell(item.prefix + row.job.title, palette.warning + BOLD if asks else palette.text),
+            "title": cell(item.prefix + ("• " if unseen_mark(row) else "") + row.job.title,
+                          palette.warning + BOLD if asks else palette.text + BOLD if unseen_mark(row) else palette.text),
             "age": cell(format_age(age_seconds(row, self.clock())), palette.muted),
             "activity": cell(" · ".join(activity), tone),
         }
@@ -201,36 +238,44 @@ class AgentViewScreen(RoostScreen):
         return cells
 
     def _draw_topbar(self, listed: list[AgentViewRow]) -> None:
+        """What needs you first (failed, asking, approvals), then the counts: a narrow terminal
+        cuts the bar at its end, so "failed" is the last word it may lose."""
         assert self.palette is not None
+        palette = self.palette
         counts = header_counts(item.row for item in listed)
+        asking, approvals = counts["needs you"], sum(len(row_approvals(item.row)) for item in listed)
+        parts: list[tuple[object, str, Style | str]] = [
+            (counts["failed"], f"{counts['failed']} failed", palette.error + BOLD),
+            (asking, f"{asking} need{'s' if asking == 1 else ''} you", palette.warning + BOLD),
+            (approvals, f"{APPROVAL_MARK} {plural(approvals, 'approval')}", palette.warning + BOLD),
+            (True, plural(counts["jobs"], "job"), ""),
+            (True, f"{counts['working']} working", ""),
+            (counts["queued"], f"{counts['queued']} queued", palette.muted),
+            (self.link.more, f"{self.link.more:,} older not listed: roost ls --all", palette.muted),
+            (self.filter_text, f"filter: {self.filter_text}", palette.primary),
+        ]
         bar = Text("roost", style="bold")
-        bar.append(f"  ·  {plural(counts['jobs'], 'job')}  ·  {counts['working']} working")
-        if counts["queued"]:
-            bar.append(f"  ·  {counts['queued']} queued", style=self.palette.muted)
-        if counts["needs you"]:
-            asking = counts["needs you"]
-            bar.append("  ·  ")
-            bar.append(f"{asking} need{'s' if asking == 1 else ''} you", style=self.palette.warning + BOLD)
-        approvals = sum(len(row_approvals(item.row)) for item in listed)
-        if approvals:
-            bar.append("  ·  ")
-            bar.append(f"{APPROVAL_MARK} {plural(approvals, 'approval')}", style=self.palette.warning + BOLD)
-        if counts["failed"]:
-            bar.append("  ·  ")
-            bar.append(f"{counts['failed']} failed", style=self.palette.error + BOLD)
-        if self.link.more:
-            bar.append(f"  ·  {self.link.more:,} older not listed: roost ls --all", style=self.palette.muted)
-        if self.filter_text:
-            bar.append(f"  ·  filter: {self.filter_text}", style=self.palette.primary)
+        for shown, text, style in parts:
+            if shown:
+                bar.append("  ·  ")
+                bar.append(text, style=style)
+        if self.filter_text and self.found_of is not None:  # the filter's text is the bar's last part
+            bar.append(f" (the newest {len(self.found):,} of {self.found_of:,} matches: roost ls --all)",
+                       style=palette.muted)
         self.topbar.update(bar)
 
     # -- keys --------------------------------------------------------------------------------------
     def _selected(self) -> Row | None:
         job_id = self.table.selected_id()
-        return self.link.rows.get(job_id) if job_id else None
+        return self._row(job_id) if job_id else None
+
+    def _row(self, job_id: str) -> Row | None:
+        """A listed row: the subscription's, or one the filter's search found."""
+        return self.link.rows.get(job_id) or self.found.get(job_id)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek", "diff") and self._selected() is None:
+        if action in ("open", "message", "pin", "rename", "stop_tree", "archive", "peek", "diff", "fork") \
+                and self._selected() is None:
             return None
         if action == "clear_filter":
             return bool(self.filter_text)
@@ -271,14 +316,15 @@ class AgentViewScreen(RoostScreen):
             self.table.move_cursor(row=index % self.table.row_count, animate=False)
 
     def action_next_needing(self) -> None:
-        """The next row (after the cursor, wrapping) whose job waits for a person."""
+        """``w``: the next row that needs you, the most urgent kind first (roost/rules/attention.py)."""
         ids = [r.key.value for r in self.table.ordered_rows]
-        needing = [i for i, job_id in enumerate(ids) if self.link.rows[job_id].state in NEEDS_INPUT_STATES]
-        if not needing:
+        found = next_attention([row for job_id in ids if (row := self._row(job_id))], self.table.selected_id())
+        if found is None:
             self.status.say("no job needs you")
             return
-        here = self.table.cursor_row
-        self.table.move_cursor(row=next((i for i in needing if i > here), needing[0]), animate=False)
+        row, kind = found
+        self.table.move_cursor(row=ids.index(row.id), animate=False)
+        self.status.say(f"{kind.word}: {row.job.title}")
 
     # -- peek, filter, rename, archived ------------------------------------------------------------------
     def action_peek(self) -> None:
@@ -302,7 +348,7 @@ class AgentViewScreen(RoostScreen):
         except ClientError as exc:
             self.status.say(exc.message, error=True)
             return
-        row = self.link.rows.get(job_id)
+        row = self._row(job_id)
         if row is not None and self.palette is not None:
             self.peek.show_entries(row, page["entries"], self.palette)
 
@@ -323,7 +369,16 @@ class AgentViewScreen(RoostScreen):
         self.filter_box.value = ""
         self.filter_box.remove_class("-open")
 
+    def show_found(self, rows: list[Row], total: int | None) -> None:
+        """What the daemon found for the filter: listed (and filtered) with the loaded rows;
+        ``total`` is how many matched when it sent fewer."""
+        self.found, self.found_of = {row.id: row for row in rows}, total
+        self._sync(self.table.selected_id())
+
     def watch_filter_text(self) -> None:
+        self.found, self.found_of = {}, None
+        if self.filter_text and self.link.more:
+            search_every_record(self, self.filter_text)
         self._sync(self.table.selected_id())
 
     def action_rename(self) -> None:
@@ -335,6 +390,20 @@ class AgentViewScreen(RoostScreen):
         row = self._selected()
         if row is not None:
             open_diff(self, row)
+
+    def action_search(self) -> None:
+        """``S``: search every transcript; a result opens its job at the entry."""
+        def open_at(job_id: str, seq: int) -> None:
+            self.app.push_screen(JobScreen(self.link, self.config, self.clock, job_id, at=seq))
+
+        self.app.push_screen(SearchScreen(self.link, self.config, self.clock, open_at))
+
+    def action_fork(self) -> None:
+        """``F``: a new job that goes on from the selected job's conversation (roost fork)."""
+        row = self._selected()
+        if row is not None:
+            self.request("fork", {"job": row.id}, lambda result: f"forked {row.id} as {result['id']}: "
+                                                                 "it starts on your first message")
 
     def action_archived(self) -> None:
         self.app.push_screen(ArchivedScreen(self.link, self.config, self.clock))

@@ -26,7 +26,7 @@ from roost.tui.daemon_link import DaemonLink, JobSource, LinkUpdate, default_sou
 from roost.tui.escape_keys import use_escape_first_parser
 from roost.tui.job_screen import JobScreen
 from roost.tui.key_router import KeyRouter
-from roost.tui.notify import notification_text, osc_sequence
+from roost.tui.notify import Notifier
 from roost.tui.roost_screen import JobClosed, RoostScreen
 
 #: Seconds between attempts to reach the daemon again after losing it.
@@ -50,6 +50,8 @@ class RoostApp(App[None]):
         #: Each listed row's state when the app last looked (None before the first look).
         self._states: dict[str, State] | None = None
         self.router = KeyRouter(self)
+        self.notifier = Notifier(self.config.notify_via, self.config.notify_interval, clock,
+                                 lambda text: self._write_to_terminal(text), lambda: self.bell(), "TMUX" in os.environ)
         self.config.check_theme(self.available_themes)
         self.theme = self.config.theme
 
@@ -104,16 +106,18 @@ class RoostApp(App[None]):
 
     def _notify(self) -> None:
         """Tell the person outside the app when a listed job starts to need them, fails or
-        finishes, as ``notify`` asks and by the ways ``notify_via`` names (the bell rings once
-        for a batch). Jobs that were so before the app opened say nothing."""
+        finishes, as ``notify`` asks (roost/tui/notify.py says how and when). Jobs that were so
+        before the app opened say nothing."""
         rows = [item.row for item in agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)]
         news = newly_notable(self._states, rows, self.config.notify)
         self._states = {row.id: row.state for row in rows}
-        if news and "bell" in self.config.notify_via:
-            self.bell()
-        for via in set(self.config.notify_via) - {"bell"}:
-            for what, row in news:
-                self._write_to_terminal(osc_sequence(via, notification_text(what, row), "TMUX" in os.environ))
+        self.notifier.tell(news)
+
+    def on_app_focus(self) -> None:
+        self.notifier.focused = True
+
+    def on_app_blur(self) -> None:
+        self.notifier.focused = False
 
     def _write_to_terminal(self, sequence: str) -> None:
         """Bytes for the terminal itself (Textual has no public call for an OSC; ``bell`` writes the same way)."""

@@ -20,6 +20,7 @@ from roost import paths as paths_mod
 from roost.client import AsyncClient, ClientError, start_daemon
 from roost.models import Row
 from roost.rules.row_text import readable_text
+from roost.rules.row_window import AGENT_VIEW_WINDOW, past_window
 from roost.text import safe_text
 from roost.tui.entry_text import safe_data
 
@@ -155,6 +156,10 @@ class DaemonLink:
         #: The store's repair notice, from the hello and then its ``store_notice`` events (the banner shows it).
         self.store_notice: str | None = None
         self._held: dict[int, set[str]] = {}
+        #: The agent view's subscription: the rows it holds are bounded (roost/rules/row_window.py).
+        self._view_sub: int | None = None
+        #: How many finished roots it keeps (the daemon's snapshot's limit).
+        self.window = AGENT_VIEW_WINDOW
 
     async def connect(self, inline: bool = False) -> LinkUpdate:
         """Connect, subscribe to the agent view (children as rows too when ``inline``) and load
@@ -166,6 +171,7 @@ class DaemonLink:
         self._held.clear()
         result, rows = await self.source.subscribe("agent_view", inline=inline)
         self.more = int(result.get("more") or 0)
+        self._view_sub = result["sub"]
         update = self.hold(result["sub"], rows)
         update.rows |= gone
         return update
@@ -232,7 +238,20 @@ class DaemonLink:
                 update.entries.append(event["entry"])
             elif kind == "store_notice":
                 self.store_notice = event.get("text")
+        update.rows |= self._bound_view()
         return update
+
+    def _bound_view(self) -> set[str]:
+        """Let the agent view's oldest finished rows go once it holds more than the window
+        (they count as older not listed), so an app open for hours holds no more rows than it
+        did at its start; the rows that left."""
+        held = self._held.get(self._view_sub) if self._view_sub is not None else None
+        if held is None or len(held) <= self.window:
+            return set()
+        old = past_window((self.rows[job_id] for job_id in held if job_id in self.rows), self.window)
+        held.difference_update(old)
+        self.more += len(old)
+        return self._drop(old)
 
     async def batches(self, window: float = BURST_WINDOW) -> AsyncIterator[list[dict[str, Any]]]:
         """The source's events in batches: everything that arrived within ``window`` of the first.

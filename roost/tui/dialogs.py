@@ -21,17 +21,18 @@ class PromptBox(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, title: str, placeholder: str = "", value: str = "") -> None:
+    def __init__(self, title: str, placeholder: str = "", value: str = "", verb: str = "send") -> None:
         super().__init__()
         self._title = title
         self._placeholder = placeholder
         self._value = value
+        self._verb = verb  # what Enter does, as the help line says it
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self._title, classes="dialog-title", markup=False)
             yield Input(self._value, placeholder=self._placeholder, id="prompt-input")
-            yield Label("enter to send · esc to cancel", classes="dialog-help")
+            yield Label(f"enter to {self._verb} · esc to cancel", classes="dialog-help", markup=False)
 
     def on_mount(self) -> None:
         self.box.focus()  # now, not on resume: keys forwarded here are handled right after mount

@@ -27,7 +27,7 @@ from roost.client import ClientError
 from roost.config import Config
 from roost.models import STOPPABLE_STATES, Row, State
 from roost.text import safe_text
-from roost.tui.daemon_link import DaemonLink
+from roost.tui.daemon_link import DaemonLink, LinkUpdate
 from roost.tui.roost_screen import RoostScreen, plural
 
 #: Seconds between reads of the diff of a job that is still working.
@@ -239,8 +239,8 @@ class DiffScreen(RoostScreen):
             bar.append(f"  ·  {self._more}", style="dim")
         self.topbar.update(bar)
 
-    def tick(self) -> None:
-        self._draw_topbar()
+    def rows_changed(self, update: LinkUpdate) -> None:
+        self._draw_topbar()  # the job's state: "read again every 3s" while it works
 
     # -- keys ------------------------------------------------------------------------------------------------
     def action_back(self) -> None:

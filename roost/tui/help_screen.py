@@ -19,21 +19,35 @@ def _ours(node: object) -> set[tuple[str, str]]:
             for b in cls.__dict__.get("BINDINGS", []) if isinstance(b, Binding)}
 
 
+def _tokens(label: str) -> set[str]:
+    """The keys a footer label names: ``PgUp/PgDn`` is pgup and pgdn, ``↑↓`` is ↑ and ↓."""
+    parts = {part.lower() for part in label.replace("/", " ").split()}
+    return {piece for part in parts for piece in (part if all(c in "↑↓←→" for c in part) else [part])}
+
+
 def key_lines(screen: Screen[object]) -> list[tuple[str, str]]:
     """(keys, what they do) for every binding active where ``screen``'s focus is, in the order
     the footer lists them: those the footer shows, and roost's own that it leaves out (``j``,
-    ``g``…), not the text boxes' and tables' editing keys. Keys of one action go together."""
-    seen: dict[tuple[str, str], list[str]] = {}
+    ``g``…), not the text boxes' and tables' editing keys. Keys of one action go together, and a
+    key already named by a shown one (``↑`` beside ``↑↓ move``, ``pgdn`` beside ``PgUp/PgDn``)
+    is not listed again."""
+    found: list[tuple[tuple[str, str], str, bool]] = []
     for key, active in screen.active_bindings.items():
         binding = active.binding
         if not active.enabled or not binding.description:
             continue
         if not binding.show and (binding.action, binding.description) not in _ours(active.node):
             continue
-        label = binding.key_display or screen.app.get_key_display(binding)
-        seen.setdefault((binding.action, binding.description), [])
-        if label not in seen[(binding.action, binding.description)]:
-            seen[(binding.action, binding.description)].append(label)
+        found.append(((binding.action, binding.description), binding.key_display or screen.app.get_key_display(binding),
+                      binding.show))
+    named = set().union(*(_tokens(label) for _, label, show in found if show))
+    seen: dict[tuple[str, str], list[str]] = {}
+    for what, label, show in found:
+        if not show and _tokens(label) <= named:
+            continue
+        seen.setdefault(what, [])
+        if label not in seen[what]:
+            seen[what].append(label)
     return [(" ".join(keys), description) for (_, description), keys in seen.items()]
 
 
@@ -56,6 +70,7 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(classes="dialog", id="help"):
             yield Label("Keys here", classes="dialog-title")
             yield Static(table)
-            for note in (*self._notes, FILTER_HELP):
+            filters = any(description == "filter" for _, description in self._lines)
+            for note in (*self._notes, *([FILTER_HELP] if filters else [])):  # only where / filters
                 yield Label(note, classes="dialog-help", markup=False)
             yield Label("esc / ? : close · docs/keys.md lists every key", classes="dialog-help")

@@ -21,6 +21,7 @@ from roost.config import Config
 from roost.models import STOPPABLE_STATES, State
 from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider
 from roost.rules.row_text import age_seconds, format_age, usage_text
+from roost.rules.ticks import next_age_change, next_lifetime_end
 from roost.rules.views import SUBAGENT_HINT, subagent_counts, subagent_hint_visible, tree_running_ids
 from roost.tui.approval_block import ApprovalBlock
 from roost.tui.approval_keys import APPROVAL_KEYS
@@ -44,6 +45,8 @@ PANEL_ACTIONS = frozenset({"open_subagent", "message_subagent", "rename_subagent
                            "leave_panel", "panel_edge", "panel_filter", "diff_subagent"})
 #: Panel actions a provider subagent's (read-only) row does not take.
 READ_ONLY_ACTIONS = frozenset({"message_subagent", "rename_subagent", "diff_subagent"})
+#: Entries shown above the one a search result opens at (scrolling up reads the rest).
+OPEN_AT_ABOVE = 5
 #: Key names of printable keys that are not the character itself.
 _KEY_CHARACTERS = {"slash": "/", "question_mark": "?"}
 
@@ -77,9 +80,12 @@ class JobScreen(RoostScreen):
         Binding("escape,down", "leave_block", "back to the composer", key_display="esc"),
     ]
 
-    def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str) -> None:
+    def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str,
+                 at: int | None = None) -> None:
         super().__init__(link, config, clock)
         self.job_id = job_id
+        #: The entry to open at (a search result), instead of the tail.
+        self.at = at
         #: Whether the transcript has been read once.
         self.loaded = False
         #: Whether the timeline subscription is in place; entries streamed before wait in ``_early``.
@@ -127,12 +133,18 @@ class JobScreen(RoostScreen):
         self._subs, self._streaming = [], False
         try:
             await self.link.call("attach", job=self.job_id, resume=True)  # opening a job resumes it
+            await self.link.call("seen", job=self.job_id)  # and shows it to a person: its mark goes for every client
             sub, _, update = await self.link.subscribe("subtree", job=self.job_id)
             self._subs.append(sub["sub"])
             own = await self.link.call("show", job=self.job_id)
             update.rows |= self.link.hold(sub["sub"], [own], newer=False).rows
             self.path = await self._path_to_root(own.get("parent"))
-            if not self.loaded:
+            if not self.loaded and self.at is not None:  # a search result: the entry, and a few before it
+                above = await self.link.call("logs", job=self.job_id, before=self.at, limit=OPEN_AT_ABOVE)
+                page = await self.link.call("logs", job=self.job_id, after=self.at - 1)
+                self.transcript.start_at(above["entries"], page["entries"], above["more"], page["more"])
+                self.panel.take_entries([*above["entries"], *page["entries"]])
+            elif not self.loaded:
                 page = await self.link.call("logs", job=self.job_id)
                 self.transcript.start(page["entries"], page["more"])
                 self.panel.take_entries(page["entries"])
@@ -215,6 +227,16 @@ class JobScreen(RoostScreen):
         self.panel.recompute()
         self._after_change()
 
+    def next_change(self, now: float) -> float | None:
+        """The job bar's and the panel's ages, and the end of a recent row's lifetime (it leaves
+        the panel, or the footer hint goes)."""
+        own = self.link.rows.get(self.job_id)
+        shown = [line.row for line in self.panel.lines] + ([own] if own is not None else [])
+        changes = (next_age_change(shown, now),
+                   next_lifetime_end([*self.link.rows.values(), *self.panel.provider], now,
+                                     self.config.finished_row_lifetime))
+        return min((change for change in changes if change is not None), default=None)
+
     def restyle(self) -> None:
         assert self.palette is not None
         self.panel.palette = self.palette
@@ -268,23 +290,37 @@ class JobScreen(RoostScreen):
             self.transcript.scroll_end(animate=False, immediate=True)
 
     def _draw_jobbar(self) -> None:
+        """Where the job sits, its title, id, state, age, subagents and usage; on a narrow terminal
+        the usage, the path and then the title give way, never the id, the state or the counts."""
         row = self.link.rows.get(self.job_id)
         if row is None or self.palette is None:
             return
-        bar = Text(no_wrap=True, overflow="ellipsis", end="")
-        for title in self.path:
-            bar.append(f"{title} › ", style=self.palette.muted)
-        bar.append(row.job.title, style="bold")
-        bar.append(f"  {row.id}  ", style=self.palette.muted)
-        bar.append_text(state_text(row, self.palette))
+        tail = Text(f"  {row.id}  ", style=self.palette.muted)
+        tail.append_text(state_text(row, self.palette))
         details = [format_age(age_seconds(row, self.clock()))]
         subagents, running = subagent_counts(row)  # the agent's own subagents count too, as at home
         if subagents:
             details.append(f"{plural(subagents, 'subagent')} ({running} running)")
-        if usage_text(row):
-            details.append(usage_text(row))
-        bar.append("  ·  " + " · ".join(details), style=self.palette.muted)
+        tail.append("  ·  " + " · ".join(details), style=self.palette.muted)
+        head = Text(no_wrap=True, overflow="ellipsis", end="")
+        for title in self.path:
+            head.append(f"{title} › ", style=self.palette.muted)
+        head.append(row.job.title, style="bold")
+        room = (self.jobbar.content_size.width or self.size.width) - tail.cell_len
+        usage = f" · {usage_text(row)}" if usage_text(row) else ""
+        if head.cell_len + len(usage) <= room:  # usage gives way before the path and the title
+            tail.append(usage, style=self.palette.muted)
+            room -= len(usage)
+        if head.cell_len > room:  # the path goes first, then the title is cut
+            head = Text(row.job.title, style="bold")
+            head.truncate(max(room, 4), overflow="ellipsis")
+        bar = Text(no_wrap=True, overflow="ellipsis", end="")
+        bar.append_text(head)
+        bar.append_text(tail)
         self.jobbar.update(bar)
+
+    def on_resize(self) -> None:
+        self._draw_jobbar()
 
     # -- keys ----------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -503,6 +539,7 @@ class JobScreen(RoostScreen):
                 f"stopped {row.job.title}, with the other subagents of the agent's own (and its turn, if one ran)"
                 if result["stopped"] else f"{row.job.title} was not running"))
         elif row.state in STOPPABLE_STATES:
+            self.panel.let_go(row.id)
             self.request("stop", {"job": row.id},
                          lambda result: f"stopped {row.job.title}" if result["stopped"] else f"{row.job.title} was not running")
         else:

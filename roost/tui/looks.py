@@ -12,21 +12,16 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 from textual.color import Color
+from textual.theme import BUILTIN_THEMES
 
 from roost.models import NEEDS_INPUT_STATES, Row, State
+from roost.rules.row_text import state_marks
 
-#: One symbol per state; the dot before it says whether a worker is up (see ``worker_dot``).
-STATE_SYMBOLS: dict[State, str] = {
-    State.QUEUED: "⋯",
-    State.STARTING: "…",
-    State.WORKING: "▸",
-    State.WAITING: "?",
-    State.IDLE: "–",
-    State.DONE: "✓",
-    State.BLOCKED: "!",
-    State.STOPPED: "■",
-    State.FAILED: "✗",
-}
+def theme_names() -> tuple[str, ...]:
+    """The themes ``theme`` may name: Textual's own, all the app registers (``roost config
+    check`` asks here, so it refuses what the app would refuse)."""
+    return tuple(BUILTIN_THEMES)
+
 
 #: Which palette colour each state is drawn in.
 _STATE_TONES: dict[State, str] = {
@@ -45,26 +40,6 @@ BOLD = Style(bold=True)
 
 #: The widest state cell: a dot, a symbol, spaces and the longest state name.
 STATE_CELL_WIDTH = 4 + max(len(s.value) for s in State)
-
-
-def worker_up(row: Row) -> bool:
-    """Whether the job's worker process runs (the daemon clears the pid when it ends)."""
-    return row.job.pid is not None and not row.job.reaped
-
-
-def worker_dot(row: Row) -> str:
-    """● worker up, ○ closed, ◌ not started yet; ◉/◎ the same for a pinned job."""
-    up = worker_up(row)
-    if row.state in (State.QUEUED, State.STARTING) and not up:
-        return "◌"
-    if row.job.pinned:
-        return "◉" if up else "◎"
-    return "●" if up else "○"
-
-
-def state_marks(row: Row) -> str:
-    """The worker dot and the state symbol: ``● ▸`` works, ``○ ✓`` done and closed."""
-    return f"{worker_dot(row)} {STATE_SYMBOLS[row.state]}"
 
 
 @dataclass(frozen=True)

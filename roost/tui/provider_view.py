@@ -18,6 +18,7 @@ from textual.widgets import RichLog, Static
 from roost.config import Config
 from roost.rules.provider_subagents import READ_ONLY_HINT, ProviderRow
 from roost.rules.row_text import age_seconds, format_age
+from roost.rules.ticks import next_age_change
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
 from roost.tui.looks import state_text
 from roost.tui.roost_screen import RoostScreen
@@ -100,6 +101,9 @@ class ProviderView(RoostScreen):
 
     def tick(self) -> None:
         self.draw()
+
+    def next_change(self, now: float) -> float | None:
+        return next_age_change([self.row], now) if self.row is not None else None
 
     def restyle(self) -> None:
         self.draw()

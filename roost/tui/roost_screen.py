@@ -11,13 +11,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.timer import Timer
 
 from roost.client import ClientError
 from roost.config import Config
 from roost.models import Row
 from roost.tui.approval_keys import ShownApprovals, answer, key_target
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
+from roost.tui.fit_footer import FitFooter
 from roost.tui.dialogs import PromptBox
 from roost.tui.double_press import DOUBLE_PRESS_WINDOW, DoublePress
 from roost.tui.help_screen import HelpScreen
@@ -26,8 +27,9 @@ from roost.tui.looks import Palette
 from roost.tui.status_line import StatusLine
 from roost.tui.store_banner import StoreBanner
 
-#: Seconds between refreshes of what depends on the time (ages, lifetimes, the footer hint).
-TICK_SECONDS = 1.0
+#: How long after the moment a time-dependent text changes the screen draws it (a timer may
+#: wake a little early; this makes sure the new text is there to draw).
+TICK_SLACK = 0.02
 
 
 class JobClosed(JobMessage):
@@ -65,7 +67,8 @@ def stopped_text(ids: list[str]) -> str:
 
 
 class RoostScreen(Screen[None]):
-    """A screen of the app: fed the link's changes by the app, ticked by its own timer."""
+    """A screen of the app: fed the link's changes by the app, ticked by its own timer only when
+    something it shows changes with time (``next_change``): an idle screen runs no timer."""
 
     BINDINGS = [
         Binding("question_mark", "help", "help", key_display="?"), Binding("f1", "help", show=False),
@@ -90,18 +93,19 @@ class RoostScreen(Screen[None]):
         #: Which approval each place of the screen shows, since when (the screen keeps it current).
         self.shown = ShownApprovals()
         self.banner = StoreBanner()
+        self._tick_timer: Timer | None = None
 
     def compose_bottom(self) -> ComposeResult:
         yield self.banner
         yield self.status
-        yield Footer(compact=True)
+        yield FitFooter(compact=True)
 
     def on_mount(self) -> None:
         self.palette = Palette.from_variables(self.app.get_css_variables())
         # Both belong to this screen: Textual ends them when it unmounts, so no tick or theme
         # change ever reaches a screen that is not there.
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
-        self.set_interval(TICK_SECONDS, self.tick)
+        self.arm_tick()
         self.banner.show(self.link.store_notice)
 
     def on_descendant_focus(self) -> None:
@@ -121,12 +125,30 @@ class RoostScreen(Screen[None]):
     def tick(self) -> None:
         """The clock moved on: refresh whatever shows a time or expires with time."""
 
+    def next_change(self, now: float) -> float | None:
+        """Seconds until something this screen shows changes with time alone (an age, a row's
+        lifetime; roost/rules/ticks.py), or None: then no timer runs until the rows change."""
+        return None
+
+    def arm_tick(self) -> None:
+        """(Re)set the one timer to the next time-dependent change, or to none."""
+        if self._tick_timer is not None:
+            self._tick_timer.stop()
+        delay = self.next_change(self.clock())
+        self._tick_timer = None if delay is None else self.set_timer(delay + TICK_SLACK, self._ticked, name="tick")
+
+    def _ticked(self) -> None:
+        self._tick_timer = None
+        self.tick()
+        self.arm_tick()
+
     def restyle(self) -> None:
         """The theme changed: draw again with the new palette."""
 
     def on_daemon_link_changed(self, message: DaemonLink.Changed) -> None:
         self.banner.show(self.link.store_notice)
         self.rows_changed(message.update)
+        self.arm_tick()
 
     def on_daemon_link_lost(self, message: DaemonLink.Lost) -> None:
         self.status.say(f"lost the daemon: {message.reason}", error=True)
@@ -191,7 +213,8 @@ class RoostScreen(Screen[None]):
             if title and title != row.job.title:
                 self.request_rename(row, title)
 
-        self.app.push_screen(PromptBox(f"Rename {row.job.title} [{row.id}]", "its new title", row.job.title), rename)
+        self.app.push_screen(PromptBox(f"Rename {row.job.title} [{row.id}]", "its new title", row.job.title,
+                                       verb="rename"), rename)
 
     def request_rename(self, row: Row, title: str) -> None:
         self.request("rename", {"job": row.id, "title": title}, lambda result: f"renamed {row.id} to {result['title']}")

@@ -8,6 +8,8 @@ from textual.widgets import Static
 
 #: Seconds a notice stays before the line clears itself.
 NOTICE_SECONDS = 8.0
+#: The most lines a long notice takes.
+MAX_LINES = 3
 
 
 class StatusLine(Static):
@@ -38,11 +40,18 @@ class StatusLine(Static):
         self._show()
 
     def _show(self) -> None:
+        """The hint beside the notice when both fit; otherwise the notice alone, wrapped onto
+        the lines it needs (up to MAX_LINES): a notice is never cut short."""
         width = self.content_size.width or 80
-        line = Text(self.notice, no_wrap=True, overflow="ellipsis", end="")
-        if self.hint:
-            room = width - len(self.hint) - 2
-            line.truncate(max(room, 0), overflow="ellipsis")
-            line.append(" " * max(width - line.cell_len - len(self.hint), 2))
+        lines = 1
+        if self.hint and len(self.notice) + len(self.hint) + 2 <= width:
+            line = Text(self.notice, no_wrap=True, overflow="ellipsis", end="")
+            line.append(" " * (width - line.cell_len - len(self.hint)))
             line.append(self.hint, style="bold")
+        elif self.notice:
+            line = Text(self.notice, end="")
+            lines = min(len(line.wrap(self.app.console, width)), MAX_LINES)
+        else:
+            line = Text(self.hint, style="bold", no_wrap=True, overflow="ellipsis", end="")
+        self.styles.height = lines
         self.update(line)

@@ -42,6 +42,15 @@ def fit_label(line: PanelRow, width: int) -> str:
     return line.prefix + line.row.job.title[: room - 1] + "…" + suffix
 
 
+#: The panel's id column: a job id (4 to 8 characters) whole; the agent's own subagents' longer ids cut.
+ID_WIDTH = 8
+
+
+def fit_id(job_id: str, width: int) -> str:
+    """An id in ``width`` cells (the rows it tells apart share a title: three ``work 600``)."""
+    return job_id if len(job_id) <= width else job_id[: width - 1] + "…"
+
+
 class SubagentPanel(Widget, can_focus=True):
     """The open job's subagents; the cursor row is the one keys act on."""
 
@@ -73,6 +82,9 @@ class SubagentPanel(Widget, can_focus=True):
         #: The agent's own subagents, as rows (every one, whatever the panel shows).
         self.provider: list[ProviderRow] = []
         self._index = 0
+        #: The row ``x`` stopped under the cursor: when it sorts down among the finished rows, the
+        #: cursor stays at its place, on the row that takes it (a second ``x`` stops the next).
+        self._let_go: str | None = None
 
     # -- what it shows ------------------------------------------------------------------------------
     def show_rows(self, rows: Iterable[Row]) -> None:
@@ -97,6 +109,10 @@ class SubagentPanel(Widget, can_focus=True):
         kept = {row.id for row in filter_rows((line.row for line in lines), self.filter_text)} if self.filter_text else None
         self.lines = [line for line in lines if kept is None or line.row.id in kept]
         ids = [line.row.id for line in self.lines]
+        if self._let_go is not None and self.cursor == self._let_go and self._let_go in ids \
+                and ids.index(self._let_go) != self._index:
+            self._let_go = None
+            self.cursor = ids[min(self._index, len(ids) - 1)]
         if self.cursor is not None and self.cursor not in ids:
             # the row under the cursor left: stay at the same place in the list
             self.cursor = ids[min(self._index, len(ids) - 1)] if ids else None
@@ -111,6 +127,8 @@ class SubagentPanel(Widget, can_focus=True):
         self.recompute()
 
     def watch_cursor(self, cursor: str | None) -> None:
+        if cursor != self._let_go:
+            self._let_go = None  # the person moved on
         ids = [line.row.id for line in self.lines]
         if cursor in ids:
             self._index = ids.index(cursor)
@@ -161,6 +179,7 @@ class SubagentPanel(Widget, can_focus=True):
             return Text()
         width = self.content_size.width
         start, window = self._window()
+        id_width = min(max(len(line.row.id) for line in window), ID_WIDTH)
         label_width = min(max(len(line.label) for line in window), max(width * 2 // 5, 12))
         now = self.clock()
         out = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -170,6 +189,7 @@ class SubagentPanel(Widget, can_focus=True):
             text = Text(no_wrap=True, overflow="ellipsis", end="")
             text.append("› " if marked else "  ")
             text.append(f"{state_marks(row)} ", style=palette.for_state(row.state))
+            text.append(f"{fit_id(row.id, id_width):<{id_width}}  ", style=palette.muted)
             text.append(f"{fit_label(line, label_width):<{label_width}}  ", style=palette.text)
             text.append(f"{row.state.value:<8}", style=palette.for_state(row.state))
             text.append(f"{format_age(age_seconds(row, now)):>4}  ", style=palette.muted)
@@ -207,6 +227,10 @@ class SubagentPanel(Widget, can_focus=True):
         if index < 0:
             raise SkipAction()  # ↑ at the top: the screen takes the focus back to the composer
         self.cursor = ids[min(index, len(ids) - 1)]
+
+    def let_go(self, job_id: str) -> None:
+        """``x`` stopped the row under the cursor: the cursor does not follow it down."""
+        self._let_go = job_id
 
     def hide(self, job_id: str) -> None:
         """``x`` on a finished row: it leaves the panel now, not when its lifetime runs out."""

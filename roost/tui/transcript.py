@@ -105,6 +105,24 @@ class Transcript(RichLog, can_focus=False):
         self.following = True
         self.add(entries)
 
+    def start_at(self, above: list[dict[str, Any]], entries: list[dict[str, Any]], more_before: bool,
+                 more_after: bool) -> None:
+        """Show the timeline from one entry on (``entries``, a search result's first), with the
+        ``above`` it at the top of the view: the person reads there, so it does not follow; older
+        entries page in above and newer below as they scroll."""
+        self.start([], more_before)
+        self.following = False
+        self._entries.extend([*above, *entries])
+        self.last_seq = self._entries[-1]["seq"] if self._entries else 0
+        self.more_after = more_after
+        self._redrawing = True
+        for entry in self._entries:
+            self._write(entry)
+        first = entries[0]["seq"] if entries else self.last_seq
+        line = next((line for seq, line in self._drawn if seq >= first), 0)
+        self.scroll_to(y=line, animate=False, immediate=True)
+        self._redrawing = False
+
     def _forget(self) -> None:
         """Let go of every entry held and every line drawn."""
         self._entries.clear()

@@ -79,6 +79,9 @@ def test_garbage_over_the_jobs_tables_root_page_loses_no_record(roost_home: Path
         notice = daemon.call("status")["store_notice"]
         assert "13 job records, 13 timeline entries" in notice and "salvaged" in notice
         assert len(daemon.timeline("j0005")) >= 1, "timelines come back too"
+        with daemon.client() as client:  # and they are searchable once indexed again
+            daemon.wait_for(lambda: len(client.search("zzz*", archived=True, limit=100)["results"]) == 13,
+                            what="the salvaged entries in the search index")
     finally:
         daemon.stop()
 

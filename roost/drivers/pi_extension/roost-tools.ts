@@ -12,8 +12,9 @@ import { StringEnum } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { createConnection } from "node:net";
 
-const PROTOCOL_VERSION = 2; // roost/protocol.py's PROTOCOL_VERSION (tests/test_pi_driver.py checks they agree)
+const PROTOCOL_VERSION = 3; // roost/protocol.py's PROTOCOL_VERSION (tests/test_pi_driver.py checks they agree)
 const TIMEOUT_MS = 30_000;
+const CHILDREN_PAGE = 200; // roost/programs/mcp_server.py's CHILDREN_PAGE: one tool result stays readable
 
 type Row = { id: string; title: string; state: string; driver: string; lifetime: string; host: string };
 
@@ -143,11 +144,17 @@ export default function (pi: ExtensionAPI) {
   pi.registerTool({
     name: "roost_children",
     label: "List subagents",
-    description: "List the subagents you spawned, with their ids, states and titles.",
-    parameters: Type.Object({}),
-    async execute(_toolCallId, _params, signal) {
-      const rows: Row[] = await callRoost("children", {}, signal);
-      return text(rows.length ? rows.map(describe).join("\n") : "no subagents");
+    description: "List the subagents you spawned, with their ids, states and titles, a page at a time: when " +
+      "there are more, the last line gives the cursor to pass for the next page.",
+    parameters: Type.Object({
+      cursor: Type.Optional(Type.String({ description: "Where the previous page ended (leave out for the first page)" })),
+    }),
+    async execute(_toolCallId, params, signal) {
+      const page: { rows: Row[]; next: string | null } = await callRoost(
+        "children", { cursor: params.cursor, limit: CHILDREN_PAGE }, signal);
+      const lines = page.rows.map(describe);
+      if (page.next) lines.push(`more: call roost_children with cursor ${page.next}`);
+      return text(lines.length ? lines.join("\n") : "no subagents");
     },
   });
 }
