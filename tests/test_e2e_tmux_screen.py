@@ -126,11 +126,17 @@ def scrolled_back_holds(term: Tmux, keys: tuple[str, ...]) -> None:
     """Scroll back with ``keys`` while the flood streams: ``↓ N new`` shows and N grows while the
     lines in view stay where they are; End follows the tail again."""
     term.keys(*keys)
-    screen = term.wait_for(lambda now: "↓ " in now, f"↓ N new after {' '.join(keys)}", 120)
+    def counted(now: str) -> int:
+        found = re.search(r"↓ (\d+) new", now)
+        return int(found[1]) if found else -1
+
+    first = counted(term.wait_for(lambda now: counted(now) >= 0, f"↓ N new after {' '.join(keys)}", 120))
+    # The transcript stops following when the key is read, before the view moves: read the view
+    # once more lines were counted below it (the move is drawn by then), not at the first "↓".
+    screen = term.wait_for(lambda now: counted(now) >= first + 50, "lines counted below the moved view", 120)
     view = flood_lines(screen)
-    counted = int(re.search(r"↓ (\d+) new", screen)[1])  # type: ignore[index]
-    screen = term.wait_for(lambda now: (m := re.search(r"↓ (\d+) new", now)) is not None
-                           and int(m[1]) >= counted + 200, "more lines counted below", 120)
+    counted_then = counted(screen)
+    screen = term.wait_for(lambda now: counted(now) >= counted_then + 200, "more lines counted below", 120)
     assert flood_lines(screen) == view, "the lines read stayed put"
     newest = max(int(n) for n in re.findall(r"flood (\d+)", screen))
     term.keys("End")
