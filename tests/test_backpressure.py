@@ -21,7 +21,7 @@ import pytest
 from conftest import DaemonHarness
 
 from roost.daemon.connection import Connection
-from roost.protocol import MAX_FRAME, QUEUE_BYTES
+from roost.protocol import MAX_FRAME, PROTOCOL_VERSION, QUEUE_BYTES
 from test_protocol_frames import seed
 
 
@@ -183,7 +183,7 @@ def test_out_of_file_descriptors_pauses_accepting_says_so_once_and_resumes(daemo
     try:
         waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         waiting.connect(str(daemon.paths.socket))  # in the backlog: accept() fails with EMFILE
-        waiting.sendall(b'{"id":0,"op":"hello","args":{"version":2}}\n')
+        waiting.sendall(b'{"id":0,"op":"hello","args":{"version":%d}}\n' % PROTOCOL_VERSION)
         daemon.wait_for(lambda: "cannot accept connections" in daemon.log_text(), what="the pause")
         cpu = cpu_seconds(pid)
         started = time.monotonic()

@@ -49,7 +49,8 @@ def test_ls_archived_lists_only_archived_jobs_and_unarchive_brings_a_tree_back(
     assert roost("archive", parent).returncode == 0
 
     listing = roost("ls", "--archived").stdout.splitlines()
-    assert [line.split()[1] for line in listing] == [parent, child]
+    # roost ls prints the app's two marks, then the id
+    assert [line.split()[2] for line in listing] == [parent, child]
     assert listing[1].startswith("  ")  # the child under its parent
     assert kept not in roost("ls", "--archived", "--all").stdout
     records = json.loads(roost("ls", "--archived", "--json").stdout)

@@ -16,7 +16,7 @@ from roost.client import ClientError
 from conftest import DaemonHarness
 
 from roost.socket_connect import peer_credentials
-from roost.protocol import MAX_FRAME
+from roost.protocol import MAX_FRAME, PROTOCOL_VERSION
 
 
 def raw(daemon, *frames: bytes) -> list[dict]:
@@ -38,7 +38,7 @@ def raw(daemon, *frames: bytes) -> list[dict]:
     return replies
 
 
-HELLO = b'{"id":0,"op":"hello","args":{"version":2}}\n'
+HELLO = b'{"id":0,"op":"hello","args":{"version":%d}}\n' % PROTOCOL_VERSION
 
 
 def test_bad_frames_get_errors_and_the_connection_keeps_working(daemon):

@@ -95,7 +95,8 @@ def test_a_gate_holds_the_turn_until_its_file_appears_and_a_stop_cuts_it_short(d
     daemon.release("go")
     assert daemon.wait_state(held, "idle")["last_text"] == "after"
     daemon.call("stop", job=cut)
-    daemon.wait_for(lambda: daemon.texts(cut)[-1:] == ["(stopped)"], what="the stop to cut the gate short")
+    daemon.wait_for(lambda: any(e["kind"] == "turn_end" and e["data"]["outcome"] == "aborted"
+                                for e in daemon.timeline(cut)), what="the stop to cut the gate short")
     assert "not reached" not in daemon.texts(cut) and daemon.show(cut)["state"] == "stopped"
 
 

@@ -49,9 +49,13 @@ class Tmux:
             raise AssertionError(f"tmux {' '.join(args)} failed: {done.stderr.strip()}")
         return done.stdout
 
-    def start(self) -> None:
-        self.tmux("new-session", "-d", "-s", "app", "-x", "120", "-y", "40", "-e", "COLORTERM=truecolor", ROOST)
-        self.wait_for(lambda screen: "quit" in screen, "the agent view's footer")
+    def start(self, width: int = 120, height: int = 40) -> None:
+        self.tmux("new-session", "-d", "-s", "app", "-x", str(width), "-y", str(height), "-e", "COLORTERM=truecolor",
+                  ROOST)
+        self.wait_for(lambda screen: "quit" in screen or "? help" in screen, "the agent view's footer")
+
+    def resize(self, width: int, height: int) -> None:
+        self.tmux("resize-window", "-t", "app", "-x", str(width), "-y", str(height))
 
     def keys(self, *keys: str) -> None:
         """Send keys in one go, as a terminal delivers a burst."""

@@ -38,8 +38,9 @@ ROWS: dict[str, tuple[frozenset[State], frozenset[State]]] = {
     "approval-settled": (frozenset({WT}), _but(WT, ST)),
     # a person's message to a stopped job
     "restart": (frozenset({ST}), frozenset({I})),
-    # a stop, by a person or its owner; an archive of a job that ran
-    "stop": (frozenset({Q, S, WK, WT, B}), frozenset({ST})),
+    # a stop, by a person or its owner (from idle, done or failed too while subagents of its agent's
+    # own still run: ``Job.stoppable``); an archive of a job that ran
+    "stop": (_but(ST), frozenset({ST})),
     "archive": (frozenset({Q, S, WK, WT, B}), frozenset({ST})),
     # its worker could not start, died, was closed mid-turn, or went with the last daemon;
     # a change the store refused left a turn nothing runs

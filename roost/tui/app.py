@@ -23,6 +23,7 @@ from roost.models import State
 from roost.rules.views import agent_view_rows, newly_notable
 from roost.tui.agent_view import AgentViewScreen
 from roost.tui.daemon_link import DaemonLink, JobSource, LinkUpdate, default_source
+from roost.tui.escape_keys import use_escape_first_parser
 from roost.tui.job_screen import JobScreen
 from roost.tui.key_router import KeyRouter
 from roost.tui.notify import Notifier
@@ -154,4 +155,5 @@ def run_app(config: str | None = None, select: str | None = None) -> None:
         app = RoostApp(default_source(config), settings, select=select)
     except ConfigError as exc:
         raise SystemExit(f"roost: {exc}") from None
+    use_escape_first_parser()
     app.run()

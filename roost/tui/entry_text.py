@@ -14,9 +14,13 @@ from roost.rules.row_text import readable_text
 from roost.text import safe_text
 from roost.tui.looks import BOLD, Palette
 
-#: What each line of an entry weighs at least, so short lines are bounded too (a line drawn costs
-#: far more than its text).
+#: What each line an entry shows weighs at least, so short lines are bounded too (a line drawn
+#: costs far more than its text); a folded output's folded lines are not drawn, so not counted.
 LINE_WEIGHT = 16
+#: Output entries longer than this many lines are folded: their first and last FOLD_KEEP lines are
+#: shown around a line that says how many are folded (``ctrl+o`` unfolds them, docs/keys.md).
+FOLD_LINES = 200
+FOLD_KEEP = 40
 #: Timeline kinds that repeat what another entry already shows.
 _SKIPPED = {"turn_end", "report", "pinned", "unpinned"}
 #: States worth a line of their own (working follows every prompt, so it would only add noise).
@@ -32,10 +36,13 @@ def _text(entry: dict[str, Any]) -> str:
 
 
 def weight(entry: dict[str, Any]) -> int:
-    """What an entry costs the window: its text, and at least LINE_WEIGHT a line (what a flood of
-    output is made of)."""
+    """What an entry costs the window: the real bytes of its text, and at least LINE_WEIGHT for
+    each line it shows. A long output shows only its folded lines, so a 5,000-line output weighs
+    its 24 KB, not 5,000 lines, and an entry the daemon keeps (64 KiB at most) fits the window."""
     text = _text(entry)
-    return max(len(text), LINE_WEIGHT * (text.count("\n") + 1))
+    lines = text.count("\n") + 1
+    shown = 2 * FOLD_KEEP + 1 if entry["kind"] == "text" and lines > FOLD_LINES else lines
+    return max(len(text.encode()), LINE_WEIGHT * shown)
 
 
 def line_count(entry: dict[str, Any]) -> int:
@@ -74,14 +81,27 @@ def _shown(text: str) -> str:
     return safe_text(readable_text(text))
 
 
-def entry_text(entry: dict[str, Any], palette: Palette, stamped: bool = False) -> Text | None:
-    """How one timeline entry reads in the transcript (after its time, ``stamped``); None for
-    entries it leaves out."""
+def entry_text(entry: dict[str, Any], palette: Palette, stamped: bool = False,
+               unfolded: bool = False) -> Text | None:
+    """How one timeline entry reads in the transcript (after its time, ``stamped``; a long output
+    whole only when ``unfolded``); None for entries it leaves out."""
     text = _entry_body(entry["kind"], safe_data(entry.get("data") or {}, _shown), palette)
+    if text is not None and entry["kind"] == "text" and not unfolded:
+        text = _folded(text, palette)
     if text is None or not stamped:
         return text
     stamp = Text(time.strftime("%H:%M:%S ", time.localtime(entry.get("ts") or 0)), style=palette.muted)
     return stamp + text
+
+
+def _folded(text: Text, palette: Palette) -> Text:
+    """A long output's first and last FOLD_KEEP lines, and between them how many are folded."""
+    lines = text.split("\n", allow_blank=True)
+    if len(lines) <= FOLD_LINES:
+        return text
+    hidden = len(lines) - 2 * FOLD_KEEP
+    fold = Text(f"⋯ {hidden:,} lines folded · ctrl+o shows them", style=palette.muted)
+    return Text("\n").join([*lines[:FOLD_KEEP], fold, *lines[-FOLD_KEEP:]])
 
 
 def _entry_body(kind: str, data: dict[str, Any], palette: Palette) -> Text | None:

@@ -73,6 +73,7 @@ class JobScreen(RoostScreen):
         Binding("home", "top", "top", show=False),
         Binding("end", "follow", "follow", key_display="End"),
         Binding("ctrl+t", "stamp", "times", key_display="^t"),
+        Binding("ctrl+o", "unfold", "unfold", key_display="^o"),
         Binding("d", "diff_subagent", "diff"),
         # Last, so the footer keeps its order when no approval waits (keys already bound keep their place).
         Binding("up", "enter_block", "answer the request", key_display="↑"),
@@ -286,7 +287,7 @@ class JobScreen(RoostScreen):
     def _keep_end(self) -> None:
         """The end in view, unless the person scrolled away since it was asked (Home, PgUp)."""
         if self.transcript.following:
-            self.transcript.scroll_end(animate=False)
+            self.transcript.scroll_end(animate=False, immediate=True)
 
     def _draw_jobbar(self) -> None:
         """Where the job sits, its title, id, state, age, subagents and usage; on a narrow terminal
@@ -390,6 +391,7 @@ class JobScreen(RoostScreen):
 
     def action_scroll(self, pages: int) -> None:
         if pages < 0:
+            self.transcript.hold()
             if self.transcript.scroll_y <= 0:
                 self.transcript.want_older()
             self.transcript.scroll_page_up()
@@ -400,7 +402,8 @@ class JobScreen(RoostScreen):
 
     def action_top(self) -> None:
         """The transcript's first line (older pages load as it gets there)."""
-        self.transcript.scroll_home(animate=False)
+        self.transcript.hold()
+        self.transcript.scroll_home(animate=False, immediate=True)
         self.transcript.want_older()
 
     def action_follow(self) -> None:
@@ -409,6 +412,10 @@ class JobScreen(RoostScreen):
     def action_stamp(self) -> None:
         """Timestamps on each entry, or off again."""
         self.transcript.stamped = not self.transcript.stamped
+
+    def action_unfold(self) -> None:
+        """Long outputs whole, or folded again."""
+        self.transcript.unfolded = not self.transcript.unfolded
 
     @on(Transcript.Unread)
     def _unread(self) -> None:

@@ -16,6 +16,8 @@ Two kinds of screen and widget take keys specially (see docs/keys.md, "Typing ah
   ``take_text`` puts in the composer. An approval key made within SINGLE_PRESS_WINDOW of a key
   that went in as text (typed in a text box, or a burst) is text too, so no text ends on an approval.
 
+An ``alt+`` key is Esc then the key (roost/tui/escape_keys.py: Esc is Esc).
+
 A binding runs with the screen told when its key was made (``RoostScreen.key_time``), so an
 approval key answers the approval that was on screen then.
 """
@@ -30,6 +32,7 @@ from textual.widgets import Input, TextArea
 
 from roost.tui.approval_keys import APPROVAL_KEYS
 from roost.tui.dialogs import FreshKeysScreen
+from roost.tui.escape_keys import split_meta
 from roost.tui.roost_screen import RoostScreen
 
 if TYPE_CHECKING:
@@ -60,6 +63,11 @@ class KeyRouter:
     async def key(self, event: events.Key) -> bool:
         """Handle ``event``; False for a key this router did not send away (Textual's own)."""
         came_back = event.is_forwarded
+        meta = None if came_back else split_meta(event)
+        if meta is not None:  # Esc, then a key right behind it (roost/tui/escape_keys.py)
+            for key in meta:
+                await self.key(key)
+            return True
         if came_back:
             mine = next((i for i, (_, key) in enumerate(self._away) if key is event), None)
             if mine is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
+from textual import events
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
@@ -19,8 +20,9 @@ from roost.tui.looks import Palette
 
 #: How long entries that stream in wait to be drawn together, in seconds.
 DRAW_EVERY = 0.1
-#: How much text the transcript keeps while it follows the tail (and always its newest entry):
-#: some 800 lines of a command's flood, whose entries are up to 64 KiB each.
+#: How many bytes of text the transcript keeps while it follows the tail: whole entries, newest
+#: first, up to the one that reaches this (so with the daemon's entries of 64 KiB at most, it
+#: holds under twice this, and every entry of the newest KEEP_BYTES is shown whole).
 KEEP_BYTES = 64 * 1024
 #: How much it keeps while the person reads further up: what is around the view, and new entries
 #: below it until this is reached (what comes after is counted, and paged in from the daemon).
@@ -45,6 +47,8 @@ class Transcript(RichLog, can_focus=False):
     unread: reactive[int] = reactive(0)
     #: Whether each entry starts with its time.
     stamped: reactive[bool] = reactive(False)
+    #: Whether long outputs are shown whole (else folded: their first and last lines).
+    unfolded: reactive[bool] = reactive(False)
 
     class Unread(Message):
         """How many lines wait below the view (0: it follows the tail again)."""
@@ -90,6 +94,8 @@ class Transcript(RichLog, can_focus=False):
         self._draw_timer: Timer | None = None
         #: Whether the lines are being drawn again (the scrolling that does is not the person's).
         self._redrawing = False
+        #: The width the lines were wrapped to (a resize to another draws them again).
+        self._wrapped_at = 0
 
     def start(self, entries: list[dict[str, Any]], more: bool) -> None:
         """Show the newest page of the timeline; ``more`` says older entries exist."""
@@ -177,10 +183,10 @@ class Transcript(RichLog, can_focus=False):
                 self._to_end()
 
     def _trim(self) -> bool:
-        """Drop the oldest entries past KEEP_BYTES (the newest always stays); whether any went."""
-        first = len(self._entries) - 1
-        size = weight(self._entries[first]) if self._entries else 0
-        while first > 0 and size + weight(self._entries[first - 1]) <= KEEP_BYTES:
+        """Drop the oldest entries beyond the one that reaches KEEP_BYTES, counting from the newest
+        (that one stays, so no entry of the newest KEEP_BYTES is ever dropped); whether any went."""
+        first, size = len(self._entries), 0
+        while first > 0 and size < KEEP_BYTES:
             first -= 1
             size += weight(self._entries[first])
         if first <= 0:
@@ -273,6 +279,20 @@ class Transcript(RichLog, can_focus=False):
             self._asked_after = self._entries[-1]["seq"]
             self.post_message(self.Newer(self._asked_after))
 
+    def hold(self) -> None:
+        """The person scrolls back (PgUp, Home, the wheel): stop following now, before the scroll
+        is drawn, so nothing that scrolls to the end in between (a draw, a refresh) undoes it."""
+        if self.max_scroll_y > 0 or self.scroll_y > 0:
+            self.following = False
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self.hold()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A new width wraps every line again (after the log's own handler has learnt its size)."""
+        if self._wrapped_at and event.size.width != self._wrapped_at:
+            self.call_after_refresh(self._redraw, not self.following)
+
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
         if self._redrawing:
@@ -295,6 +315,9 @@ class Transcript(RichLog, can_focus=False):
         self.post_message(self.Unread(count))
 
     def watch_stamped(self) -> None:
+        self._redraw(keep_view=not self.following)
+
+    def watch_unfolded(self) -> None:
         self._redraw(keep_view=not self.following)
 
     def follow(self) -> None:
@@ -354,8 +377,9 @@ class Transcript(RichLog, can_focus=False):
             if self._delivered(entry):
                 return
             self._waiting[entry["seq"]] = entry
-        text = entry_text(entry, self._palette, self.stamped)
+        text = entry_text(entry, self._palette, self.stamped, self.unfolded)
         if text is None:
             return
+        self._wrapped_at = self.size.width
         self._drawn.append((entry["seq"], len(self.lines)))
         self.write(text, scroll_end=False)
