@@ -73,5 +73,14 @@ def test_y_typed_into_the_composer_approves_nothing(daemon, term, tmp_path):
     term.keys("Up", "y")  # ↑ selects the request, but a y in the same burst is no answer
     term.wait_text("press it again")
     assert not (tmp_path / "typed.txt").exists() and daemon.show(job)["approvals"]
-    term.keys("y")  # pressed on its own, the request on screen: now it answers
-    daemon.wait_for(lambda: (tmp_path / "typed.txt").exists(), timeout=15, what="the file")
+    # Pressed on its own, the request on screen: now it answers. On a loaded machine the app may
+    # still take it for part of the burst and say "press it again" (its rule for a fast key): a
+    # person then presses again, and so does the test, a bounded number of times.
+    for _ in range(3):
+        term.keys("y")
+        try:
+            daemon.wait_for(lambda: (tmp_path / "typed.txt").exists(), timeout=5, what="the file")
+            break
+        except AssertionError:
+            assert "press it again" in term.screen(), "a lone y that did not answer says why"
+    assert (tmp_path / "typed.txt").exists(), "a lone y answers the request on screen"
