@@ -2,6 +2,8 @@
 
 Only the daemon opens it. Every change is committed before the daemon acknowledges it to anyone
 or pushes it to subscribers, so a crash of the daemon loses nothing that was acknowledged.
+One idea at about 400 lines: each table's reads and writes; the search index is its own module
+(``search.py``) with a hook here, and repair is ``store_repair.py`` / ``store_pages.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
 """The Claude Code driver: one long-lived ``claude -p`` per job, speaking stream-json both ways.
+(One adapter for one protocol, about 400 lines; its approvals' shapes are in ``drivers/approvals.py``.)
 
 What it relies on, measured with Claude Code 2.1.328 against a fake Messages API (docs/agents.md):
 
