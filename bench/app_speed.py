@@ -3,16 +3,23 @@
 Both run the real app headless (``App.run_test``) on a real daemon over seeded records. The idle
 figure is the app process's CPU (``time.process_time``) over a stretch with nothing happening,
 beside the same app on a store whose rows are all finished (no age grows: no timer at all), and
-the timer ticks it took, by timer. The render figure is a full draw of the agent view (every row
-added, then the screen painted: until the app is idle again) of 1,000 rows, beside 10 rows.
+the timer ticks it took, by timer. The render figures are the first draw and a one-row update of the agent view and of the subagent panel at 100,
+1,000 and 10,000 rows (``bench/app_draw.py``), this code beside BASELINE's, each in its own process
+on the same daemon.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
+from pathlib import Path
 
 from harness import Daemon, Home, Result, median, seed_records
 
@@ -22,7 +29,7 @@ IDLE_ROWS = 220
 
 def _rewrite(home: Home, finish: bool = False, older: float = 0.0) -> None:
     """Every seeded record made finished (``finish``: no age grows) or ``older`` seconds older."""
-    from roost.daemon.store import Store
+    from roost.daemon.storage.store import Store
     from roost.models import State
 
     store = Store(home.paths.store)
@@ -69,41 +76,71 @@ def _idle(home: Home, seconds: float) -> tuple[float, Counter[str]]:
         Timer._tick = original  # type: ignore[method-assign]
 
 
-def _render(d: Daemon, rows: int, runs: int = 5) -> list[float]:
-    """Seconds for full draws of the agent view holding ``rows`` rows (all the daemon's records,
-    put in the link as if it had sent them), each until the app is idle again."""
-    from roost.config import Config
-    from roost.tui.app import RoostApp
-    from roost.tui.daemon_link import DaemonSource, safe_row
+#: The code the draws are measured beside: main before the views kept their rows by the rows that
+#: changed (the agent view already a RowTable; the DataTable before it was 47c031a).
+BASELINE = "0e564f2"
+#: Row counts drawn, and the runs at each.
+DRAW_ROWS = {100: 5, 1000: 5, 10_000: 3}
 
-    with d.client() as c:
-        wire = list(c.rows())[:rows]
 
-    async def go() -> list[float]:
-        app = RoostApp(DaemonSource(d.home.paths), Config())
-        out = []
-        async with app.run_test(size=(120, 40)) as pilot:
-            screen = app.screen
-            while not screen.query("JobTable") or screen.query_one("JobTable").row_count == 0:
-                await pilot.pause(0.05)
-            app.link.rows.clear()
-            app.link.rows.update((data["id"], safe_row(data)) for data in wire)
-            for _ in range(runs):
-                screen.table.clear()
-                screen._cells.clear()
-                await pilot.pause()
-                start = time.perf_counter()
-                screen._sync(None)
-                await pilot.pause()
-                out.append(time.perf_counter() - start)
-                assert screen.table.row_count == len(wire), (screen.table.row_count, len(wire))
-        return out
+def _old_tree() -> Path:
+    """BASELINE's code, extracted (``git archive``) to a temporary directory."""
+    root = Path(__file__).resolve().parents[1]
+    tree = Path(tempfile.mkdtemp(prefix="roost-bench-baseline-"))
+    archive = subprocess.run(["git", "-C", str(root), "archive", BASELINE, "roost"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
 
-    return asyncio.run(go())
+
+def _draws(home: Home, tree: Path, view: str, rows: int, runs: int) -> dict[str, list[float]]:
+    """``bench/app_draw.py`` in its own process on ``tree``'s code: its first draws and one-row updates."""
+    env = {**home.env, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, str(Path(__file__).with_name("app_draw.py")), view, str(rows), str(runs)],
+                         env=env, capture_output=True, text=True, timeout=1200)
+    if out.returncode:
+        raise RuntimeError(f"app_draw.py {view} {rows} on {tree} failed:\n{out.stderr[-3000:]}")
+    measured = json.loads(out.stdout.splitlines()[-1])
+    assert Path(measured["roost"]).parent == tree, (measured["roost"], tree)  # the code meant ran
+    return measured
+
+
+def _bench_draws() -> list[Result]:
+    """First draw and one-row update of the agent view and of the subagent panel at 100, 1,000
+    and 10,000 rows, this code beside BASELINE's, each in a process of its own."""
+    new, old = Path(__file__).resolve().parents[1], _old_tree()
+    out: list[Result] = []
+    try:
+        for view, name in (("agent", "agent view"), ("panel", "subagent panel")):
+            updates: dict[int, float] = {}
+            for rows, runs in DRAW_ROWS.items():
+                home = Home(tag=f"app-{view}-{rows}")
+                try:
+                    seed_records(home, rows + (view == "panel"), kids_per_root=0 if view == "agent" else rows)
+                    with Daemon(home) as d:
+                        d.start()
+                        now, then = _draws(home, new, view, rows, runs), _draws(home, old, view, rows, runs)
+                finally:
+                    home.remove()
+                draw, cpu = median(now["draw"]), median(now["draw_cpu"])
+                out.append(Result("app", f"{name}: first draw of {rows:,} rows until idle, wall (median of {runs})",
+                                  draw, "s", median(then["draw"]), "main before"))
+                out.append(Result("app", f"{name}: the same, the app's CPU time", cpu, "s", median(then["draw_cpu"]),
+                                  "main before", "< 50 ms" if rows == 1000 else "", cpu < 0.05 if rows == 1000 else None))
+                updates[rows] = median(now["update_cpu"])
+                out.append(Result("app", f"{name}: one row changed, {rows:,} rows, until idle, wall", median(now["update"]),
+                                  "s", median(then["update"]), "main before"))
+                out.append(Result("app", f"{name}: the same, the app's CPU time", updates[rows], "s",
+                                  median(then["update_cpu"]), "main before"))
+            out.append(Result("app", f"{name}: one-row update CPU at 10,000 rows beside at 100", updates[10_000], "s",
+                              updates[100], "100 rows", "< 2x", updates[10_000] < 2 * updates[100]))
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+    return out
 
 
 def bench_app(opts: argparse.Namespace) -> list[Result]:
-    """The app idle (CPU, timer ticks) and a full draw of 1,000 rows, each beside a baseline."""
+    """The app idle (CPU, timer ticks), beside a baseline; the draws (``_bench_draws``) beside BASELINE."""
     homes = {"young": Home(tag="app-young"), "old": Home(tag="app-old"), "done": Home(tag="app-done")}
     out: list[Result] = []
     try:
@@ -131,20 +168,4 @@ def bench_app(opts: argparse.Namespace) -> list[Result]:
     finally:
         for home in homes.values():
             home.remove()
-    big, small = Home(tag="app-1000"), Home(tag="app-10")
-    try:
-        seed_records(big, 1000, kids_per_root=0)
-        seed_records(small, 10, kids_per_root=0)
-        with Daemon(big) as dbig, Daemon(small) as dsmall:
-            dbig.start()
-            dsmall.start()
-            s, b = [], []
-            for _ in range(2):
-                s += _render(dbig, 1000)
-                b += _render(dsmall, 10)
-        out.append(Result("app", "agent view: full draw of 1,000 rows until idle (median)", median(s), "s",
-                          median(b), "10 rows", "< 50 ms", median(s) < 0.05))
-    finally:
-        big.remove()
-        small.remove()
-    return out
+    return out + _bench_draws()

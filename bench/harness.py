@@ -196,7 +196,11 @@ class Daemon:
     def stop(self, timeout: float = 60.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
-        self.proc.send_signal(signal.SIGTERM)
+        try:  # every worker too: SIGTERM alone leaves them running under their shims for the next daemon
+            with Client.connect(self.home.paths.socket, client="bench-stop", timeout=5) as client:
+                client.call("shutdown", all=True)
+        except ClientError:
+            self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -226,10 +230,10 @@ def _text(i: int, size: int) -> str:
 
 def seed_records(home: Home, count: int, kids_per_root: int = 4, text_size: int = 300) -> list[str]:
     """``count`` finished jobs in the home's store (roots, each with ``kids_per_root`` children),
-    written with roost.daemon.store.Store and roost.models.Job before any daemon runs. Returns
+    written with roost.daemon.storage.store.Store and roost.models.Job before any daemon runs. Returns
     the ids, oldest first."""
     from roost.config import Config
-    from roost.daemon.store import Store
+    from roost.daemon.storage.store import Store
     from roost.models import Job, State
 
     opts = Config().driver("builtin").to_dict()
@@ -259,7 +263,7 @@ def seed_records(home: Home, count: int, kids_per_root: int = 4, text_size: int 
 
 def seed_timeline(home: Home, job_id: str, count: int, text_size: int = 80) -> None:
     """``count`` text entries on one job's timeline, through Store.add_timeline."""
-    from roost.daemon.store import Store
+    from roost.daemon.storage.store import Store
 
     store = Store(home.paths.store)
     ts = time.time() - count
@@ -272,3 +276,16 @@ def seed_timeline(home: Home, job_id: str, count: int, text_size: int = 80) -> N
 def count_json_array(path: Path) -> int:
     with open(path) as fh:
         return len(json.load(fh))
+
+
+def spawn_idle(d: Daemon, count: int, prompt: str = "say hi", timeout: float = 300.0) -> list[str]:
+    """Spawn ``count`` built-in jobs and wait until every one is idle with its worker up."""
+    with d.client() as c:
+        ids = [c.call("spawn", prompt=prompt, cwd=str(d.home.work))["id"] for _ in range(count)]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            idle = c.call("list", states=["idle"], limit=1)["total"]
+            if idle >= count and c.call("status")["workers"] >= count:
+                return ids
+            time.sleep(0.5)
+    raise RuntimeError(f"{count} workers were not idle within {timeout:.0f}s")

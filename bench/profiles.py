@@ -1,7 +1,7 @@
 """Profiles behind docs/performance.md's notes, on seeded records in a temporary ROOST_HOME.
 
     python bench/profiles.py start [N]     # cProfile of Daemon.setup (store load, index, recovery)
-    python bench/profiles.py memory [N]    # bytes per record and per index entry (tracemalloc)
+    python bench/profiles.py memory [N]    # bytes a job in the index, briefs beside whole records (tracemalloc)
     python bench/profiles.py page [N]      # JobIndex.page / agent_view times at N records
 
 For a running daemon use py-spy (``pip install py-spy``): ``py-spy record -p PID -f raw -o out.txt``
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import cProfile
 import gc
-import json
 import os
 import pstats
 import sys
@@ -35,7 +34,7 @@ def _median_ms(fn, runs: int = 5) -> float:
 
 
 def start(home: Home) -> None:
-    from roost.daemon.server import Daemon
+    from roost.daemon.server.listener import Daemon
 
     daemon = Daemon(home.paths, home.paths.default_config)
     prof = cProfile.Profile()
@@ -48,28 +47,29 @@ def start(home: Home) -> None:
 
 
 def memory(home: Home) -> None:
-    from roost.daemon.index import JobIndex
-    from roost.daemon.store import Store
-    from roost.models import Job
+    """Bytes a job costs in the index after a start (its brief, the tree and counts), beside what
+    it cost with every record loaded whole (before briefs)."""
+    from roost.daemon.storage.index import JobIndex
+    from roost.daemon.storage.store import Store
 
     store = Store(home.paths.store)
-    raw = [r["record"] for r in store._db.execute("SELECT record FROM jobs")]
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    jobs = [Job.from_dict(json.loads(r)) for r in raw]
-    loaded = tracemalloc.get_traced_memory()[0]
-    index = JobIndex()
-    index.load(jobs)
-    indexed = tracemalloc.get_traced_memory()[0]
-    n = len(jobs)
-    print(f"records: {(loaded - before) / n:.0f} B each; index: {(indexed - loaded) / n:.0f} B each "
-          f"({len(index.jobs):,} jobs)")
+    store.briefs()  # fill them first (a store seeded before its first start has none)
+    for name, load in (("briefs (a start)", lambda: [*store.briefs()[0]]), ("whole records", store.jobs)):
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        index = JobIndex()
+        index.reads_from(store.records, store.record_data)
+        index.load(load())
+        n = len(index.jobs)
+        print(f"{name:18s} {(tracemalloc.get_traced_memory()[0] - before) / n:6.0f} B a job ({n:,} jobs)")
+        tracemalloc.stop()
+        del index
 
 
 def page(home: Home) -> None:
-    from roost.daemon.index import JobIndex
-    from roost.daemon.store import Store
+    from roost.daemon.storage.index import JobIndex
+    from roost.daemon.storage.store import Store
 
     index = JobIndex()
     index.load(Store(home.paths.store).jobs())
@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
     fn = {"start": start, "memory": memory, "page": page}[what]
     home = Home(tag="profile")
     try:
-        seed_records(home, n)
+        seed_records(home, n, kids_per_root=10)  # trees as people make them (issue 19)
         os.environ["ROOST_HOME"] = str(home.dir)
         fn(home)
     finally:

@@ -8,7 +8,7 @@ same run, so load from whatever else shares the machine hits both alike.
 
 Each runs under fresh temporary ROOST_HOMEs; nothing touches the user's directories. Where real
 spawns would take too long (100k finished records, 100k timeline entries) the records are
-seeded through the store's own API (roost.daemon.store.Store, roost.models.Job) before the
+seeded through the store's own API (roost.daemon.storage.store.Store, roost.models.Job) before the
 daemon starts; everything live (500 idle workers, 500 turns/s, spawns) runs real built-in
 workers. docs/performance.md records a run and what the profiles showed.
 """
@@ -31,11 +31,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import (Daemon, Home, Result, clock, count_json_array, median, pct, seed_records,  # noqa: E402
                      seed_timeline, table, timed, worker_turn)
+from harness import spawn_idle as _spawn_idle  # noqa: E402
 
 from command_output import bench_output  # noqa: E402
 from diff import bench_diff  # noqa: E402
 from live_workers import bench_chain, bench_children  # noqa: E402
 from app_speed import bench_app  # noqa: E402
+from app_memory import LINES, bench_app_memory  # noqa: E402
+from transcript_speed import bench_transcript  # noqa: E402
+from cli_speed import bench_cli_commands  # noqa: E402
+from scale_sim import add_options as scale_sim_options, bench_scale_sim  # noqa: E402
 
 from roost.client import AsyncClient  # noqa: E402
 from roost.proctree import wakeups  # noqa: E402
@@ -177,19 +182,6 @@ def _logs_tail(big: Home, empty: Home, dbig: Daemon, dsmall: Daemon, long_job: s
 
 
 # -- live built-in workers ----------------------------------------------------------------------------------
-def _spawn_idle(d: Daemon, count: int, prompt: str = "say hi", timeout: float = 300.0) -> list[str]:
-    """Spawn ``count`` built-in jobs and wait until every one is idle with its worker up."""
-    with d.client() as c:
-        ids = [c.call("spawn", prompt=prompt, cwd=str(d.home.work))["id"] for _ in range(count)]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            idle = c.call("list", states=["idle"], limit=1)["total"]
-            if idle >= count and c.call("status")["workers"] >= count:
-                return ids
-            time.sleep(0.5)
-    raise RuntimeError(f"{count} workers were not idle within {timeout:.0f}s")
-
-
 def _cpu_percent(d: Daemon, seconds: float) -> float:
     c0, t0 = d.cpu_seconds(), time.monotonic()
     time.sleep(seconds)
@@ -612,7 +604,7 @@ class _Supervisord:
 def bench_rows(opts: argparse.Namespace) -> list[Result]:
     """`list` pages over a 10k-job forest in process (JobIndex.page, slim rows, kept counts) beside
     json.dumps of the same records alone: what building rows costs."""
-    from roost.daemon.index import JobIndex
+    from roost.daemon.storage.index import JobIndex
     from roost.models import Job, State
 
     index = JobIndex()
@@ -718,7 +710,8 @@ BENCHES: dict[str, Callable[[argparse.Namespace], list[Result]]] = {
     "spawn": bench_spawn, "cli": bench_cli, "rows": bench_rows, "turn": bench_turn, "output": bench_output,
     "children": bench_children, "chain": bench_chain,
     "diff": bench_diff,
-    "wakeups": bench_wakeups, "app": bench_app,
+    "wakeups": bench_wakeups, "app": bench_app, "transcript": bench_transcript, "app_memory": bench_app_memory,
+    "cli_commands": bench_cli_commands, "scale_sim": bench_scale_sim,
 }
 
 
@@ -747,6 +740,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--diff-mb", type=int, default=40, help="diff: MB of untracked changes")
     parser.add_argument("--diff-runs", type=int, default=3)
     parser.add_argument("--wakeup-seconds", type=float, default=10.0, help="wakeups: seconds counted")
+    parser.add_argument("--flood-lines", type=int, default=LINES, help="app_memory: lines the followed job prints")
+    scale_sim_options(parser)
     opts = parser.parse_args(argv)
     if opts.list:
         for name, fn in BENCHES.items():

@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from roost.daemon import search
-from roost.daemon.store import Store
+from roost.daemon.storage import search
+from roost.daemon.storage.store import Store
 
 N = 100_000
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split()

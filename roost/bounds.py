@@ -27,10 +27,12 @@ BRANCH_MAX = 255
 #: A job id, a list cursor, a token: what the daemon itself hands out is far shorter.
 ID_MAX = 128
 #: How much of a job's last text (or why it failed) a record keeps from a report, and a full row
-#: carries of any record (a turn's own text keeps its last 4,000 characters: roost/daemon/turns.py).
+#: carries of any record (a turn's own text keeps its last 4,000 characters: roost/daemon/engine/turns.py).
 LAST_TEXT_MAX = 16 * 1024
 #: How much of a value an error message quotes.
 QUOTE_MAX = 80
+#: How many bytes of one turn's output a command driver keeps unless ``max_output`` says (0: all).
+MAX_OUTPUT = 256 * 1024 * 1024
 
 #: The cap of each string field of a record (roost.models.Job), as rows carry them.
 RECORD_CAPS: dict[str, int] = {
@@ -38,6 +40,9 @@ RECORD_CAPS: dict[str, int] = {
     "lifetime": NAME_MAX, "repo": PATH_MAX, "worktree": PATH_MAX, "branch": BRANCH_MAX, "base": BRANCH_MAX,
     "host": NAME_MAX, "last_text": LAST_TEXT_MAX, "reason": LAST_TEXT_MAX,
 }
+
+
+_RECORD_CAP_ITEMS = tuple(RECORD_CAPS.items())
 
 
 def quote(value: Any) -> str:
@@ -95,10 +100,12 @@ def bounded_labels(labels: dict[str, str]) -> tuple[dict[str, str], int]:
 
 
 def bound_record(data: dict[str, Any]) -> None:
-    """Cut a record's wire form (``Job.to_dict``) in place to the caps, so no row outgrows them."""
-    for name, cap in RECORD_CAPS.items():
-        value = data.get(name)
-        if isinstance(value, str) and len(value) > cap:
+    """Cut a record's wire form (``Job.to_dict``) in place to the caps, so no row outgrows them.
+    Every row read pays it (110k a listing), so the loop is kept to the bare checks."""
+    get = data.get
+    for name, cap in _RECORD_CAP_ITEMS:
+        value = get(name)
+        if value.__class__ is str and len(value) > cap:
             data[name] = cut(value, cap)
     labels = data.get("labels")
     if labels and (len(labels) > LABELS_MAX or sum(len(k) + len(v) for k, v in labels.items()) > LABELS_CHARS

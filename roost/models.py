@@ -20,6 +20,8 @@ class State(str, enum.Enum):
     IDLE = "idle"
     DONE = "done"
     BLOCKED = "blocked"
+    #: A turn the provider bounced with a usage limit or a 429: its messages wait for the reset.
+    RATE_LIMITED = "rate_limited"
     STOPPED = "stopped"
     FAILED = "failed"
 
@@ -30,11 +32,12 @@ class State(str, enum.Enum):
 #: "Running": a job that still works, will work (queued) or waits for someone. Live work that
 #: must never go unseen, that keeps its parent's worker open, and that a parent's
 #: "N subagents (k running)" counts. ``blocked`` is not running: it handed back and needs a person.
-ACTIVE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State.WAITING})
+ACTIVE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State.WAITING, State.RATE_LIMITED})
 #: States in which a turn is in flight or about to be (a stop has something to cut short).
 TURN_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING})
 #: States a job can be stopped from: a turn in flight, or a question nobody answered yet.
-STOPPABLE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State.WAITING, State.BLOCKED})
+STOPPABLE_STATES = frozenset({State.QUEUED, State.STARTING, State.WORKING, State.WAITING, State.BLOCKED,
+                              State.RATE_LIMITED})
 #: States whose rows say why (a failure's reason, who stopped it): ``Job.reason``.
 REASONED_STATES = frozenset({State.FAILED, State.STOPPED})
 #: States that mean "this job needs a person".
@@ -48,8 +51,8 @@ NEEDS_PERSON_STATES = frozenset({State.FAILED, State.BLOCKED, State.WAITING})
 FINISHED_STATES = frozenset({State.DONE, State.FAILED, State.STOPPED})
 #: States from which a job's worker starts again by itself when there is something for it: a person
 #: opens it, or messages still wait for it when the daemon starts. Not a stopped or failed job: a
-#: person's message restarts those.
-RESUMABLE_STATES = frozenset({State.IDLE, State.DONE, State.WAITING, State.BLOCKED})
+#: person's message restarts those. A rate-limited one's new worker still waits for the reset.
+RESUMABLE_STATES = frozenset({State.IDLE, State.DONE, State.WAITING, State.BLOCKED, State.RATE_LIMITED})
 
 LIFETIMES = ("task", "workflow", "session")
 #: How much of a job's last text a row carries (the peek line); ``show`` gives all of it.
@@ -105,7 +108,7 @@ class Job:
     question: str = ""
     #: Its provider-native subagents (Claude Code's ``Task``): how many its timeline names, and
     #: how many of those its last word about says ``working`` (the daemon counts them as it
-    #: records their ``subagent`` entries; roost/daemon/index.py).
+    #: records their ``subagent`` entries; roost/daemon/storage/index.py).
     provider_subagents: int = 0
     provider_running: int = 0
     #: Its pending approvals (permission requests its agent waits on), oldest first: each
@@ -126,6 +129,20 @@ class Job:
     #: since: the app marks it and its jump key visits it (roost/rules/attention.py). Kept by the
     #: daemon, so every client agrees; a person's ``seen`` clears it.
     unseen: bool = False
+    #: While ``rate_limited``: when the limit resets (epoch seconds; the agent's word, else the
+    #: daemon's back-off) and the agent's words for it. None and "" in any other state.
+    limited_until: float | None = None
+    limited_words: str = ""
+    #: What the agent says it is doing about a failed model call (a ``retrying`` or a retried
+    #: ``limited`` event's words): its row shows it until the next real event clears it.
+    notice: str = ""
+    #: While its worker runs: what a daemon that re-adopts it needs (the last line of the worker's
+    #: applied, its phase, the turn in flight; roost/daemon/engine/slot.py ``live_of``). Replaced whole.
+    live: dict[str, Any] | None = None
+    #: A stall flag on its turn (roost/rules/stalls.py: "stalled", "not_started"; "" when none) and the
+    #: words its row shows for it, as of the flag: not a state, the next event clears it.
+    stall: str = ""
+    stall_words: str = ""
 
     def stoppable(self) -> bool:
         """Whether a stop has something to stop: a turn in flight, a question, or (in any state) subagents
@@ -153,8 +170,14 @@ class Job:
 
     @property
     def worker_up(self) -> bool:
-        """Whether a worker process is running for this job."""
-        return self.pid is not None
+        """Whether a worker process is running for this job: the one definition the daemon, the
+        rules and the app all use (the daemon clears ``pid`` and sets ``reaped`` when it ends)."""
+        return worker_is_up(self.pid, self.reaped)
+
+
+def worker_is_up(pid: int | None, reaped: bool) -> bool:
+    """``Job.worker_up`` of a record's values (a listing builds rows of records it never loads)."""
+    return pid is not None and not reaped
 
 
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
@@ -216,32 +239,9 @@ class Row:
         return self.job.state
 
     def to_wire(self, full: bool = False) -> dict[str, Any]:
-        """The row as the daemon sends it: the record's fields plus the derived ones. A slim row
-        (the default: lists and pushes) leaves out what no view shows and cuts the last text to
-        the peek line, so a row's size does not grow with what the agent said. The question is
-        there only while the job waits, and its provider subagents run only while its worker is
-        up (they are that process's: Claude Code runs background ones while its job is idle)."""
-        data = self.job.to_dict()
-        bound_record(data)  # a record from before the caps (or written around them) still fits a frame
-        if not full:
-            for name in _FULL_ONLY:
-                del data[name]
-            data["last_text"] = peek_text(data["last_text"])
-            data["reason"] = peek_text(data["reason"])
-        # Waiting on a question: not when it waits on approvals only (its question is an older turn's then).
-        waiting = self.job.state is State.WAITING and (not self.job.approvals
-                                                       or self.job.approval_back == State.WAITING.value)
-        data["question"] = (self.job.question if full else question_line(self.job.question)) if waiting else ""
-        if not self.job.worker_up:
-            data["provider_running"] = 0
-        data.update(
-            parent_open=self.parent_open,
-            attached=self.attached,
-            descendants=self.descendants,
-            running_descendants=self.running_descendants,
-            worker_up=self.job.worker_up,
-        )
-        return data
+        """The row as the daemon sends it (``wire_row`` of the record)."""
+        return wire_row(self.job.to_dict(), self.parent_open, self.attached, self.descendants,
+                        self.running_descendants, full)
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> "Row":
@@ -255,6 +255,33 @@ class Row:
         )
 
 
+def wire_row(data: dict[str, Any], parent_open: bool, attached: bool, descendants: int,
+             running_descendants: int, full: bool = False) -> dict[str, Any]:
+    """A record (``Job.to_dict``'s shape, changed in place) as the daemon sends it: its fields plus
+    the derived ones. A slim row (the default: lists and pushes) leaves out what no view shows and
+    cuts the last text to the peek line, so a row's size does not grow with what the agent said.
+    The question is there only while the job waits, and its provider subagents run only while its
+    worker is up (they are that process's: Claude Code runs background ones while its job is idle).
+    Taking the record's data, not a ``Job``, lets a listing build rows of records it never loads."""
+    bound_record(data)  # a record from before the caps (or written around them) still fits a frame
+    data.pop("live", None)  # the daemon's own, for re-adopting the worker (records before it have none)
+    # Waiting on a question: not when it waits on approvals only (its question is an older turn's then).
+    waiting = data["state"] == State.WAITING.value and (not data["approvals"]
+                                                        or data["approval_back"] == State.WAITING.value)
+    if not full:
+        for name in _FULL_ONLY:
+            del data[name]
+        data["last_text"] = peek_text(data["last_text"])
+        data["reason"] = peek_text(data["reason"])
+    data["question"] = (data["question"] if full else question_line(data["question"])) if waiting else ""
+    up = worker_is_up(data["pid"], data["reaped"])
+    if not up:
+        data["provider_running"] = 0
+    data.update(parent_open=parent_open, attached=attached, descendants=descendants,
+                running_descendants=running_descendants, worker_up=up)
+    return data
+
+
 _EPOCH = datetime(1970, 1, 1)
 
 
@@ -266,9 +293,13 @@ def iso(ts: float | None) -> str | None:
 
 
 def record_json(row_data: dict[str, Any]) -> dict[str, Any]:
-    """A wire row with its timestamps as ISO 8601 UTC, for people and scripts."""
+    """A wire row with its timestamps as ISO 8601 UTC, for people and scripts. A record's times
+    are often one moment (made, changed and in its state since then): each is written once."""
     out = dict(row_data)
+    made: dict[float | None, str | None] = {}
     for key in ("state_since", "created_at", "updated_at", "archived_at"):
         if key in out:
-            out[key] = iso(out[key])
+            ts = out[key]
+            text = made.get(ts)
+            out[key] = text if text is not None else made.setdefault(ts, iso(ts))
     return out

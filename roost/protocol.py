@@ -143,6 +143,10 @@ _OPT_STR = Arg((str, type(None)))  # bounded where it is read (an approval's rul
 _BOOL = Arg((bool,))
 _SEQ = Arg((int, type(None)), bounds=(0, INT_MAX))
 _JOB = {"job": _ID}
+_DOLLARS = Arg((int, float, type(None)))  # >= 0 and finite: checked by the daemon (engine/spend.py)
+_TOKENS = Arg((int, type(None)), bounds=(0, INT_MAX))
+#: The most days ``usage`` looks back.
+USAGE_DAYS_MAX = 366
 #: Each operation's arguments (docs/protocols.md says what they mean).
 OPS: dict[str, dict[str, Arg]] = {
     "hello": {"version": Arg((int,), required=True, bounds=(0, INT_MAX)), "client": Arg((str,), cap=bounds.NAME_MAX),
@@ -153,7 +157,10 @@ OPS: dict[str, dict[str, Arg]] = {
               "lifetime": _NAME, "labels": Arg((dict,)),
               "worktree": Arg((bool, type(None))), "branch": _BRANCH, "base": _BRANCH,
               "host": _NAME, "approvals": Arg((str, type(None)), choices=APPROVAL_MODES),
-              "approval_rules": Arg((list,), items=str)},  # each rule bounded by rules/approvals.py
+              "approval_rules": Arg((list,), items=str),  # each rule bounded by rules/approvals.py
+              "budget_usd": _DOLLARS, "budget_tokens": _TOKENS,
+              # on a Ray host (docs/hosts.md#ray); names and amounts checked by roost/hosts/placement.py
+              "num_cpus": Arg((int, float, type(None))), "resources": Arg((dict, type(None)))},
     "send": {"job": _ID, "text": _NEED_STR},
     "stop": {"job": _ID, "tree": _BOOL},
     "close": _JOB,
@@ -163,7 +170,7 @@ OPS: dict[str, dict[str, Arg]] = {
     "list": {"limit": Arg((int,), bounds=(1, 1000)), "cursor": _OPT_ID, "roots": _BOOL,
              "states": Arg((list,), items=str, cap=bounds.NAME_MAX), "under": _OPT_ID, "archived": _BOOL,
              "full": _BOOL, "newest_first": _BOOL, "archived_only": _BOOL,
-             "match": Arg((str,), cap=bounds.TITLE_MAX)},
+             "match": Arg((str,), cap=bounds.TITLE_MAX), "lines": _BOOL},
     "children": {"job": _OPT_ID, "limit": Arg((int,), bounds=(1, 1000)), "cursor": _OPT_ID},
     "report": {"status": Arg((str,), required=True, choices=REPORT_STATUSES), "text": _STR},
     "logs": {"job": _ID, "limit": Arg((int,), bounds=(1, 2000)), "before": _SEQ, "after": _SEQ},
@@ -191,8 +198,10 @@ OPS: dict[str, dict[str, Arg]] = {
     "answer_approval": {"approval": _ID, "decision": Arg((str,), required=True, choices=APPROVAL_ANSWERS),
                         "reason": _STR, "rule": _OPT_STR},
     "acknowledge": {},
+    "usage": {"job": _OPT_ID, "days": Arg((int,), bounds=(1, USAGE_DAYS_MAX))},
+    "budget": {"job": _ID, "usd": _DOLLARS, "tokens": _TOKENS},
     "reload": {},
-    "shutdown": {},
+    "shutdown": {"all": _BOOL},
 }
 
 _ID_IN_FRAME = re.compile(rb'"id"\s*:\s*(-?\d{1,18})(?![\d.eE])')

@@ -17,7 +17,10 @@ Events (no id) come out on stdout as the turn goes::
     {"type": "text", "text": "..."}                           (at most ENTRY_MAX bytes of text; with
                                                                "continues": true, it goes on from the last)
     {"type": "tool", "name": "spawn", "args": {...}, "result": "...", "error": bool}
-    {"type": "usage", "usage": {"input": 10, "output": 5, "context_tokens": 15, "context_window": 32000}}
+    {"type": "usage", "usage": {"context_tokens": 15, "context_window": 32000}}
+    {"type": "usage", "call": {"id": "msg_1", "model": "m", "input": 10, "output": 5, "cache_read": 0,
+     "cache_write": 0, "cost_usd": 0.0001}}        (one model call's spend, or the spend since the
+                                                   last such event; the daemon counts an id once)
     {"type": "note", "message": "..."}                        (for the job's timeline: what was left out)
     {"type": "approval", "approval": "W", "tool": "Bash", "what": {"command": "...", "cwd": "..."},
      "description"?: "...", "subagent"?: "..."}               (a permission request: the agent waits for
@@ -25,6 +28,14 @@ Events (no id) come out on stdout as the turn goes::
     {"type": "approval_withdrawn", "approval": "W"}           (the agent no longer waits on it)
     {"type": "turn_end", "run": 3, "outcome": "ok"|"failed"|"aborted"|"waiting", "error"?, "question"?}
                                                               (run null and "own": true for the agent's own turn)
+    {"type": "limited", "words": "...", "retrying": bool, "until"?: 1796172588.0, "attempt"?: 1}
+                                                              (a model call bounced by a rate or usage limit:
+                                                               the agent waits and retries by itself, or its
+                                                               turn fails next; until: when the agent says it
+                                                               resets or tries again, Unix seconds)
+    {"type": "retrying", "words": "...", "attempt"?: 1, "of"?: 5, "delay"?: 2.0}
+                                                              (the agent retries or reconnects a failed model
+                                                               call by itself; its turn goes on)
 
 Lines are encoded as on the control socket (``roost.protocol.encode``: compact UTF-8 JSON), and no
 line is over ``MAX_FRAME`` either way: the worker side cuts big output into several ``text`` events,
@@ -76,6 +87,34 @@ def approval(approval_id: str, tool: str, what: dict[str, Any], description: str
 def approval_withdrawn(approval_id: str) -> dict[str, Any]:
     """The agent no longer waits on an approval it asked (its turn was cancelled, say)."""
     return {"type": "approval_withdrawn", "approval": approval_id}
+
+
+#: The token kinds of a ``usage`` call, in the order docs/protocols.md lists them; ``input`` holds
+#: the cached part too (``cache_read`` and ``cache_write`` say how much of it was).
+TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
+
+
+def call_usage(call_id: str, model: str, tokens: dict[str, int], cost_usd: float | None = None) -> dict[str, Any]:
+    """The spend of one model call (or of the calls since the last event, where the agent reports
+    only a running total): ``call_id`` names it for good, so the daemon counts a replayed one once."""
+    call: dict[str, Any] = {"id": call_id, "model": model, **{k: int(tokens.get(k) or 0) for k in TOKEN_KINDS}}
+    if cost_usd is not None:
+        call["cost_usd"] = float(cost_usd)
+    return {"type": "usage", "call": call}
+
+
+def limited(words: str, retrying: bool, until: float | None = None, attempt: int | None = None) -> dict[str, Any]:
+    """A model call the provider bounced with a rate or usage limit, in the agent's own words: so a
+    job can be said to wait for a limit (until when, if the agent says) instead of looking busy or
+    broken. ``retrying``: the agent waits and tries again by itself; else its turn fails next."""
+    return _given({"type": "limited", "words": words, "retrying": retrying}, until=until, attempt=attempt)
+
+
+def retrying(words: str, attempt: int | None = None, of: int | None = None,
+             delay: float | None = None) -> dict[str, Any]:
+    """The agent retries or reconnects a failed model call by itself (its words, which try of how
+    many, seconds until it): a row can show why a turn takes long while it still goes on."""
+    return _given({"type": "retrying", "words": words}, attempt=attempt, of=of, delay=delay)
 
 
 def note(message: str) -> dict[str, Any]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -15,8 +17,15 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from roost import paths as paths_mod
-from roost.client import Client, daemon_running
+from roost.client import Client, ClientError, daemon_running
+from roost.daemon.storage.recovery import kill_stale_workers
 from roost.protocol import PROTOCOL_VERSION
+
+#: How long a wait for an event gives it by default. A wait returns as soon as the event comes, so
+#: this costs nothing when things work; it is a bound for a loaded machine (the suite runs its tests
+#: side by side, pytest-xdist, with other work beside it), not a claim about how fast roost is: a
+#: test that checks a speed says so with a timeout of its own.
+WAIT = 30.0
 
 LEAKY_ENV = ("ROOST_CONFIG", "ROOST_JOB_ID", "ROOST_TOKEN", "ROOST_SOCKET", "NO_COLOR", "TEXTUAL_THEME",
              "COLUMNS", "LINES")
@@ -30,16 +39,43 @@ def release_gate(name: str, gates: Path | None = None) -> None:
     (where / name).touch()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """Note on the test whether any of its phases failed: ``roost_home`` keeps a failed test's home."""
+    report = yield
+    if report.failed:
+        item.stash[FAILED] = True
+    return report
+
+
+FAILED = pytest.StashKey[bool]()
+#: A short test home's name in the system's temporary directory (``roost_home``).
+SHORT_PREFIX = "roost-"
+
+
 @pytest.fixture
-def roost_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def roost_home(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private ROOST_HOME: nothing a test does touches the real user directories. Its daemons'
-    built-in agents wait on gates (``wait-for NAME``) in a directory of the test's own too."""
-    home = tmp_path / "home"
+    built-in agents wait on gates (``wait-for NAME``) in a directory of the test's own too.
+
+    The home is a short directory of its own (``roost-XXXXXXXX/home`` in the system's temporary
+    directory), not under ``tmp_path``:
+    the daemon's sockets and ssh's control sockets live in its ``run/``, and a Unix socket's path
+    holds at most 107 bytes, which pytest-xdist's ``.../popen-gwN/test_name0/`` pushes past. roost
+    itself says so clearly (tests/test_review_host_errors.py); the long paths were the tests' own.
+    ``tmp_path/home`` links to it; a passed test's home is removed, a failed one's kept to read."""
+    short = Path(tempfile.mkdtemp(prefix=SHORT_PREFIX))
+    (tmp_path / "home").symlink_to(short)
+    home = short / "home"
     monkeypatch.setenv("ROOST_HOME", str(home))
     monkeypatch.setenv("ROOST_GATES", str(tmp_path / "gates"))
     for name in LEAKY_ENV:
         monkeypatch.delenv(name, raising=False)
-    return home
+    yield home
+    # What a daemon stopped without --all, or killed, left running under its shims (by its records).
+    kill_stale_workers(paths_mod.resolve({"ROOST_HOME": str(home)}).state_dir)
+    if not request.node.stash.get(FAILED, False):
+        shutil.rmtree(short, ignore_errors=True)
 
 
 class DaemonHarness:
@@ -65,9 +101,17 @@ class DaemonHarness:
         log.close()
         self.wait_for(lambda: daemon_running(self.paths.socket), timeout=timeout, what="the daemon to answer")
 
-    def stop(self) -> None:
+    def stop(self, keep_workers: bool = False) -> None:
+        """Stop the daemon: with every worker closed (``roost daemon stop --all``), or, with
+        ``keep_workers``, by SIGTERM, which leaves the turns running under their shims."""
         if self.proc is None:
             return
+        if self.proc.poll() is None and not keep_workers:
+            try:
+                self.call("shutdown", all=True)
+                self.proc.wait(15)
+            except (ClientError, OSError, subprocess.TimeoutExpired):
+                pass
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -132,12 +176,12 @@ class DaemonHarness:
         """Release the gate ``wait-for GATE`` of this daemon's built-in agents waits on."""
         release_gate(gate, Path(self.env["ROOST_GATES"]))
 
-    def at_gate(self, job_id: str, gate: str, timeout: float = 10.0) -> None:
+    def at_gate(self, job_id: str, gate: str, timeout: float = WAIT) -> None:
         """Wait until the job's agent has reached ``wait-for GATE`` (the tool entry it writes there)."""
         self.wait_for(lambda: any(e["kind"] == "tool" and e["data"].get("args") == {"gate": gate}
                                   for e in self.timeline(job_id)), timeout, f"job {job_id} to wait on gate {gate}")
 
-    def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0, what: str = "a condition") -> Any:
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = WAIT, what: str = "a condition") -> Any:
         deadline = time.monotonic() + timeout
         while True:
             value = predicate()
@@ -147,7 +191,7 @@ class DaemonHarness:
                 raise AssertionError(f"timed out after {timeout}s waiting for {what}")
             time.sleep(0.03)
 
-    def wait_row(self, job_id: str, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0,
+    def wait_row(self, job_id: str, predicate: Callable[[dict[str, Any]], bool], timeout: float = WAIT,
                  what: str = "") -> dict[str, Any]:
         last: dict[str, Any] = {}
 
@@ -162,7 +206,7 @@ class DaemonHarness:
             raise AssertionError(f"{exc}; last row: state={last.get('state')} pid={last.get('pid')} "
                                  f"reaped={last.get('reaped')}") from None
 
-    def wait_state(self, job_id: str, *states: str, timeout: float = 10.0) -> dict[str, Any]:
+    def wait_state(self, job_id: str, *states: str, timeout: float = WAIT) -> dict[str, Any]:
         return self.wait_row(job_id, lambda r: r["state"] in states, timeout, f"job {job_id} to be {'/'.join(states)}")
 
     def children(self, job_id: str) -> list[dict[str, Any]]:
@@ -232,7 +276,7 @@ def seed_store(harness: DaemonHarness, jobs: list[Any]) -> None:
     """Records written through the store's own API before the daemon starts (no agent runs:
     thousands cost a second), as an older roost (or a store written around the door) might have
     left them."""
-    from roost.daemon.store import Store
+    from roost.daemon.storage.store import Store
 
     harness.paths.ensure()
     store = Store(harness.paths.store)
@@ -267,6 +311,7 @@ def daemon_factory(roost_home: Path) -> Iterator[Callable[[str], DaemonHarness]]
     yield make
     for harness in started:
         harness.stop()
+        kill_stale_workers(harness.paths.state_dir)  # what a daemon killed or stopped with SIGTERM left running
 
 
 @pytest.fixture

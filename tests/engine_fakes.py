@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from roost.config import Config
-from roost.daemon.store import Store
+from roost.daemon.storage.store import Store
 from roost.daemon.supervisor import Supervisor
-from roost.daemon.workers import Made
+from roost.daemon.processes.launch import Made
 from roost.models import Job
 from roost.paths import Paths
 
@@ -49,6 +50,8 @@ class FakeWorker:
         self.aborts = 0
         #: Set, an abort is answered only once the event is set (a real agent may take its time).
         self.abort_gate: asyncio.Event | None = None
+        #: Set, a prompt is answered only once the event is set (a worker slow to take it).
+        self.prompt_gate: asyncio.Event | None = None
         self.exited = False
         #: In a turn it began by itself (``begin_own_turn``), which ends as ``own``, not by a run.
         self.own = False
@@ -67,6 +70,8 @@ class FakeWorker:
             self.answers.append(fields)
         if kind == "prompt":
             self.prompts.append((fields["run"], fields["message"]))
+            if self.prompt_gate is not None:
+                await self.prompt_gate.wait()
         elif kind == "steer":
             self.steers.append(fields["message"])
         elif kind == "abort":
@@ -112,6 +117,33 @@ class FakeWorker:
         if not self.exited:
             self.exited = True
             asyncio.get_running_loop().create_task(self.on_exit(returncode, []))
+
+
+class FullDisk:
+    """Wraps a store's SQLite connection: while ``full``, every commit fails as SQLite's does on a
+    full disk; while ``timeline_full``, so does every statement that adds a timeline entry (one
+    message's savepoint fails, not the batch)."""
+
+    def __init__(self, db: Any) -> None:
+        self._db = db
+        self.full = False
+        self.timeline_full = False
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        words = " ".join(sql.split()).upper()
+        if (self.full and words == "COMMIT") or (self.timeline_full and words.startswith("INSERT INTO TIMELINE")):
+            raise sqlite3.OperationalError("database or disk is full")
+        return self._db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+    @classmethod
+    def under(cls, store: Store) -> "FullDisk":
+        """Put one under ``store``."""
+        disk = cls(store._db)
+        store._db = disk  # type: ignore[assignment]
+        return disk
 
 
 @dataclass

@@ -1,12 +1,15 @@
 """The engine as a model-checked state machine: Hypothesis drives the in-process engine (a real
-store, fake workers, the fake clock) through random interleavings of every message, and after
-each step checks what must always hold. tests/test_engine_model.py runs it on a fixed budget in
+store, fake workers, the fake clock) through random interleavings of every message — spawns
+through their message, a store that refuses writes for a while, attach and release, a shutdown
+and a restart with recovery, the archive of a job with a real git worktree — and after each step
+checks what must always hold. tests/test_engine_model.py runs it on a fixed budget in
 CI; bench/model.py runs it long."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -16,14 +19,18 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from roost.config import Config
-from roost.daemon import engine as engine_module
+from roost.daemon.engine import records as engine_module
+from roost.daemon.storage.briefs import READ, Brief
 from roost.models import ACTIVE_STATES, State
 from roost.protocol import ProtocolError
 from roost.rules import state_table
-from tests.engine_fakes import Rig
+from tests.engine_fakes import FullDisk, Rig
+
+#: What a brief holds of a record (besides how many approvals wait).
+BRIEFED = ("parent", "state", "created_at", "archived_at", "depth", "pid", "title", "cwd", "worktree")
 
 CFG = Config(idle_timeout=50, subagent_auto_close_delay=4, report_hold_max=30, max_running_jobs=2,
-             max_live_workers=3, approval_timeout=40)
+             max_live_workers=3, approval_timeout=40, stall_after=45, start_stall_after=35, max_turn_time=120)
 MAX_JOBS = 5
 
 
@@ -52,6 +59,9 @@ class EngineModel(RuleBasedStateMachine):
         self.queued_before: set[str] = set()
         #: Asked, not answered yet (each must be answered once no abort is held back).
         self.pending: list[asyncio.Future[Any]] = []
+        #: The store refuses every commit while set (``store_refuses``).
+        self.disk = FullDisk.under(self.rig.store)
+        self.worktree_jobs: list[str] = []
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _checked(self, job_id: str, old: State, new: State, kind: str) -> None:
@@ -205,6 +215,34 @@ class EngineModel(RuleBasedStateMachine):
                                           **extra}))
 
     @precondition(lambda self: self.jobs)
+    @rule(pick=st.integers(0, MAX_JOBS), until=st.sampled_from([None, -5, 3, 35]), retrying=st.booleans(),
+          fails=st.booleans())
+    def limited(self, pick: int, until: float | None, retrying: bool, fails: bool) -> None:
+        """The provider bounces a call: the agent retries by itself, or gives up and the turn fails
+        (a ``limited`` event with or without its reset, then a failed end; or a 429 in the error only)."""
+        worker = self._worker(self.jobs[pick % len(self.jobs)])
+        if worker is None or worker.exited or not worker.prompts:
+            return
+        event: dict[str, Any] = {"type": "limited", "words": "429 rate limited", "retrying": retrying}
+        if until is not None:
+            event["until"] = self.rig.clock.wall() + until
+
+        def bounce() -> None:
+            if not fails:
+                worker.on_event(event)
+            if fails or not retrying:
+                worker.on_event({"type": "turn_end", "run": worker.prompts[-1][0], "outcome": "failed",
+                                 "error": "429 Too Many Requests"})
+        self._do(bounce)
+
+    @precondition(lambda self: self.jobs)
+    @rule(pick=st.integers(0, MAX_JOBS))
+    def retrying(self, pick: int) -> None:
+        worker = self._worker(self.jobs[pick % len(self.jobs)])
+        if worker is not None and not worker.exited:
+            self._do(lambda: worker.on_event({"type": "retrying", "words": "Connection error.", "attempt": 1}))
+
+    @precondition(lambda self: self.jobs)
     @rule(pick=st.integers(0, MAX_JOBS))
     def ask_approval(self, pick: int) -> None:
         worker = self._worker(self.jobs[pick % len(self.jobs)])
@@ -237,6 +275,7 @@ class EngineModel(RuleBasedStateMachine):
         self.over_cap_from = None
         self._do(self.rig.sup.config_changed)
 
+    @precondition(lambda self: not self.disk.full)
     @rule()
     def restart(self) -> None:
         """The daemon dies with its workers; a new engine recovers from the same store."""
@@ -250,8 +289,79 @@ class EngineModel(RuleBasedStateMachine):
             old.store.close()
             return await self._new_rig(old.workers)
         self.rig = self._run(again())
+        self.disk = FullDisk.under(self.rig.store)
         self.over_cap_from = None
         # what was waiting for the old daemon's workers is still waiting (or failed and said so)
+
+    @rule(full=st.booleans())
+    def store_refuses(self, full: bool) -> None:
+        """The disk fills (every commit fails) or frees; once it frees, what waited is applied again."""
+        self.disk.full = full
+        if not full:
+            self._do(self.rig.sup.engine.retry_stalled)
+
+    @precondition(lambda self: self.jobs)
+    @rule(pick=st.integers(0, MAX_JOBS), conn=st.integers(1, 2), resume=st.booleans(), attach=st.booleans())
+    def attach_or_release(self, pick: int, conn: int, resume: bool, attach: bool) -> None:
+        job = self.jobs[pick % len(self.jobs)]
+        sup = self.rig.sup
+        self._run(self._call(sup.attach(job, conn, resume) if attach else sup.release(job, conn)))
+
+    @precondition(lambda self: not self.disk.full and not self._gated())
+    @rule()
+    def shutdown_and_restart(self) -> None:
+        """The daemon shuts down on purpose (every worker closed through its mailbox), and starts again."""
+        old = self.rig
+
+        async def again() -> Rig:
+            await asyncio.wait_for(old.sup.shutdown(), 30)
+            assert not old.sup.engine.slots, "the shutdown waited for every exit"
+            old.store.close()
+            return await self._new_rig(old.workers)
+        self.rig = self._run(again())
+        self.disk = FullDisk.under(self.rig.store)
+        self.over_cap_from = None
+
+    @precondition(lambda self: not self.disk.full and not self.worktree_jobs and len(self.jobs) < MAX_JOBS)
+    @rule(run_first=st.booleans())
+    def archive_with_a_worktree(self, run_first: bool) -> None:
+        """A job in its own git worktree is archived: the worktree is settled once its worker's exit is
+        applied (no poll), removed or kept with the reason on the timeline."""
+        repo = self.tmp / "repo"
+        if not repo.exists():
+            repo.mkdir()
+            for cmd in (["init", "-q", "-b", "main"], ["-c", "user.email=m@x", "-c", "user.name=m", "commit", "-q",
+                                                        "--allow-empty", "-m", "first"]):
+                subprocess.run(["git", *cmd], cwd=repo, check=True, capture_output=True)
+
+        async def go() -> str:
+            row = await asyncio.wait_for(self.rig.sup.spawn({"prompt": self._text(), "cwd": str(repo),
+                                                             "worktree": True}, None), 30)
+            await self.rig.settle()
+            if run_first:  # let its start (the worktree's setup, real git) go so a worker is there to exit
+                await self._until(lambda: row["id"] in self.rig.sup.engine.slots or self._state(row["id"]) != "queued")
+            await asyncio.wait_for(self.rig.sup.archive(row["id"]), 30)
+            job = self.rig.sup.index.jobs[row["id"]]
+            await self._until(lambda: job.worktree is None or "worktree" in self.rig.kinds(job.id))
+            assert not self.rig.sup.engine.teardowns or row["id"] in self.rig.sup.engine.slots
+            return row["id"]
+        job_id = self._run(go())
+        self.jobs.append(job_id)
+        self.worktree_jobs.append(job_id)
+
+    async def _until(self, done: Any, timeout: float = 20.0) -> None:
+        """Wait for real work (git) to come to ``done`` (checked as the loop turns, bounded)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not done():
+            assert loop.time() < deadline, "timed out waiting for the worktree's git work"
+            await asyncio.sleep(0.01)
+
+    def _state(self, job_id: str) -> str:
+        return self.rig.sup.index.jobs[job_id].state.value
+
+    def _gated(self) -> bool:
+        return any(w.abort_gate is not None for ws in self.rig.workers.values() for w in ws)
 
     def _forget_dropped(self, ids: list[str]) -> None:
         """A stop or an archive settles the messages waiting for a job (docs/lifecycle.md)."""
@@ -265,8 +375,12 @@ class EngineModel(RuleBasedStateMachine):
     @invariant()
     def answers_come(self) -> None:
         self.pending = [f for f in self.pending if not f.done()]
-        held = any(w.abort_gate is not None for ws in self.rig.workers.values() for w in ws)
-        assert held or not self.pending, f"{len(self.pending)} requests never answered"
+        waits = self._gated() or self.disk.full  # an abort held back, or a worker's word the store refused
+        assert waits or not self.pending, f"{len(self.pending)} requests never answered"
+
+    @invariant()
+    def nothing_waits_for_a_store_that_takes_writes(self) -> None:
+        assert self.disk.full or not self.rig.sup.engine.stalled, self.rig.sup.engine.stalled
 
     @invariant()
     def no_illegal_transition(self) -> None:
@@ -277,9 +391,17 @@ class EngineModel(RuleBasedStateMachine):
         stored = {j.id: j for j in self.rig.store.jobs()}
         for job in self.rig.sup.index.jobs.values():
             on_disk = stored[job.id]
-            for name in ("state", "parent", "archived_at", "pid", "reaped", "approvals", "depth"):
+            for name in ("state", "parent", "archived_at", "pid", "reaped", "approvals", "depth", "last_text", "pinned",
+                         "session", "worktree", "unseen", "question", "provider_running"):
                 assert getattr(job, name) == getattr(on_disk, name), (job.id, name, getattr(job, name),
                                                                      getattr(on_disk, name))
+        briefs = {b.id: b for b in map(Brief, self.rig.store._db.execute(READ))}
+        assert briefs.keys() == stored.keys(), "every record has its brief, and no brief outlives its record"
+        for job_id, brief in briefs.items():  # what a start would load says what the record says
+            record = stored[job_id]
+            said = {name: getattr(brief, name) for name in (*BRIEFED, "approvals")}
+            assert said == {**{name: getattr(record, name) for name in BRIEFED},
+                            "approvals": len(record.approvals)}, (job_id, said, record)
 
     @invariant()
     def kept_counts_equal_a_recount(self) -> None:
@@ -318,6 +440,18 @@ class EngineModel(RuleBasedStateMachine):
             assert not started, (started, eng.queue.running(), cfg.max_running_jobs)
         self.live_before = live
         self.queued_before = {j.id for j in self.rig.sup.index.jobs.values() if j.state == State.QUEUED}
+
+    @invariant()
+    def a_rate_limited_job_runs_no_turn_and_its_reset_is_kept(self) -> None:
+        eng = self.rig.sup.engine
+        for job in self.rig.sup.index.jobs.values():
+            slot = eng.slots.get(job.id)
+            if job.state == State.RATE_LIMITED:
+                assert slot is None or slot.turn is None, job.id
+            else:
+                assert job.limited_until is None and not job.limited_words, job.id
+            if slot is not None and slot.turn is None:
+                assert job.stall == "", (job.id, job.stall)  # a flag is on a turn: none runs, none shows
 
     @invariant()
     def no_job_both_queued_and_running(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 from fakellm import INPUT_TOKENS, OUTPUT_TOKENS, FakeLLM, ScriptedHandler
@@ -44,12 +45,15 @@ class MessagesHandler(ScriptedHandler):
 
     def open_message(self, body: dict[str, Any]) -> None:
         self.start_stream()
+        with self.fake.lock:
+            self.message_id = f"msg_fake_{len(self.fake.requests)}"  # one id per call, as the real API's
         self.event({"type": "message_start", "message": {
-            "id": "msg_fake", "type": "message", "role": "assistant", "model": body.get("model", "fake-model"),
+            "id": self.message_id, "type": "message", "role": "assistant", "model": body.get("model", "fake-model"),
             "content": [], "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": 1}}}, "message_start")
 
     def close_message(self, stop: str) -> None:
+        self.fake.charge()
         self.event({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                     "usage": {"output_tokens": OUTPUT_TOKENS}}, "message_delta")
         self.event({"type": "message_stop"}, "message_stop")
@@ -80,6 +84,21 @@ class MessagesHandler(ScriptedHandler):
         self.delta(0, {"type": "input_json_delta", "partial_json": args})
         self.end_block(0)
         self.close_message("tool_use")
+
+
+    def limit_body(self, seconds: float, usage: bool) -> dict[str, Any]:
+        message = ("Claude AI usage limit reached" if usage else
+                   "This request would exceed your organization's rate limit of 50 requests per minute.")
+        return {"type": "error", "error": {"type": "rate_limit_error", "message": message}}
+
+    def limit_headers(self, seconds: float, usage: bool) -> dict[str, str]:
+        reset = int(time.time() + seconds)
+        if usage:  # a plan's limit, as the Messages API says it to a subscription
+            return {"anthropic-ratelimit-unified-status": "rejected", "anthropic-ratelimit-unified-reset": str(reset),
+                    "anthropic-ratelimit-unified-representative-claim": "five_hour"}
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(reset))
+        return {"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "0",
+                "anthropic-ratelimit-requests-reset": stamp}
 
 
 class FakeAnthropic(FakeLLM):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from typing import Any
 
 from fakellm import INPUT_TOKENS, OUTPUT_TOKENS, FakeLLM, ScriptedHandler
@@ -49,6 +50,7 @@ class ResponsesHandler(ScriptedHandler):
         usage = {"input_tokens": INPUT_TOKENS, "input_tokens_details": {"cached_tokens": 0},
                  "output_tokens": OUTPUT_TOKENS, "output_tokens_details": {"reasoning_tokens": 0},
                  "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}
+        self.fake.charge()
         self.event({"type": "response.completed", "response": {"id": rid, "usage": usage}}, "response.completed")
 
     def item_done(self, item: dict[str, Any]) -> None:
@@ -74,6 +76,14 @@ class ResponsesHandler(ScriptedHandler):
         call = {"type": "function_call", "id": f"fc_{rid}", "call_id": f"call_{rid}", "name": tool, "arguments": args}
         self.item_done({**call, "namespace": namespace} if namespace else call)
         self.close_response(rid)
+
+
+    def limit_body(self, seconds: float, usage: bool) -> dict[str, Any]:
+        if not usage:
+            return super().limit_body(seconds, usage)
+        return {"error": {"type": "usage_limit_reached", "message": "The usage limit has been reached",
+                          "plan_type": "plus", "resets_at": int(time.time() + seconds),
+                          "resets_in_seconds": int(seconds)}}
 
 
 class FakeOpenAI(FakeLLM):

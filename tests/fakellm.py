@@ -15,6 +15,12 @@ delivered):
 - ``DOWN``: HTTP 500 every time (an outage no retry gets past).
 - ``FAILED <message>``: a stream that starts, then fails with that message the wire format's way
   (Responses: ``response.failed``; Messages: an ``error`` event); every time.
+- ``LIMITED <seconds>``: HTTP 429 every time, ``retry-after: <seconds>``, with the wire format's rate
+  limit body and reset headers (:meth:`ScriptedHandler.limit_body`, :meth:`ScriptedHandler.limit_headers`).
+- ``LIMITED_ONCE <seconds> <tag>``: that 429 the first time a tag is seen, a normal answer after that.
+- ``USAGE_LIMIT <seconds>``: HTTP 429 every time, the way a plan's usage limit is said (Anthropic's
+  ``anthropic-ratelimit-unified-*`` headers; the Responses API's ``usage_limit_reached``), resetting
+  that many seconds from now.
 - ``LATER <seconds> ...``: the echo, sent only after that many seconds (at most SLOW_LIMIT): a
   subagent that answers after its parent's turn ended; ``LATER <seconds> CALL ...``: that call, as
   late (a subagent that asks for a permission after its parent's turn ended).
@@ -36,6 +42,8 @@ SLOW_LIMIT = 30.0
 SLOW_TEXT = "tick " * 10_000
 #: What every fake says a request cost, so tests can find it on the job's usage.
 INPUT_TOKENS, OUTPUT_TOKENS = 120, 8
+#: The token kinds a fake counts as it charges them (``FakeLLM.charged``).
+CHARGED = ("input", "output", "cache_read", "cache_write")
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -86,6 +94,8 @@ class ScriptedHandler(BaseHTTPRequestHandler):
             self.error(500, "fake server down")
         elif word == "FAILED":
             self.stream_failure(body, rest)
+        elif word in ("LIMITED", "USAGE_LIMIT") or (word == "LIMITED_ONCE" and self.fake.first_flaky(prompt.strip())):
+            self.limited(float(rest.split(" ", 1)[0] or 0), usage=word == "USAGE_LIMIT")
         elif word == "LATER":
             time.sleep(min(float(rest.split(" ", 1)[0] or 0), SLOW_LIMIT))
             self.stream_text(body, "echo: " + prompt.strip().splitlines()[0])
@@ -100,6 +110,28 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def limited(self, seconds: float, usage: bool = False) -> None:
+        """HTTP 429: a rate limit that resets in ``seconds`` (a plan's usage limit when ``usage``)."""
+        self.fake.record_limit(seconds)
+        data = json.dumps(self.limit_body(seconds, usage)).encode()
+        self.send_response(429)
+        headers = {"Content-Type": "application/json", "Content-Length": str(len(data)),
+                   "retry-after": str(int(seconds)), **self.limit_headers(seconds, usage)}
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def limit_body(self, seconds: float, usage: bool) -> dict[str, Any]:
+        """The OpenAI APIs' body of a 429 (chat completions here; the Responses API's in fake_openai)."""
+        return {"error": {"message": f"Rate limit reached for requests. Please try again in {seconds:g}s.",
+                          "type": "requests", "param": None, "code": "rate_limit_exceeded"}}
+
+    def limit_headers(self, seconds: float, usage: bool) -> dict[str, str]:
+        """The OpenAI APIs' reset headers of a 429."""
+        return {"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "0",
+                "x-ratelimit-reset-requests": f"{seconds:g}s"}
 
     def start_stream(self) -> None:
         self.send_response(200)
@@ -149,6 +181,13 @@ class FakeLLM:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.flaky_seen: set[str] = set()
+        #: The tokens the server charged, summed over the calls it finished (a stream cut short, an
+        #: error, is not charged): what a test compares roost's figures with.
+        self.charged = dict.fromkeys(CHARGED, 0)
+        #: How many calls it charged.
+        self.calls = 0
+        #: When each 429 was sent (monotonic) and the reset it named, in seconds.
+        self.limits: list[tuple[float, float]] = []
         self.lock = threading.Lock()
         handler = type("Handler", (self.handler,), {"fake": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -179,10 +218,23 @@ class FakeLLM:
         return (message_text(user) if user else "",
                 [message_text(m) for m in after_user if m.get("role") == "tool"])
 
+    def record_limit(self, seconds: float) -> None:
+        with self.lock:
+            self.limits.append((time.monotonic(), seconds))
+
     def bodies_with(self, needle: str) -> list[dict[str, Any]]:
         """The requests whose last user message contains ``needle``."""
         with self.lock:
             return [b for b in self.requests if needle in self.turn_of(b)[0]]
+
+    def charge(self, input: int = INPUT_TOKENS, output: int = OUTPUT_TOKENS, cache_read: int = 0,
+               cache_write: int = 0) -> int:
+        """Count one finished call's tokens; the call's number, from 1 (for ids unique per call)."""
+        with self.lock:
+            for kind, n in zip(CHARGED, (input, output, cache_read, cache_write)):
+                self.charged[kind] += n
+            self.calls += 1
+            return self.calls
 
     def first_flaky(self, tag: str) -> bool:
         """True only the first time ``tag`` is asked for."""
@@ -206,6 +258,7 @@ class ChatHandler(ScriptedHandler):
     """OpenAI chat completions, streamed."""
 
     def finish_stream(self, model: str, finish: str) -> None:
+        self.fake.charge()
         self.event(_chunk(model, finish=finish))
         self.event(_chunk(model, usage={"prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS,
                                         "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}))

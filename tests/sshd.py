@@ -16,6 +16,14 @@ from pathlib import Path
 SSHD_PATHS = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
 
 
+#: How often start picks another port when the one it picked was taken before sshd bound it.
+PORT_TRIES = 5
+
+
+class PortTaken(Exception):
+    """sshd could not bind its port: something took it between ``free_port`` and sshd's bind."""
+
+
 def find_sshd() -> str | None:
     for path in (shutil.which("sshd"), *SSHD_PATHS):
         if path and os.access(path, os.X_OK):
@@ -57,6 +65,11 @@ class Sshd:
         keygen(self.root / "host_key")
         keygen(self.identity)
         (self.root / "authorized_keys").write_bytes((self.root / "user_key.pub").read_bytes())
+        self._write_config()
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # its privilege separation directory
+
+    def _write_config(self) -> None:
+        """sshd_config and known_hosts for ``self.port`` (rewritten when start moves to another port)."""
         host_pub = (self.root / "host_key.pub").read_text().split()
         self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {host_pub[0]} {host_pub[1]}\n")
         (self.root / "sshd_config").write_text("\n".join([
@@ -68,16 +81,32 @@ class Sshd:
             # a lock (pyenv's rehash waits 60 s for one left by a killed shell) must not hang them.
             "SetEnv PYENV_REHASH_TIMEOUT=0",
         ]) + "\n")
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # its privilege separation directory
 
     def start(self, timeout: float = 10.0) -> None:
-        """Start sshd and wait until it accepts connections; RuntimeError with its stderr if not."""
-        self.proc = subprocess.Popen([self.binary, "-D", "-e", "-f", str(self.root / "sshd_config")],
-                                     stdout=subprocess.DEVNULL, stderr=open(self.root / "sshd.log", "ab"))
+        """Start sshd and wait until it accepts connections; RuntimeError with its stderr if not.
+        The port was free when picked, but tests run side by side (pytest-xdist) and anything on the
+        machine may take it before sshd binds it: then it starts again on another free port."""
+        for _ in range(PORT_TRIES):
+            try:
+                return self._start_once(timeout)
+            except PortTaken:
+                self.port = free_port()
+                self._write_config()
+        raise RuntimeError(f"sshd found its port taken {PORT_TRIES} times")
+
+    def _start_once(self, timeout: float) -> None:
+        log = self.root / "sshd.log"
+        with open(log, "ab") as err:
+            seen = err.tell()
+            self.proc = subprocess.Popen([self.binary, "-D", "-e", "-f", str(self.root / "sshd_config")],
+                                         stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"sshd exited: {(self.root / 'sshd.log').read_text()[-500:]}")
+                said = log.read_bytes()[seen:].decode(errors="replace")
+                if "Address already in use" in said:
+                    raise PortTaken(self.port)
+                raise RuntimeError(f"sshd exited: {said[-500:]}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 return

@@ -38,7 +38,7 @@ class Rig:
 
 # -- Claude Code ------------------------------------------------------------------------------------------
 def claude_in_a_turn() -> Rig:
-    rig = Rig(ClaudeAdapter(session=None, usage={}, cwd="/repo"))
+    rig = Rig(ClaudeAdapter(session=None, cwd="/repo"))
     rig.command({"type": "prompt", "id": 1, "run": 4, "message": "go"})
     rig.written.clear()
     return rig
@@ -101,7 +101,7 @@ def test_roosts_own_tools_are_allowed_at_once_and_a_cancelled_request_is_withdra
 
 
 def test_a_background_subagents_request_names_it_and_comes_with_no_turn_in_flight() -> None:
-    rig = Rig(ClaudeAdapter(session=None, usage={}, cwd="/repo"))
+    rig = Rig(ClaudeAdapter(session=None, cwd="/repo"))
     rig.frame({"type": "system", "subtype": "task_started", "task_id": "a5f3", "tool_use_id": "toolu_9",
                "description": "the helper", "prompt": "p", "is_backgrounded": True})
     events = rig.frame(can_use_tool("r-1", "Bash", {"command": "ls"}, agent_id="a5f3"))
@@ -123,7 +123,7 @@ def test_an_abort_denies_what_is_pending_at_claude_and_stops_its_subagents_first
 
 
 def test_an_abort_with_no_turn_stops_the_background_subagents_and_is_answered_at_once() -> None:
-    rig = Rig(ClaudeAdapter(session=None, usage={}, cwd="/repo"))
+    rig = Rig(ClaudeAdapter(session=None, cwd="/repo"))
     rig.frame({"type": "system", "subtype": "task_started", "task_id": "a5f3", "tool_use_id": "toolu_9",
                "description": "the helper", "prompt": "p", "is_backgrounded": True})
     rig.command({"type": "abort", "id": 5})
@@ -161,7 +161,7 @@ def test_an_approval_too_big_for_a_frame_is_cut_saying_how_much() -> None:
 
 # -- Codex ---------------------------------------------------------------------------------------------------
 def codex_in_a_turn() -> Rig:
-    rig = Rig(CodexAdapter(thread="th-1", params={"cwd": "/repo"}, usage={}))
+    rig = Rig(CodexAdapter(thread="th-1", params={"cwd": "/repo"}))
     rig.command({"type": "prompt", "id": 1, "run": 4, "message": "go"})
     [turn_start] = rig.written
     rig.frame({"jsonrpc": "2.0", "id": turn_start["id"], "result": {"turn": {"id": "turn-1"}}})

@@ -222,7 +222,7 @@ class _Shown:
 
 
 def test_an_id_names_an_approval_or_a_job_with_exactly_one() -> None:
-    from roost.cli_approvals import resolve
+    from roost.cli.approvals import resolve
 
     one = {"id": "ap-aaaaaa", "tool": "shell", "what": {"command": "ls"}}
     two = {"id": "ap-bbbbbb", "tool": "shell", "what": {"command": "rm x"}}

@@ -1,4 +1,4 @@
-"""Who may call what (roost/daemon/authority.py), row by row against a real daemon and real built-in
+"""Who may call what (roost/daemon/server/authority.py), row by row against a real daemon and real built-in
 workers: every operation of the protocol has a rule, docs/protocols.md says it, and each rule holds
 for a person, for a job inside its reach and for a job outside it."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from roost.protocol import PROTOCOL_VERSION
-from roost.daemon.authority import RULES, Reach, table_keys
+from roost.daemon.server.authority import RULES, Reach, table_keys
 from roost.socket_connect import ClientError
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "protocols.md"
@@ -49,6 +49,8 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "seen": {"job": "{t}"},
     "status": {},
     "acknowledge": {},
+    "usage": {"job": "{t}"},
+    "budget": {"job": "{t}", "usd": 5},
     "reload": {},
     "shutdown": {},
     "worktrees": {},

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import DaemonHarness
 
-from roost.daemon.connection import Connection
+from roost.daemon.server.connection import Connection
 from roost.protocol import MAX_FRAME, PROTOCOL_VERSION, QUEUE_BYTES
 from test_protocol_frames import seed
 
@@ -171,7 +171,7 @@ def test_a_subscriber_that_never_reads_lags_while_others_are_answered(daemon):
     events: list[dict] = []
     watcher.send({"id": 9, "op": "status"})
     assert watcher.reply(9, events)["ok"], "the other subscriber is still served"
-    assert events and all(e["event"] == "row" for e in events)
+    assert events and all(e["event"] in ("row", "counts") for e in events)  # its agent view: rows and the counts
     watcher.close()
 
 

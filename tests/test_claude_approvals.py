@@ -177,5 +177,7 @@ def test_the_cwd_an_approval_shows_is_where_the_command_runs_after_a_cd_too(clau
     pending = asked(daemon, job, START, ended=("failed",))
     assert pending["what"] == {"command": "pwd > where.txt", "cwd": str(work)}
     daemon.call("answer_approval", approval=pending["id"], decision="once")
-    daemon.wait_for(lambda: (work / "where.txt").exists(), timeout=START, what="the command to run")
+    # The shell makes the file before pwd writes to it: wait for its line, not for the file.
+    daemon.wait_for(lambda: (work / "where.txt").exists() and (work / "where.txt").read_text().endswith("\n"),
+                    timeout=START, what="the command to run")
     assert (work / "where.txt").read_text() == f"{work}\n" and not (work / "sub" / "where.txt").exists()

@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -16,6 +17,7 @@ from roost.client import ClientError
 
 from conftest import DaemonHarness, assert_token_in_no_argv, environ_of, pid_alive, require_agent
 from fake_anthropic import FakeAnthropic, prompt_blocks
+from sshd import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 CLAUDE = REPO / "node_modules" / ".bin" / "claude"
@@ -182,6 +184,7 @@ def test_a_background_subagent_ending_after_the_turn_gives_a_turn_of_claudes_own
     daemon = claude_daemon()
     call = json.dumps({"description": "slow count", "prompt": "LATER 3 counted 7 files",
                        "subagent_type": "general-purpose"})
+    charged = dict(fake.charged)
     job = daemon.spawn(f"CALL Task {call}", driver="claude")
     daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"].startswith("tool said: Async agent"),
                     timeout=START, what="the parent's turn to end while its subagent still works")
@@ -197,7 +200,10 @@ def test_a_background_subagent_ending_after_the_turn_gives_a_turn_of_claudes_own
     assert daemon.texts(job)[-1] == own
     assert [e["data"]["outcome"] for e in entries if e["kind"] == "turn_end"] == ["ok", "ok"]
     assert not [e for e in entries if e["kind"] == "note"], "no turn end was ignored"
-    assert row["usage"]["output"] == 3 * 8, "the own turn's usage is counted: two model calls, then one"
+    # the own turn's call is counted, and so is the subagent's: two calls of the parent, one of its
+    # subagent, then the own turn's; each as the server charged it
+    assert row["usage"]["output"] == fake.charged["output"] - charged["output"] == 4 * 8
+    assert row["usage"]["input"] == fake.charged["input"] - charged["input"]
 
 
 def main_bodies(fake: FakeAnthropic, prompt: str) -> list[dict[str, Any]]:
@@ -211,7 +217,7 @@ def test_a_transient_error_is_retried_by_claude_and_the_turn_ends_ok(claude_daem
     row = daemon.wait_state(job, "idle", "failed", timeout=START)
     assert row["state"] == "idle" and row["last_text"] == "echo: FLAKY claude-once", row["reason"]
     assert len(main_bodies(fake, "FLAKY claude-once")) == 2, "one 503, then Claude Code's one retry"
-    [retry] = [e["message"] for e in timeline(daemon, job, "note")]
+    [retry] = [e["message"] for e in timeline(daemon, job, "note") if e["message"].startswith("Claude Code:")]
     assert retry.startswith("Claude Code: the model call failed (503 server_error); retry 1 of 1 in ")
 
 
@@ -292,3 +298,58 @@ def test_a_fork_with_a_worktree_of_its_own_resumes_the_source_session_from_there
     assert row["state"] == "idle" and row["cwd"] != first["cwd"], timeline(daemon, forked, "error")
     [body] = [b for b in fake.bodies_with("which bird now?") if b.get("tools")]
     assert prompts(body) == ["remember the word stilt", "which bird now?"]
+
+
+# -- limits and an unreachable provider (docs/agents.md#limits-retries-and-an-unreachable-provider) --
+def events_noted(daemon: DaemonHarness, job: str) -> list[str]:
+    """Worker events the daemon did not take (it notes each by kind): none, limited and retrying included."""
+    return [e["message"] for e in timeline(daemon, job, "note") if e["message"].startswith("unknown worker event")]
+
+
+def limits_said(daemon: DaemonHarness, job: str) -> list[bool]:
+    """The job's ``limited`` entries: whether the agent was retrying, each."""
+    return [bool(e["retrying"]) for e in timeline(daemon, job, "limited")]
+
+
+@pytest.mark.claude
+def test_a_429_is_retried_by_claude_after_its_retry_after_and_said_as_a_limit(claude_daemon, fake):
+    daemon = claude_daemon()
+    job = daemon.spawn("LIMITED_ONCE 2 claude-429", driver="claude")
+    row = daemon.wait_state(job, "idle", "failed", timeout=START)
+    assert row["state"] == "idle" and row["last_text"] == "echo: LIMITED_ONCE 2 claude-429", row["reason"]
+    bodies = main_bodies(fake, "claude-429")
+    assert len(bodies) == 2, "one 429, then Claude Code's retry"
+    assert events_noted(daemon, job) == []
+    assert limits_said(daemon, job) == [True], "a limit Claude Code retries: the job stayed working"
+    [retry] = [e["message"] for e in timeline(daemon, job, "note") if e["message"].startswith("Claude Code:")]
+    delay = float(retry.rsplit(" in ", 1)[1].removesuffix(" s"))
+    assert retry.startswith("Claude Code: the model call failed (429 rate_limit)") and delay >= 2.0, \
+        "Claude Code waited the server's retry-after"
+
+
+@pytest.mark.claude
+def test_a_usage_limit_ends_the_turn_at_once_and_the_job_is_rate_limited_with_claudes_words(claude_daemon, fake):
+    daemon = claude_daemon()
+    job = daemon.spawn("USAGE_LIMIT 3600", driver="claude")
+    row = daemon.wait_state(job, "rate_limited", "failed", "idle", timeout=START)
+    assert row["state"] == "rate_limited", row["reason"]
+    assert "API Error: Request rejected (429) · Claude AI usage limit reached" in row["limited_words"]
+    assert row["limited_until"] is not None  # no reset in its words: the daemon's back-off
+    assert len(main_bodies(fake, "USAGE_LIMIT 3600")) == 1, "a plan's limit is not retried"
+    assert events_noted(daemon, job) == [] and False in limits_said(daemon, job)
+
+
+@pytest.mark.claude
+def test_an_unreachable_provider_fails_claudes_turn_within_its_bound(claude_bin, daemon_factory, tmp_path):
+    """With ``CLAUDE_CODE_MAX_RETRIES = 1``: one retry 0.6 s later, then the turn fails (measured:
+    about 1 s; the 10 retries of the default take about 185 s). 20 s leaves room for a loaded machine."""
+    closed = SimpleNamespace(base_url=f"http://127.0.0.1:{free_port()}")  # a port nothing listens on
+    daemon = daemon_factory(claude_profile(claude_bin, closed, tmp_path / "claude-home"))  # type: ignore[arg-type]
+    job = daemon.spawn("hello nobody", driver="claude")
+    daemon.wait_state(job, "working", timeout=START)
+    started = time.monotonic()
+    row = daemon.wait_state(job, "failed", "idle", timeout=60)
+    assert row["state"] == "failed" and time.monotonic() - started < 20.0, row
+    assert row["reason"].startswith("Claude Code's turn failed after 1 retry: API Error: Connection refused"), \
+        row["reason"]
+    assert events_noted(daemon, job) == [] and len(timeline(daemon, job, "retrying")) == 1

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from roost import paths as paths_mod
-from roost.cli_views import TAIL_BYTES
+from roost.cli.logs import TAIL_BYTES
 from roost.client import Client
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ def run(roost_home):
         return proc
 
     yield run_cli
-    run_cli("daemon", "stop", check=False)
+    run_cli("daemon", "stop", "--all", check=False)
 
 
 def wait_json_state(run, job: str, state: str) -> dict:
@@ -172,12 +172,49 @@ def test_no_module_outside_the_tui_imports_textual():
 
 def test_the_cli_and_the_daemon_load_without_textual(roost_home):
     code = ("import sys; sys.argv = ['roost', 'config', 'path']\n"
-            "import roost.cli, roost.daemon.server, roost.programs.builtin_agent, roost.rules.views\n"
+            "import roost.cli, roost.daemon.server.listener, roost.programs.builtin_agent, roost.rules.views\n"
             "try:\n    roost.cli.main()\nexcept SystemExit:\n    pass\n"
             "print('textual' in sys.modules, 'rich' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "ROOST_HOME": str(roost_home)}).stdout.split()
     assert out[-2:] == ["False", "False"]
+
+
+def test_a_command_imports_its_own_module_only(run, roost_home):
+    """roost/cli/ imports the module of the command named and nothing of the others; `ls --json`
+    loads no rules (the human `ls`'s marks) and not the asyncio client."""
+    run("spawn", "say lazy")
+    code = ("import json, sys; sys.argv = ['roost', *sys.argv[1:]]\n"
+            "import roost.cli\n"
+            "try:\n    roost.cli.main()\nexcept SystemExit:\n    pass\n"
+            "print(json.dumps(sorted(m for m in sys.modules"
+            " if m.startswith(('roost.cli.', 'roost.rules', 'roost.client.aio')))), file=sys.stderr)")
+    env = {**os.environ, "ROOST_HOME": str(roost_home)}
+
+    def loaded(*args: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60, env=env)
+        return json.loads(done.stderr.strip().splitlines()[-1])
+
+    assert loaded("ls", "--json") == ["roost.cli.common", "roost.cli.listing"]
+    assert "roost.cli.tree" in loaded("ls") and "roost.cli.jobs" not in loaded("ls")
+    assert loaded("config", "path") == ["roost.cli.common", "roost.cli.config"]
+    assert set(loaded("--help")) >= {"roost.cli.jobs", "roost.cli.logs", "roost.cli.hosts"}  # it lists them all
+
+
+def test_ls_into_a_reader_that_left_ends_quietly(run, roost_home):
+    """`roost ls --json | head`: the reader is gone before the first byte (its end of the pipe is
+    closed); ls ends with exit 0 and nothing on stderr (it ended in UnboundLocalError)."""
+    run("spawn", "say piped")
+    env = {**os.environ, "ROOST_HOME": str(roost_home)}
+    for args in (("ls", "--json"), ("ls",)):
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            done = subprocess.run([sys.executable, "-m", "roost.cli", *args], stdout=write_end, stderr=subprocess.PIPE,
+                                  text=True, env=env, timeout=60)
+        finally:
+            os.close(write_end)
+        assert (done.returncode, done.stderr) == (0, ""), args
 
 
 def test_a_daemon_that_cannot_start_is_reported_with_the_reason(run, roost_home, tmp_path):
@@ -243,7 +280,7 @@ def seed(home: Path, roots: int, text: str = "", children_of_newest: int = 0, bl
          entries: int = 0, pad: int = 0) -> list[str]:
     """Write finished records (and a timeline) through the store before the daemon starts: spawning
     thousands of real jobs would take minutes. Returns the root ids, oldest first."""
-    from roost.daemon.store import Store
+    from roost.daemon.storage.store import Store
     from roost.models import Job, State
 
     paths = paths_mod.resolve({"ROOST_HOME": str(home)})

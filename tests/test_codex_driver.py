@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -15,6 +17,7 @@ from roost.client import ClientError
 
 from conftest import DaemonHarness, assert_token_in_no_argv, environ_of, pid_alive, require_agent
 from fake_openai import FakeOpenAI, prompts
+from sshd import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 CODEX = REPO / "node_modules" / ".bin" / "codex"
@@ -36,13 +39,17 @@ def fake() -> Iterator[FakeOpenAI]:
     server.stop()
 
 
-def codex_profile(codex: Path, fake: FakeOpenAI) -> str:
+#: The provider settings of the test profile: Codex retries a failed model call once, at once.
+FAST_RETRIES = ", request_max_retries = 0, stream_max_retries = 1"
+
+
+def codex_profile(codex: Path, fake: FakeOpenAI, retries: str = FAST_RETRIES) -> str:
     """The ``[drivers.codex]`` that runs the installed Codex against the fake model, in roost's own
     CODEX_HOME (the provider comes in as ``-c`` overrides, so nothing is written there by the test).
     Codex retries a failed model call once, at once (by default 4 quiet retries of the request, then
     5 of the stream, with backoff: 24 s and 30 requests for a server that always answers 500)."""
     provider = (f'{{ name = "fake", base_url = {json.dumps(fake.url)}, wire_api = "responses", '
-                f'env_key = "FAKE_OPENAI_KEY", request_max_retries = 0, stream_max_retries = 1 }}')
+                f'env_key = "FAKE_OPENAI_KEY"{retries} }}')
     args = ["-c", f"model_providers.fake={provider}", "-c", 'model_provider="fake"']
     return (f'[drivers.codex]\nkind = "codex"\ncommand = {json.dumps(str(codex))}\nmodel = "fake-model"\n'
             f'args = {json.dumps(args)}\nenv = {{ FAKE_OPENAI_KEY = "x" }}\n')
@@ -145,7 +152,7 @@ def test_a_transient_error_is_retried_by_codex_and_the_turn_ends_ok(codex_daemon
     row = codex_daemon.wait_state(job, "idle", "failed", timeout=START)
     assert row["state"] == "idle" and row["last_text"] == "echo: FLAKY codex-once", row["reason"]
     assert len(fake.bodies_with("FLAKY codex-once")) == 2, "one 503, then Codex's one retry"
-    [retry] = [e["message"] for e in timeline(codex_daemon, job, "note") if "retrying" in e["message"]]
+    [retry] = [e["message"] for e in timeline(codex_daemon, job, "note") if e["message"].startswith("Codex:")]
     assert retry.startswith("Codex: Reconnecting... 1/1 (retrying: unexpected status 503")
     assert "fake overloaded, try again" in retry
 
@@ -202,3 +209,61 @@ def test_a_fork_opens_with_thread_fork_into_a_thread_of_its_own(codex_daemon, fa
     codex_daemon.wait_row(source, lambda r: r["last_text"] == "echo: still here?", timeout=START)
     [later] = fake.bodies_with("still here?")
     assert prompts(later) == ["remember the word ibis", "still here?"], "the source never saw the fork's turn"
+
+
+# -- limits and an unreachable provider (docs/agents.md#limits-retries-and-an-unreachable-provider) --
+def events_noted(daemon: DaemonHarness, job: str) -> list[str]:
+    """Worker events the daemon did not take (it notes each by kind): none, limited and retrying included."""
+    return [e["message"] for e in timeline(daemon, job, "note") if e["message"].startswith("unknown worker event")]
+
+
+def limits_said(daemon: DaemonHarness, job: str) -> list[bool]:
+    """The job's ``limited`` entries: whether the agent was retrying, each."""
+    return [bool(e["retrying"]) for e in timeline(daemon, job, "limited")]
+
+
+@pytest.mark.codex
+def test_a_429_is_retried_by_codex_after_its_retry_after_and_said_as_a_limit(codex_daemon, fake):
+    job = codex_daemon.spawn("LIMITED_ONCE 2 codex-429", driver="codex")
+    row = codex_daemon.wait_state(job, "idle", "failed", timeout=START)
+    assert row["state"] == "idle" and row["last_text"] == "echo: LIMITED_ONCE 2 codex-429", row["reason"]
+    answered = time.monotonic()
+    [bounced] = [sent for sent, seconds in fake.limits[-1:] if seconds == 2]
+    assert len(fake.bodies_with("codex-429")) == 2, "one 429, then Codex's retry"
+    assert events_noted(codex_daemon, job) == []
+    assert limits_said(codex_daemon, job) == [True], "a limit Codex retries: the job stayed working"
+    [retry] = [e["message"] for e in timeline(codex_daemon, job, "note") if e["message"].startswith("Codex:")]
+    assert "429 Too Many Requests" in retry
+    assert answered - bounced >= 2.0, "Codex waited the server's retry-after before it called again"
+
+
+@pytest.mark.codex
+def test_a_usage_limit_leaves_codexs_job_rate_limited_until_the_time_it_says(codex_daemon, fake):
+    job = codex_daemon.spawn("USAGE_LIMIT 3600", driver="codex")
+    row = codex_daemon.wait_state(job, "rate_limited", "failed", "idle", timeout=START)
+    assert row["state"] == "rate_limited", row["reason"]
+    assert "usage limit" in row["limited_words"] and "try again at" in row["limited_words"], row["limited_words"]
+    assert 3500 <= row["limited_until"] - time.time() <= 3660, "the reset Codex said (to the minute)"
+    assert len(fake.bodies_with("USAGE_LIMIT 3600")) == 1, "a plan's limit is not retried"
+    assert events_noted(codex_daemon, job) == [] and limits_said(codex_daemon, job) == [False]
+
+
+@pytest.mark.codex
+@pytest.mark.parametrize("retries, bound, reconnects", [
+    (FAST_RETRIES, 15.0, 1),  # measured: 0.4 s
+    ("", 60.0, 5),  # Codex's own provider defaults: measured 25 s (5 reconnects, backoff)
+])
+def test_an_unreachable_provider_fails_codexs_turn_within_its_bound(codex_bin, daemon_factory, retries, bound,
+                                                                    reconnects):
+    """Without roost's ``features.unbounded_connection_retries=false`` Codex 0.169 reconnects for ever
+    ("Reconnecting... waiting for network", 5 s doubling to 60 s), whatever its retry settings."""
+    closed = SimpleNamespace(url=f"http://127.0.0.1:{free_port()}/v1")  # a port nothing listens on
+    daemon = daemon_factory(codex_profile(codex_bin, closed, retries))  # type: ignore[arg-type]
+    job = daemon.spawn("hello nobody", driver="codex")
+    daemon.wait_state(job, "working", timeout=START)
+    started = time.monotonic()
+    row = daemon.wait_state(job, "failed", "idle", timeout=bound + 30)
+    assert row["state"] == "failed" and time.monotonic() - started < bound, row
+    assert row["reason"] == (f"Codex's turn failed after {reconnects} retr{'y' if reconnects == 1 else 'ies'}: "
+                             "Connection failed: error sending request (httpConnectionFailed)"), row["reason"]
+    assert events_noted(daemon, job) == [] and len(timeline(daemon, job, "retrying")) == reconnects

@@ -8,16 +8,20 @@ from __future__ import annotations
 import gc
 import json
 import subprocess
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from roost.daemon import recovery
-from roost.daemon.index import JobIndex
-from roost.daemon.publisher import entry_bytes
-from roost.daemon.store import Store
+from roost.daemon.processes.process import open_process
+from roost.programs.shim import PIPE_BYTES
+from roost.daemon.storage import recovery
+from roost.daemon.storage.index import JobIndex
+from roost.daemon.server.publisher import entry_bytes
+from roost.daemon.storage.store import Store
+from roost.drivers.base import Launch
 from roost.models import Job, State
 from roost.protocol import ENTRY_MAX, has_lone_surrogate, without_lone_surrogates
 
@@ -119,3 +123,28 @@ def test_a_record_keeps_its_fields_in_slots_not_a_dict_of_its_own(tmp_path: Path
     assert not hasattr(job, "__dict__")
     with pytest.raises(AttributeError):
         job.not_a_field = 1  # type: ignore[attr-defined]
+
+
+async def test_a_workers_stdout_pipe_has_room_for_several_pieces_of_output() -> None:
+    """At Linux's 64 KiB pipe each 64 KiB piece of a command's output was a read, a drain and a
+    commit of its own; with PIPE_BYTES (set by the worker's shim) several share one transaction
+    (bench/run.py output). The pipe is the bound: a worker ahead of its shim blocks once it is full,
+    and the shim stops reading while the daemon has not acknowledged half of what it keeps."""
+    fcntl = pytest.importorskip("fcntl")
+    limit = int(Path("/proc/sys/fs/pipe-max-size").read_text()) if Path("/proc/sys/fs/pipe-max-size").exists() else 0
+    if not hasattr(fcntl, "F_GETPIPE_SZ") or limit < PIPE_BYTES:
+        pytest.skip("pipe sizes cannot be set to PIPE_BYTES here")
+    process = await open_process("j1", Launch(argv=[sys.executable, "-c", "import sys; sys.stdin.read()"],
+                                              env={}, cwd="/"))
+    try:
+        for fd, room in ((1, PIPE_BYTES), (2, None)):  # the worker's own ends, reached through /proc
+            end = os.open(f"/proc/{process.pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                size = fcntl.fcntl(end, fcntl.F_GETPIPE_SZ)
+            finally:
+                os.close(end)
+            assert size == room if room else size < PIPE_BYTES, "stdout only"
+    finally:
+        process.link.close_stdin()
+        await process.exited
+        process.link.release()

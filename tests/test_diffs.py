@@ -1,4 +1,4 @@
-"""The diff snapshots in process (roost/daemon/diffs.py), with real git: the cut at DIFF_MAX at and
+"""The diff snapshots in process (roost/daemon/git/diffs.py), with real git: the cut at DIFF_MAX at and
 past it, the numstat list however git's output is split, a page's JSON within its budget."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from roost.daemon import diffs
-from roost.daemon.diffs import DiffCache, Snapshot, Source, _Numstat, read_page
+from roost.daemon.git import diffs
+from roost.daemon.git.diffs import DiffCache, Snapshot, Source, _Numstat, read_page
 from tests.gitrepo import git, make_repo
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

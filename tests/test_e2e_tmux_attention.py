@@ -134,3 +134,26 @@ def test_notifications_are_wrapped_for_tmux_held_while_focused_and_rate_limited(
         assert focused
     finally:
         term.kill()
+
+
+def test_ctrl_n_on_a_job_screen_opens_the_next_job_that_needs_you(daemon, tmp_path):
+    """The jump key worked on the agent view only; on a job screen ``w`` is a letter of the message."""
+    asker = daemon.spawn("ask which branch?", title="the asker")
+    daemon.wait_state(asker, "waiting")
+    busy = daemon.spawn("wait-for never", title="the busy one")
+    daemon.wait_state(busy, "working")
+    term = Tmux(tmp_path / "tmux.sock", daemon)
+    try:
+        term.start(80, 24)
+        term.wait_text("the busy one")
+        term.keys("Enter")  # the newest row: the busy one
+        term.wait_for(lambda s: s.splitlines()[0].lstrip().startswith("the busy one"), "its job screen")
+        term.type("w")
+        term.keys("C-n")
+        screen = term.wait_for(lambda s: s.splitlines()[0].lstrip().startswith("the asker"), "the asker's job screen")
+        assert "question: the asker" in screen
+        term.keys("Escape")
+        term.wait_for(lambda s: "message this job" not in s, "back on the agent view")
+        assert not any(e["kind"] == "message" for e in daemon.timeline(busy)), "the w was never sent"
+    finally:
+        term.kill()

@@ -331,7 +331,7 @@ async def test_a_shutdown_denies_at_the_agent_before_it_aborts_and_closes(rig: R
 
 
 def test_the_daemon_remembers_how_the_last_settled_approvals_went_and_no_more() -> None:
-    from roost.daemon.approvals import SETTLED_KEPT, Book
+    from roost.daemon.engine.book import SETTLED_KEPT, Book
 
     book = Book()
     ids = [book.new_id() for _ in range(SETTLED_KEPT + 1)]
@@ -366,3 +366,25 @@ async def test_a_request_after_a_stop_is_denied_at_once(rig: Rig) -> None:
     assert rig.worker(job).answers == [{"approval": "late", "decision": "deny",
                                         "reason": "denied by roost: the job is stopped: nothing it asks runs"}]
     assert decisions(rig, job)[-1]["by"] == "a stop"
+
+
+@pytest.mark.parametrize("how", ["answered", "restart"])
+async def test_an_approval_asked_while_the_job_waits_on_its_question_leaves_it_waiting(tmp_path: Path,
+                                                                                       how: str) -> None:
+    """Found by the model check: settling the approval (a person's answer, or a restart that takes it
+    away) put the job back in the state it waited from — waiting, on its question — which the
+    table refuses as a change; it stays waiting, its question kept."""
+    rig = Rig(tmp_path, CFG)
+    job = await rig.spawn()
+    rig.worker(job).end_turn("waiting", text="which one?")
+    await rig.settle()
+    aid = await asked(rig, job)
+    assert rig.state(job) == "waiting"
+    if how == "answered":
+        await rig.sup.answer_approval(aid, "once", "", None)
+        await rig.settle()
+        after = rig
+    else:
+        after = Rig(tmp_path, CFG)
+        await after.settle()
+    assert after.state(job) == "waiting" and after.job(job).approvals == [] and after.job(job).question

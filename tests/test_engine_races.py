@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from roost.config import Config
-from roost.daemon import messages as m
+from roost.daemon.engine import messages as m
 from roost.models import State
 from roost.rules.state_table import IllegalTransition
 from tests.engine_fakes import Rig

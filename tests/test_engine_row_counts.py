@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from roost.config import Config
-from roost.daemon.store import Store
+from roost.daemon.storage.store import Store
 from roost.models import PEEK_MAX, QUESTION_MAX, Row
 from roost.protocol import ENTRY_MAX
 from roost.rules.provider_subagents import provider_rows

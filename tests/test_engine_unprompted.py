@@ -11,7 +11,8 @@ import pytest
 from roost.config import Config
 from tests.engine_fakes import Rig
 
-CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60, max_running_jobs=0)
+# stall_after = 0: a running turn arms no stall deadline, so a deadline here is the reaper's
+CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60, max_running_jobs=0, stall_after=0)
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from roost.config import Config, HookSettings
-from roost.daemon import hooks as hooks_mod
-from roost.daemon.hooks import Hooks
+from roost.daemon.processes import hooks as hooks_mod
+from roost.daemon.processes.hooks import Hooks
 
 from conftest import pid_alive
 

@@ -59,29 +59,39 @@ def test_a_done_report_closes_the_childs_worker_and_keeps_its_record(daemon_fact
     closed = daemon.wait_row(child, lambda r: r["reaped"], timeout=5, what="auto-close")
     assert closed["state"] == "done" and closed["pid"] is None and not pid_alive(done["pid"])
     assert closed_entries(daemon, child)[0]["reason"].startswith("done: subagent auto-close")
-    time.sleep(0.3)  # give a wrong "ended" report the chance to show up
+    # A wrong "ended" report would come with the close, so before a message sent after it: the
+    # parent (up, between turns) would take it in before the marker's turn.
+    daemon.call("send", job=parent, text="say marker")
+    daemon.wait_for(lambda: "marker" in daemon.texts(parent), what="the parent's marker turn")
     batches = reports_in(daemon, parent)
     assert len(batches) == 1 and [(r["state"], r["text"]) for r in batches[0]["reports"]] == [("done", "all fixed")]
     assert daemon.show(parent)["state"] != "failed"
 
 
+def first_close_reason(daemon: DaemonHarness, job: str) -> str:
+    """Why the job's worker was first closed, once it was."""
+    daemon.wait_row(job, lambda r: r["reaped"], what="a close")
+    return closed_entries(daemon, job)[0]["reason"]
+
+
+#: An idle reaper three auto-close delays long: its close, a later event, shows auto-close let be.
+REAPER_AFTER_AUTO_CLOSE = FAST + "idle_timeout = 1.8\n"
+
+
 def test_a_blocked_report_does_not_close_the_worker(daemon_factory):
-    daemon = daemon_factory(FAST)
+    daemon = daemon_factory(REAPER_AFTER_AUTO_CLOSE)
     parent = daemon.spawn("spawn report blocked need the api key")
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(child, "blocked")
-    time.sleep(1.8)  # three auto-close delays
-    row = daemon.show(child)
-    assert row["worker_up"] and not row["reaped"]
+    assert first_close_reason(daemon, child) == "idle for 1.8s"
 
 
 def test_with_auto_close_off_done_children_keep_their_workers(daemon_factory):
-    daemon = daemon_factory(FAST + "subagent_auto_close = false\n")
+    daemon = daemon_factory(REAPER_AFTER_AUTO_CLOSE + "subagent_auto_close = false\n")
     parent = daemon.spawn("spawn report done ok")
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(child, "done")
-    time.sleep(1.8)
-    assert daemon.show(child)["worker_up"]
+    assert first_close_reason(daemon, child) == "idle for 1.8s"
 
 
 def test_a_child_waiting_for_its_own_children_closes_only_after_them(daemon_factory):
@@ -134,19 +144,24 @@ def test_only_the_owner_job_may_close_a_child(daemon):
 # -- the idle reaper -------------------------------------------------------------------------------------
 def test_the_idle_reaper_closes_idle_workers_but_not_pinned_or_attached_ones(daemon_factory):
     daemon = daemon_factory("idle_timeout = 0.8\n")
-    plain, pinned, attached = (daemon.spawn(f"say {n}") for n in ("plain", "pinned", "attached"))
+    plain, pinned, attached = (daemon.spawn(f"wait-for pinned\nsay {n}") for n in ("plain", "pinned", "attached"))
     for job in (plain, pinned, attached):
-        daemon.wait_state(job, "idle")
-    daemon.call("pin", job=pinned)
+        daemon.at_gate(job, "pinned")
+    daemon.call("pin", job=pinned)  # while they work: no idle second counts before pin and attach
     with daemon.client() as holder:
         holder.call("attach", job=attached)
-        row = daemon.wait_row(plain, lambda r: r["reaped"], timeout=5, what="the reaper")
+        daemon.release("pinned")
+        row = daemon.wait_row(plain, lambda r: r["reaped"], what="the reaper")
         assert row["state"] == "idle" and row["pid"] is None
-        time.sleep(1.0)
+        daemon.wait_state(pinned, "idle")
+        daemon.wait_state(attached, "idle")
+        # A job idle after these two: once the reaper closed it, their turn had come too.
+        probe = daemon.spawn("say probe")
+        daemon.wait_row(probe, lambda r: r["reaped"], what="the reaper on a later job")
         assert daemon.show(pinned)["worker_up"] and daemon.show(attached)["worker_up"]
-    daemon.wait_row(attached, lambda r: r["reaped"], timeout=5, what="the reaper once released")
+    daemon.wait_row(attached, lambda r: r["reaped"], what="the reaper once released")
     assert daemon.call("send", job=plain, text="recall")["outcome"] == "resumed"
-    assert "say plain" in daemon.wait_state(plain, "idle")["last_text"]
+    assert "wait-for pinned" in daemon.wait_state(plain, "idle")["last_text"], "its session came back"
 
 
 def test_the_reaper_spares_a_parent_whose_child_still_runs(daemon_factory):
@@ -155,7 +170,8 @@ def test_the_reaper_spares_a_parent_whose_child_still_runs(daemon_factory):
     child = only_child(daemon, parent)["id"]
     daemon.wait_state(parent, "idle")
     daemon.at_gate(child, "late")
-    time.sleep(1.0)  # twice the idle timeout: the reaper has had its chance
+    probe = daemon.spawn("say probe")  # idle after the parent: once it is reaped, the parent's turn came
+    daemon.wait_row(probe, lambda r: r["reaped"], what="the reaper on a later job")
     assert daemon.show(parent)["worker_up"], "a running child holds its parent open"
     assert daemon.show(child)["state"] == "working"
     daemon.release("late")
@@ -167,7 +183,9 @@ def test_a_message_racing_the_reaper_is_never_lost_and_never_makes_two_workers(d
     daemon.wait_state(job, "idle")
     rng = random.Random(7)
     for n in range(1, 16):
-        time.sleep(rng.uniform(0.2, 0.45))  # around the reaper's deadline
+        # The sleep is the point here, not a wait for something: it puts each message at a random
+        # place around the reaper's deadline, and what is asserted holds whichever side it lands.
+        time.sleep(rng.uniform(0.2, 0.45))
         result = daemon.call("send", job=job, text=f"say {n}")
         assert result["outcome"] in ("delivered", "resumed", "queued")
         daemon.wait_for(lambda: f"{n}" in daemon.texts(job), what=f"message {n} to be answered")
@@ -227,7 +245,9 @@ def test_reports_can_be_switched_off_with_a_label(daemon, side):
     child = daemon.spawn("report done quiet", parent=parent,
                          labels={"roost.reports": "off"} if side == "child" else None)
     daemon.wait_state(child, "done")
-    time.sleep(0.4)
+    # The parent is up between turns: a report would be its next prompt, before this message's.
+    daemon.call("send", job=parent, text="say marker")
+    daemon.wait_for(lambda: "marker" in daemon.texts(parent), what="the parent's marker turn")
     assert reports_in(daemon, parent) == []
 
 
@@ -238,11 +258,13 @@ def test_a_report_to_a_closed_parent_waits_for_its_resume(daemon):
     daemon.wait_row(parent, lambda r: r["reaped"])
     child = daemon.spawn("report done while you slept", parent=parent)
     daemon.wait_state(child, "done")
-    time.sleep(0.4)
-    assert not daemon.show(parent)["worker_up"], "wake_reaped_parent is off by default"
     daemon.call("send", job=parent, text="say back")
     batch = daemon.wait_for(lambda: reports_in(daemon, parent), what="the queued report")[0]
     assert "while you slept" in said(batch)
+    since_close = [e["kind"] for e in daemon.timeline(parent)]
+    since_close = since_close[since_close.index("closed") + 1:]
+    assert since_close[:2] == ["message", "worker"], \
+        "wake_reaped_parent is off by default: the worker came back for the message, not the report"
 
 
 def test_wake_reaped_parent_resumes_it_with_the_report(daemon_factory):
@@ -263,7 +285,9 @@ def test_each_report_is_delivered_exactly_once_across_a_daemon_restart(daemon):
     assert reports_in(daemon, parent) == [], "held while the parent works"
     daemon.kill()
     daemon.start()
+    assert daemon.show(parent)["state"] == "working", "re-adopted: its turn goes on, the report still held"
     daemon.call("send", job=parent, text="say I am back")
+    daemon.release("never")
     daemon.wait_for(lambda: reports_in(daemon, parent), what="the held report after the restart")
     daemon.wait_state(parent, "idle", "done")
     daemon.call("send", job=parent, text="say once more")
@@ -369,7 +393,6 @@ def test_opening_a_closed_job_resumes_it_and_delivers_what_waited(daemon):
     daemon.spawn("ask may I?", parent=parent)
     with daemon.client() as app:
         app.call("attach", job=parent)  # a plain attach only holds it
-        time.sleep(0.3)
         assert not daemon.show(parent)["worker_up"]
         app.call("attach", job=parent, resume=True)
         daemon.wait_row(parent, lambda r: r["worker_up"], what="the resume on open")
@@ -377,6 +400,8 @@ def test_opening_a_closed_job_resumes_it_and_delivers_what_waited(daemon):
         assert "may I?" in said(batch)
         row = daemon.wait_state(parent, "idle")
         assert row["last_text"] == "parent", "a turn that only took in reports keeps the peek line"
+        resumes = [e for e in daemon.timeline(parent) if e["kind"] == "worker" and e["data"].get("resumed")]
+        assert len(resumes) == 1, "one resume: the open's, not the plain attach's"
 
 
 def test_the_reaper_keeps_a_session_child_while_its_owner_runs(daemon_factory):
@@ -405,8 +430,8 @@ def test_a_queued_row_says_it_waits_for_the_cap(daemon_factory):
     daemon.wait_state(first, "working")
     second = daemon.spawn("work 600")
     row = daemon.wait_row(second, lambda r: r["reason"], what="the queued row's reason")
-    assert row["state"] == "queued" and row["reason"] == "waiting for a place (max_running_jobs = 1)"
-    assert activity_text(Row.from_wire(row), 60)[0] == "waiting for a place (max_running_jobs = 1)"
+    assert row["state"] == "queued" and row["reason"] == "waiting for a run slot (1 of 1 used)"
+    assert activity_text(Row.from_wire(row), 60)[0] == "waiting for a run slot (1 of 1 used)"
     daemon.call("stop", job=first)
     started = daemon.wait_row(second, lambda r: r["state"] == "working", what="the queued job to start")
     assert started["reason"] == "", "starting clears what it waited for"

@@ -3,7 +3,7 @@ app's filter) reaches every record: the daemon's index in process, at the window
 
 from __future__ import annotations
 
-from roost.daemon.index import JobIndex
+from roost.daemon.storage.index import JobIndex
 from roost.models import Job, State
 
 

@@ -97,7 +97,7 @@ async def test_idle_workers_count_and_the_least_recently_used_is_closed_for_a_st
 async def test_pinned_attached_and_waited_for_workers_are_not_closed(rig: Rig) -> None:
     pinned, attached, free = await idle_jobs(rig, 3)
     await rig.sup.set_pinned(pinned, True)
-    rig.sup.attach(attached, conn_id=7)
+    await rig.sup.attach(attached, conn_id=7)
     await rig.settle()
     fourth = await rig.spawn("the fourth")
     await rig.settle()

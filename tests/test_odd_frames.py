@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from roost.daemon.worker import Worker
+from roost.daemon.processes.process import Worker
 from roost.drivers.base import Adapter, Launch
 from roost.drivers.pi import PiAdapter
 
@@ -97,6 +97,7 @@ async def test_a_worker_line_with_odd_json_is_malformed_and_reading_goes_on(tmp_
     worker = Worker("j1", launch, adapter(), tmp_path / "j1.log", events.append, on_exit)
     await worker.start()
     await asyncio.wait_for(worker.exited.wait(), 30)
+    worker.release()  # what the engine does once the exit is committed: the shim ends
     assert [e["type"] for e in events[:5]] == ["malformed"] * 5, events
     if isinstance(worker.adapter, PiAdapter):
         return  # pi's own events are not roost's: the last line means nothing to it

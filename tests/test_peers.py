@@ -1,4 +1,4 @@
-"""Who may be a person (roost/daemon/peers.py), on real processes: a descendant of the daemon never
+"""Who may be a person (roost/daemon/server/peers.py), on real processes: a descendant of the daemon never
 is, nor a process that carries a worker's mark, nor one that cannot be read; others are."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from roost.daemon.peers import daemons_own
+from roost.daemon.server.peers import daemons_own
 from roost.proctree import MARK_VAR
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(30)"]

@@ -24,6 +24,7 @@ from roost.worker_protocol import OVERSIZE_KEEP, Oversize
 
 from conftest import DaemonHarness, assert_token_in_no_argv, environ_of, pid_alive, require_agent
 from fakellm import FakeLLM, message_text, models_json
+from sshd import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 PI = REPO / "node_modules" / ".bin" / "pi"
@@ -64,18 +65,22 @@ def pi_daemon(pi_bin: Path, fake: FakeLLM, daemon_factory: Callable[[str], Daemo
     (models.json for the fake provider; pi's own provider retries off, so pi's auto-retry is what runs)."""
     agent = tmp_path / "pi-agent"
     agent.mkdir()
-    (agent / "models.json").write_text(json.dumps(models_json(fake.url)))
+    closed = models_json(f"http://127.0.0.1:{free_port()}/v1")["providers"]["fake"]  # a port nothing listens on
+    (agent / "models.json").write_text(json.dumps({"providers": {**models_json(fake.url)["providers"], "down": closed}}))
     (agent / "settings.json").write_text(json.dumps(
         {"retry": {"enabled": True, "maxRetries": 2, "baseDelayMs": 50, "provider": {"maxRetries": 0}}}))
     home = tmp_path / "pi-home"
     home.mkdir()
 
-    def make(args: tuple[str, ...] = ()) -> DaemonHarness:
-        """``args`` go to the ``pi`` profile's command line; ``pi-noretry`` has ``retry = false``."""
+    def make(args: tuple[str, ...] = (), top: str = "") -> DaemonHarness:
+        """``args`` go to the ``pi`` profile's command line; ``pi-noretry`` has ``retry = false``;
+        ``pi-down``'s provider is a closed port; ``top``: top-level config keys before the tables."""
         profile = (f'command = {_toml(pi_bin)}\nprovider = "fake"\nmodel = "fake-model"\n'
                    f'agent_dir = {_toml(agent)}\nenv = {{ HOME = {_toml(home)} }}\n')
-        return daemon_factory(f"[drivers.pi]\n{profile}args = {json.dumps(list(args))}\n\n"
-                              f'[drivers.pi-noretry]\nkind = "pi"\n{profile}retry = false\n')
+        down = profile.replace('provider = "fake"', 'provider = "down"')
+        return daemon_factory(f"{top}[drivers.pi]\n{profile}args = {json.dumps(list(args))}\n\n"
+                              f'[drivers.pi-noretry]\nkind = "pi"\n{profile}retry = false\n\n'
+                              f'[drivers.pi-down]\nkind = "pi"\n{down}')
 
     return make
 
@@ -189,6 +194,28 @@ def test_the_daemon_sigkilled_mid_turn_leaves_no_pi_and_the_job_failed_and_resum
     rows = {r["id"]: r for r in daemon.rows()}
     assert rows[busy]["state"] == "failed" and "daemon restarted" in rows[busy]["reason"]
     assert rows[idle]["state"] == "idle" and not rows[idle]["worker_up"], "nothing resumes by itself"
+    assert daemon.call("send", job=idle, text="which bird was it?")["outcome"] == "resumed"
+    daemon.wait_row(idle, lambda r: r["state"] == "idle" and r["last_text"] == "echo: which bird was it?",
+                    timeout=START)
+
+
+@pytest.mark.pi
+def test_a_daemon_stopped_with_sigterm_closes_pi_which_it_cannot_re_adopt(pi_daemon, fake):
+    """pi's adapter keeps its turn in memory, so its worker is not left running for the next daemon
+    (docs/reliability.md): a stop closes it as before, mid-turn or idle, and it resumes from its session."""
+    daemon = pi_daemon()
+    idle = daemon.spawn("remember the word egret", driver="pi")
+    idle_row = daemon.wait_state(idle, "idle", timeout=START)
+    busy = daemon.spawn("SLOW", driver="pi")
+    daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(busy)["state"] == "working", timeout=START,
+                    what="pi streaming the slow answer")
+    busy_pid = daemon.show(busy)["pid"]
+    daemon.stop(keep_workers=True)
+    assert not pid_alive(busy_pid) and not pid_alive(idle_row["pid"])
+    daemon.start()
+    rows = {r["id"]: r for r in daemon.rows()}
+    assert rows[busy]["state"] == "failed" and "daemon shut down" in rows[busy]["reason"]
+    assert rows[idle]["state"] == "idle" and not rows[idle]["worker_up"] and rows[idle]["reaped"]
     assert daemon.call("send", job=idle, text="which bird was it?")["outcome"] == "resumed"
     daemon.wait_row(idle, lambda r: r["state"] == "idle" and r["last_text"] == "echo: which bird was it?",
                     timeout=START)
@@ -392,3 +419,79 @@ def test_a_turn_whose_pi_lines_are_over_the_limit_still_ends(pi_daemon, fake):
     job = daemon.spawn(word, driver="pi")
     row = daemon.wait_state(job, "idle", "failed", timeout=START)
     assert row["state"] == "idle" and row["last_text"] == ("echo: " + word)[-4000:]
+
+
+# -- limits and an unreachable provider (docs/agents.md#limits-retries-and-an-unreachable-provider) --
+def events_noted(daemon: DaemonHarness, job: str) -> list[str]:
+    """Worker events the daemon did not take (it notes each by kind): none, limited and retrying included."""
+    return [e["message"] for e in timeline(daemon, job, "note") if e["message"].startswith("unknown worker event")]
+
+
+def limits_said(daemon: DaemonHarness, job: str) -> list[bool]:
+    """The job's ``limited`` entries: whether the agent was retrying, each."""
+    return [bool(e["retrying"]) for e in timeline(daemon, job, "limited")]
+
+
+@pytest.mark.pi
+def test_a_429_is_retried_by_pi_and_said_as_a_limit(pi_daemon, fake):
+    daemon = pi_daemon()
+    job = daemon.spawn("LIMITED_ONCE 2 pi-429", driver="pi")
+    row = daemon.wait_state(job, "idle", "failed", timeout=START)
+    assert row["state"] == "idle" and row["last_text"] == "echo: LIMITED_ONCE 2 pi-429", row["reason"]
+    assert len(fake.bodies_with("pi-429")) == 2, "one 429, then pi's retry"
+    assert events_noted(daemon, job) == []
+    assert limits_said(daemon, job) == [True], "said as a limit pi retries: the job stayed working"
+
+
+@pytest.mark.pi
+def test_a_429_pi_does_not_retry_leaves_the_job_rate_limited_and_it_goes_again_at_the_reset(pi_daemon, fake):
+    """pi with ``retry = false`` ends its turn at the 429 ("Please try again in 2s."): the job is
+    ``rate_limited`` until then, not failed, and the daemon sends the bounced message again at the reset."""
+    daemon = pi_daemon()
+    job = daemon.spawn("LIMITED_ONCE 2 pi-reset", driver="pi-noretry")
+    limited = daemon.wait_state(job, "rate_limited", "idle", "failed", timeout=START)
+    assert limited["state"] == "rate_limited", limited["reason"]
+    [(bounced, seconds)] = fake.limits[-1:]
+    assert seconds == 2 and "429" in limited["limited_words"], limited["limited_words"]
+    assert limited["limited_until"] is not None and 0 < limited["limited_until"] - time.time() <= 2.5
+    assert limits_said(daemon, job) == [False]
+    row = daemon.wait_state(job, "idle", "failed", timeout=START)
+    resumed = time.monotonic()
+    assert row["state"] == "idle" and row["last_text"] == "echo: LIMITED_ONCE 2 pi-reset", row["reason"]
+    assert resumed - bounced >= 2.0, "it went again at the reset, not before"
+    assert len(fake.bodies_with("pi-reset")) == 2 and row["limited_until"] is None
+    assert [e["state"] for e in timeline(daemon, job, "state")][-3:] == ["rate_limited", "working", "idle"]
+
+
+@pytest.mark.pi
+def test_a_silent_server_flags_pis_job_stalled_and_max_turn_time_fails_its_turn(pi_daemon, fake):
+    """The fake model answers only after 30 s (``LATER``): pi says nothing meanwhile. With
+    ``stall_after = 2`` the row is flagged ``stalled`` (still ``working``), and ``max_turn_time = 6``
+    fails the turn saying so, the daemon's abort cutting it (docs/agents.md#stalls)."""
+    daemon = pi_daemon(top="stall_after = 2\nmax_turn_time = 6\n")
+    job = daemon.spawn("LATER 30 silent", driver="pi")
+    started = time.monotonic()
+    stalled = daemon.wait_row(job, lambda r: r["stall"] == "stalled" or r["state"] in ("failed", "idle"), timeout=START)
+    assert stalled["state"] == "working" and stalled["stall"] == "stalled", stalled
+    assert stalled["stall_words"].startswith("stalled: nothing from the agent for 2s"), stalled["stall_words"]
+    row = daemon.wait_state(job, "failed", "idle", timeout=START)
+    took = time.monotonic() - started
+    assert row["reason"].startswith("the turn has run 6s, over max_turn_time = 6s: roost aborted it"), row["reason"]
+    assert 6 <= took < 25, f"failed {took:.1f}s in, not at max_turn_time"
+    assert row["stall"] == "" and "the worker aborted its turn by itself" not in str(daemon.timeline(job))
+    [end] = timeline(daemon, job, "turn_end")[-1:]
+    assert end["note"] == "over max_turn_time" and end["by"] == "daemon"
+
+
+@pytest.mark.pi
+def test_an_unreachable_provider_fails_pis_turn_within_its_bound(pi_daemon, fake):
+    """With the test settings (2 retries 50 ms apart, the provider's own retries off): measured about
+    1 s; pi's defaults (3 retries 2, 4, 8 s apart, the SDK's own 2 quiet ones each) take about 20 s."""
+    daemon = pi_daemon()
+    job = daemon.spawn("hello nobody", driver="pi-down")
+    daemon.wait_state(job, "working", timeout=START)
+    started = time.monotonic()
+    row = daemon.wait_state(job, "failed", "idle", timeout=60)
+    assert row["state"] == "failed" and time.monotonic() - started < 15.0, row
+    assert row["reason"] == "Connection error.", row["reason"]
+    assert events_noted(daemon, job) == [] and len(timeline(daemon, job, "retrying")) == 2  # each retry said

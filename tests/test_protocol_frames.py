@@ -12,8 +12,8 @@ import pytest
 
 from conftest import DaemonHarness
 
-from roost.daemon.handlers import HANDLERS
-from roost.daemon.store import Store
+from roost.daemon.server.handlers import HANDLERS
+from roost.daemon.storage.store import Store
 from roost.models import Job, State
 from roost.protocol import (HELLO_TIMEOUT, MAX_CONNECTIONS, MAX_FRAME, OPS, PROTOCOL_VERSION, ErrorCode, ProtocolError,
                             parse_request, read_frame, request_id)

@@ -3,12 +3,15 @@ running cap, tokens of closed workers, recovery telling parents."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import time
 
 import pytest
 
 from roost.client import ClientError
-from roost.daemon.reports import prompt_text
+from roost.daemon.engine.reports import prompt_text
 
 from conftest import DaemonHarness
 
@@ -109,7 +112,9 @@ def test_a_child_failed_by_a_restart_is_reported_to_its_parent(daemon: DaemonHar
     daemon.wait_state(parent, "idle")
     child = daemon.children(parent)[0]["id"]
     daemon.wait_state(child, "working")
+    shim = json.loads((daemon.paths.state_dir / "workers" / f"{child}.json").read_text())["shim"]["pid"]
     daemon.kill()
+    os.kill(shim, signal.SIGKILL)  # its worker cannot be re-adopted: the restart fails the child
     daemon.start()
     assert daemon.show(child)["state"] == "failed"
     daemon.call("send", job=parent, text="say back")

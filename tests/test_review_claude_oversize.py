@@ -29,7 +29,7 @@ def result(text: str, error: bool = False) -> dict[str, Any]:
 
 
 def adapter_in_a_turn() -> tuple[ClaudeAdapter, list[bytes]]:
-    adapter = ClaudeAdapter(session=None, usage={})
+    adapter = ClaudeAdapter(session=None)
     written: list[bytes] = []
     adapter.bind(lambda event: None, written.append)
     adapter.encode({"type": "prompt", "id": 1, "run": 5, "message": "write a lot"})

@@ -35,7 +35,7 @@ def ends(events: list[dict[str, Any]]) -> list[tuple[Any, Any, str]]:
 
 
 def test_a_prompt_during_claudes_own_turn_ends_at_its_own_result() -> None:
-    adapter = ClaudeAdapter(session=None, usage={})
+    adapter = ClaudeAdapter(session=None)
     emitted: list[dict[str, Any]] = []
     written: list[bytes] = []
     adapter.bind(emitted.append, written.append)
@@ -52,7 +52,7 @@ def test_a_prompt_during_claudes_own_turn_ends_at_its_own_result() -> None:
 
 
 def test_an_own_turn_still_begins_when_no_prompt_waits() -> None:
-    adapter = ClaudeAdapter(session=None, usage={})
+    adapter = ClaudeAdapter(session=None)
     adapter.bind(lambda e: None, lambda d: None)
     adapter.encode({"type": "prompt", "id": 1, "run": 3, "message": "hi"})
     assert ends(frames(adapter, init(), result("hi"))) == [(3, None, "ok")]

@@ -55,7 +55,7 @@ def test_hosts_check_and_list_say_ssh_cannot_be_run_instead_of_a_traceback(tmp_p
 @pytest.mark.parametrize("extra, opens", [(0, True), (1, False)])
 async def test_a_hosts_socket_opens_up_to_the_unix_path_limit_and_past_it_says_why(tmp_path: Path, extra: int,
                                                                                   opens: bool) -> None:
-    from roost.daemon.server import Daemon
+    from roost.daemon.server.listener import Daemon
     from roost.hosts.link import HostDown, host_socket_path
     from roost.paths import resolve
 

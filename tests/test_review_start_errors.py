@@ -85,7 +85,7 @@ async def test_a_message_to_a_job_whose_driver_is_gone_is_kept_for_its_next_resu
 
 async def test_a_worktree_setup_the_machine_refuses_fails_the_start_with_why(
         rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    from roost.daemon import worktrees
+    from roost.daemon.git import worktrees
 
     async def refused(job: Any, settings: Any) -> None:  # copying the configured files in: the disk is full
         raise OSError(28, "No space left on device", "/repo/.env")

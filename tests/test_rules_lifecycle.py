@@ -8,7 +8,8 @@ import pytest
 
 from roost.config import Config
 from roost.models import Job, State
-from roost.rules.lifecycle import WorkerFacts, auto_close_due, close_blocker, hold_due, reap_due, report_action
+from roost.rules.lifecycle import (WorkerFacts, auto_close_due, close_blocker, hold_due, hold_expired, reap_due,
+                                   report_action)
 
 CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60)
 UP = WorkerFacts(up=True, idle_since=0.0)
@@ -111,3 +112,19 @@ def test_the_report_hold_runs_out_at_its_bound_and_only_during_a_turn() -> None:
     assert not hold_due(held, CFG, bound - 0.01) and hold_due(held, CFG, bound)
     assert not hold_due(replace(held, in_turn=False), CFG, bound + 100)
     assert not hold_due(replace(held, held_since=None), CFG, bound + 100)
+
+
+@pytest.mark.parametrize("hold_max, held_since, now, expired", [
+    (60, None, 1000.0, False),  # nothing held yet
+    (60, 10.0, 69.9, False),
+    (60, 10.0, 70.0, True),  # at the bound
+    (60, 10.0, 500.0, True),  # past it
+    (0, None, 0.0, True),  # no hold at all: steered at once
+])
+def test_the_report_hold_ends_once_for_the_timer_and_for_new_reports(hold_max, held_since, now, expired):
+    """``hold_expired`` is the one definition: the timer's ``hold_due`` and ``report_action`` agree."""
+    cfg = replace(CFG, report_hold_max=hold_max)
+    in_turn = replace(UP, in_turn=True, held_since=held_since)
+    assert hold_expired(held_since, cfg, now) is expired
+    assert report_action(job(parent=None), in_turn, False, held_since, cfg, now) == ("steer" if expired else "hold")
+    assert hold_due(in_turn, cfg, now) is (expired and held_since is not None)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from roost.daemon.index import JobIndex
+from roost.daemon.storage.index import JobIndex
 from roost.models import Job, Row, State
 from roost.rules.provider_subagents import is_provider, provider_rows, subagent_entries
 from roost.rules.views import agent_view_rows, panel_rows, subagent_counts, subagent_hint_visible

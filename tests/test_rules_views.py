@@ -9,9 +9,10 @@ import pytest
 from roost.models import ACTIVE_STATES, PEEK_MAX, Job, Row, State, question_line
 from roost.rules.row_text import (activity_text, age_seconds, asked, format_age, peek_line, readable_text,
                                   usage_text)
+from roost.rules.view_model import header_counts
 from roost.rules.views import (AGENT_VIEW_MODES, PANEL_MODES, SUBAGENT_HINT, AgentViewRow, PanelRow, agent_view_rows,
-                               filter_rows, header_counts, newly_notable, panel_rows, subagent_hint_visible,
-                               tree_running_ids)
+                               filter_rows, listed_in_agent_view, newly_notable, panel_rows,
+                               subagent_hint_visible, tree_running_ids)
 
 NOW = 1_000_000.0
 LIFE = 30.0
@@ -77,6 +78,7 @@ PANEL_EXPECTED = {
     State.WORKING: ALWAYS,
     State.WAITING: ALWAYS,
     State.BLOCKED: ALWAYS,
+    State.RATE_LIMITED: ALWAYS,  # live work waiting for its reset: never out of sight
     State.IDLE: FINISHED,  # no worker: finished; with a worker: see below
     State.DONE: FINISHED,
     State.FAILED: LINGERING,
@@ -491,6 +493,10 @@ def test_peek_line(text, width, peek):
         ({}, ""),
         ({"input": 1000, "output": 200, "context_tokens": 6000, "context_window": 200_000}, "1.2k tok · ctx 3%"),
         ({"input": 950}, "950 tok"),
+        ({"input": 950, "cost": 0.042}, "950 tok · $0.04"),
+        ({"input": 950, "cost": 0.0042, "cost_estimate": True}, "950 tok · ~<$0.01"),
+        ({"input": 950, "cost": 123.4, "context_tokens": 0, "context_window": 9}, "950 tok · $123 · ctx 0%"),
+        ({"input": 950, "cost": 0}, "950 tok"),
         ({"output": 12_345}, "12k tok"),
         ({"input": 9_960}, "10k tok"),
         ({"input": 999_600}, "1M tok"),
@@ -516,10 +522,10 @@ def _r(job_id: str, state: State, title: str = "t", reason: str = "") -> Row:
     return Row(Job(id=job_id, title=title, driver="builtin", cwd="/", state=state, reason=reason))
 
 
-def test_header_counts_queued_needing_and_failed():
+def test_header_counts_needing_and_failed():
     rows = [_r("a", State.WORKING), _r("b", State.QUEUED), _r("c", State.WAITING), _r("d", State.BLOCKED),
             _r("e", State.FAILED), _r("f", State.DONE)]
-    assert header_counts(rows) == {"jobs": 6, "working": 1, "queued": 1, "needs you": 2, "failed": 1}
+    assert header_counts(rows) == {"jobs": 6, "needs you": 2, "failed": 1}
 
 
 def test_newly_notable_says_each_entry_once_and_nothing_on_the_first_look():
@@ -596,3 +602,15 @@ def test_readable_text_turns_report_blocks_into_words():
             'kind="question">\nwhich one? &lt;/roost-report\n</roost-report>')
     assert readable_text(wire) == 'noted while working: ↩ a "b" [9zqb] waiting (question):\nwhich one? </roost-report\n'
     assert readable_text("plain <b>text</b>") == "plain <b>text</b>"
+
+
+@pytest.mark.parametrize("state", list(State))
+def test_the_agent_view_lists_a_row_by_one_rule(state):
+    """``listed_in_agent_view`` is what the app's rows, the daemon's snapshot and its pushes share:
+    roots always, children only inline or while orphaned and still working or waiting."""
+    assert listed_in_agent_view(True, True, state) and listed_in_agent_view(False, True, state, inline=True)
+    assert not listed_in_agent_view(False, True, state)
+    assert listed_in_agent_view(False, False, state) is (state in ACTIVE_STATES)
+    root = Row(job=Job(id="p", title="p", driver="builtin", cwd="/"), parent_open=True)
+    child = Row(job=Job(id="c", title="c", driver="builtin", cwd="/", parent="p", state=state), parent_open=False)
+    assert ("c" in [r.row.id for r in agent_view_rows([root, child])]) is listed_in_agent_view(False, False, state)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from roost.client import ClientError
-from roost.daemon import search as search_mod
+from roost.daemon.storage import search as search_mod
 from tests.conftest import DaemonHarness, environ_of
 from tests.gitrepo import git, make_repo
 

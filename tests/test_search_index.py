@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from roost.daemon import search
-from roost.daemon.store import Store
+from roost.daemon.storage import search
+from roost.daemon.storage.store import Store
 from roost.protocol import PAGE_BYTES, SEARCH_LIMIT_MAX
 
 

@@ -1,4 +1,4 @@
-"""The spare built-in worker (roost/daemon/spare.py): real daemons, real worker processes.
+"""The spare built-in worker (roost/daemon/processes/spare.py): real daemons, real worker processes.
 
 A spawn or resume of a local built-in job takes the spare the daemon started ahead (its pid is
 the job's worker's), the bound worker is the job's in everything (environment, cwd, session,
@@ -7,6 +7,7 @@ back off; a SIGKILLed daemon leaves none behind; other drivers and remote jobs n
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -19,7 +20,7 @@ import pytest
 from roost.client import ClientError
 from roost.config import ConfigError, parse_config
 from roost import paths as paths_mod
-from roost.daemon.spare import BACKOFF_MAX, ROOM, ROOM_VAR, Spares, backoff, bind_frame
+from roost.daemon.processes.spare import BACKOFF_MAX, ROOM, ROOM_VAR, Spares, backoff, bind_frame
 from roost.drivers.base import Launch
 from roost.models import Job
 from roost.proctree import MARK_VAR, WorkerTree, read_proc
@@ -247,14 +248,15 @@ def test_a_sigkilled_daemon_leaves_no_spare_nor_bound_worker_after_the_next_star
     for pid, _ in (bound, waiting):  # neither may see the daemon go and end by itself
         os.kill(pid, signal.SIGSTOP)
     daemon.kill()
-    assert alive(bound) and alive(waiting)
+    assert alive(bound)
     daemon.start()
-    daemon.wait_for(lambda: not alive(bound) and not alive(waiting), what="the old processes to be killed")
+    daemon.wait_for(lambda: not alive(waiting), what="the old spare to be gone (its shim ends it, or the start)")
     fresh = ready_spare(daemon)
     assert fresh not in (bound[0], waiting[0])
-    assert [tree.pid for tree in records(daemon).values()] == [fresh]
-    row = daemon.show(job)
-    assert row["pid"] is None and not row["worker_up"] and row["state"] == "idle"
+    assert sorted(tree.pid for tree in records(daemon).values()) == sorted([fresh, bound[0]])
+    row = daemon.show(job)  # the bound one is the job's worker: its shim lives, so it is re-adopted
+    assert alive(bound) and row["pid"] == bound[0] and row["worker_up"] and row["state"] == "idle"
+    os.kill(bound[0], signal.SIGCONT)
 
 
 def test_shutdown_kills_the_spare_and_removes_its_record(daemon: DaemonHarness):
@@ -356,3 +358,19 @@ def test_spare_workers_is_an_integer_from_0_to_8(value: str, ok: bool):
     with pytest.raises(ConfigError) as info:
         parse_config(f"spare_workers = {value}\n", "t.toml")
     assert info.value.key == "spare_workers" and "expected an integer from 0 to 8" in info.value.message
+
+
+def test_a_spare_no_job_took_ends_with_a_sigkilled_daemon_and_a_bound_one_does_not(daemon: DaemonHarness):
+    """A spare's shim belongs to its daemon until a job takes it (roost/programs/shim.py
+    ``ephemeral``): with the daemon gone it kills its agent and ends; a bound one runs on for the next."""
+    spare = ready_spare(daemon)
+    job = daemon.spawn("say bound")
+    assert daemon.wait_state(job, "idle")["pid"] == spare
+    waiting = ident(ready_spare(daemon, other_than=spare))
+    shims = {name: json.loads((daemon.paths.state_dir / "workers" / f"{name}.json").read_text())["shim"]["pid"]
+             for name in records(daemon)}
+    spare_shim = ident(next(pid for name, pid in shims.items() if name.startswith("spare-")))
+    bound_shim = ident(shims[job])
+    daemon.kill()
+    daemon.wait_for(lambda: not alive(waiting) and not alive(spare_shim), what="the spare and its shim to end")
+    assert alive(ident(spare)) and alive(bound_shim), "the job's worker waits for the next daemon"

@@ -17,7 +17,7 @@ def test_the_documented_table_is_the_codes() -> None:
     rows = {}
     for line in block.strip().splitlines()[2:]:
         kind, froms, tos = (cell.strip() for cell in line.strip("|").split("|"))
-        states = lambda cell: frozenset(State(s) for s in re.findall(r"`([a-z]+)`", cell))  # noqa: E731
+        states = lambda cell: frozenset(State(s) for s in re.findall(r"`([a-z_]+)`", cell))  # noqa: E731
         rows[kind.strip("`")] = (states(froms), states(tos))
     assert rows == state_table.ROWS
 

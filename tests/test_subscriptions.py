@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from roost.daemon.index import JobIndex
-from roost.daemon.publisher import SNAPSHOT_BYTES, Publisher
-from roost.daemon.store import Store
+from roost.daemon.storage.index import JobIndex
+from roost.daemon.server.publisher import SNAPSHOT_BYTES, Publisher
+from roost.daemon.storage.store import Store
 from roost.models import Job, State
 from roost.protocol import MAX_FRAME, PAGE_BYTES, ProtocolError
 
@@ -81,7 +81,8 @@ async def test_agent_view_gets_its_snapshot_first_then_only_roots_and_orphans(wo
     snapshot = conn.take()
     assert [f["event"] for f in snapshot] == ["rows"] and snapshot[0]["req"] == 7
     assert {r["id"] for r in snapshot[0]["rows"]} == {"root", "other"}
-    assert result == {"sub": snapshot[0]["sub"], "count": 2, "more": 0}
+    assert result == {"sub": snapshot[0]["sub"], "count": 2, "more": 0,
+                      "counts": {"working": 0, "subagents": 0, "queued": 0, "slots_used": 0, "cap": 0}}
 
     change(index, publisher, kid, last_text="busy")  # a child of an open parent: not for the view
     await next_pass()
@@ -276,8 +277,9 @@ def test_each_subscriber_gets_only_what_it_subscribed_to(daemon):
     seen = read_until(panel, row_says(child, "marker"))
     assert {f["row"]["id"] for f in seen} <= {parent, child}
     seen = read_until(view, row_says(other, "after the marker"))
-    assert child not in {f["row"]["id"] for f in seen}, "a child of an open parent is not in the view"
-    assert any(f["row"]["id"] == other and f["row"]["last_text"] == "elsewhere" for f in seen)
+    rows = [f["row"] for f in seen if f.get("event") == "row"]  # and the working and queued counts
+    assert child not in {row["id"] for row in rows}, "a child of an open parent is not in the view"
+    assert any(row["id"] == other and row["last_text"] == "elsewhere" for row in rows)
     for client in (transcript, panel, view):
         client.close()
 

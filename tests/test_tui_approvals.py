@@ -47,6 +47,15 @@ def waiting(*approvals: dict[str, Any], job: str = JOB, **fields: Any) -> dict[s
                approvals=list(approvals), **fields)
 
 
+async def settled(pilot: Pilot, app: RoostApp) -> None:
+    """Until no key waits out its single-press window and every request it made has run: then
+    whatever the keys were going to do is done (the event, not a guess at how long it takes)."""
+    await pilot.pause()
+    await until(pilot, lambda: app.router._pending is None
+                and not any(w.group == "requests" and not w.is_finished for w in app.workers),
+                "the keys handled and their requests made")
+
+
 class Answering(FixedRows):
     """Fixed rows that take the calls a person's keys make, and keep them."""
 
@@ -117,10 +126,10 @@ async def test_the_row_shows_the_mark_tool_and_command_cut_to_fit_and_the_top_ba
     async with running(waiting(SHELL, EDIT), *ROWS[:2], size=(width, 30)) as (pilot, app, _):
         screen = agent_view(app)
         shown = cell(app, JOB, "activity")
-        column = next(c for c in screen._columns if c.key == "activity")
+        column = next(c for c in screen.table.columns if c.key == "activity")
         assert shown.startswith("⚑ shell: echo") and shown.endswith(" (+1)"), shown
         assert len(shown) <= column.width
-        assert sum(c.width + 2 for c in screen._columns) + 2 <= width, "every column on screen"
+        assert sum(c.width + 2 for c in screen.table.columns) + 2 <= width, "every column on screen"
         assert COMMAND.startswith(shown.removeprefix("⚑ shell: ").removesuffix(" (+1)").rstrip("…"))
         assert "⚑ 2 approvals" in str(screen.topbar.render()) or width < 80  # 60 columns cut the bar
         assert {"y": "approve", "Y": "approve for job", "N": "deny"}.items() <= footer_keys(app).items()
@@ -284,7 +293,7 @@ async def test_text_pasted_into_the_composer_with_y_in_it_approves_nothing():
         screen = await open_it(pilot, app)
         app.post_message(events.Paste("y Y yes N"))
         await until(pilot, lambda: "yes" in screen.composer.value, "the paste in the composer")
-        await pilot.pause(0.4)
+        await settled(pilot, app)
         assert source.calls == [] and app.screen is screen
 
 
@@ -292,7 +301,7 @@ async def test_a_burst_of_text_in_the_block_or_on_the_row_approves_nothing():
     async with running(waiting(SHELL)) as (pilot, app, source):
         await burst(pilot, app, *keys_of("yes"))
         await burst(pilot, app, "Y", "N", "y")
-        await pilot.pause(0.4)
+        await settled(pilot, app)
         assert source.calls == [] and isinstance(app.screen, AgentViewScreen)
         screen = await open_it(pilot, app)
         await pilot.press("up")
@@ -300,7 +309,7 @@ async def test_a_burst_of_text_in_the_block_or_on_the_row_approves_nothing():
         await burst(pilot, app, *keys_of("yes do it"))
         await until(pilot, lambda: screen.composer.value == "yes do it", "the text in the composer")
         assert app.focused is screen.composer
-        await pilot.pause(0.4)
+        await settled(pilot, app)
         assert source.calls == []
 
 
@@ -343,7 +352,7 @@ async def test_a_key_typed_ahead_of_a_request_is_no_answer_to_it():
         app.post_message(events.Key("y", "y"))  # made now, before the request exists
         source.feed(waiting(SHELL))
         await until(pilot, lambda: cell(app, JOB, "activity").startswith("⚑"), "the request")
-        await pilot.pause(0.4)
+        await settled(pilot, app)
         assert source.answers() == []
 
 

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from roost.models import Job, State
+from roost.tui.agent_view import AgentViewScreen
 from roost.tui.filter_search import SEARCH_LIMIT
+from roost.tui.job_screen import JobScreen
 
 from conftest import DaemonHarness, seeded_daemon
-from tui_helpers import SIZE, cell, make_app, notice, open_job, select_row, table_ids, type_text, until
+from tui_helpers import SIZE, cell, make_app, notice, open_job, press_alone, select_row, table_ids, type_text, until
 
 
 def settled(daemon: DaemonHarness, job: str) -> bool:
@@ -84,3 +86,58 @@ async def test_the_filter_lists_at_most_search_limit_jobs_beyond_the_window_and_
             assert (said in topbar) is (matching > SEARCH_LIMIT), topbar
     finally:
         daemon.stop()
+
+
+def _job_screen(app, job: str):
+    screen = app.screen
+    return screen if isinstance(screen, JobScreen) and screen.job_id == job and screen.loaded else None
+
+
+async def test_the_jump_works_on_the_job_screen_too_and_w_in_the_composer_is_text(daemon):
+    """``w`` worked only on the agent view. On a job screen ``Ctrl+N`` opens the next job that needs
+    you in the screen's place (``w`` there is a letter of the message)."""
+    failed = daemon.spawn("fail broken on purpose", title="breaker")
+    asker = daemon.spawn("ask which branch?", title="asker")
+    busy = daemon.spawn("wait-for never", title="busy")
+    for job in (failed, asker):
+        daemon.wait_for(lambda j=job: settled(daemon, j), what=f"{job}'s turn to end")
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(pilot, app, busy)
+        await pilot.press("w")
+        assert screen.composer.value == "w" and app.screen is screen, "a letter in the composer"
+        await pilot.press("ctrl+n")
+        opened = await until(pilot, lambda: _job_screen(app, asker), "the asker opened")
+        assert notice(app) == "question: asker"
+        await pilot.press("ctrl+n")
+        await until(pilot, lambda: _job_screen(app, failed), "the failed job opened")
+        assert notice(app) == "failed: breaker" and opened not in app.screen_stack, "in the screen's place"
+        await until(pilot, lambda: not daemon.show(failed)["unseen"], "opening it was seeing it")
+        await pilot.press("ctrl+n")
+        await until(pilot, lambda: _job_screen(app, asker), "the asker again: the failure was seen")
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, AgentViewScreen), "back on the agent view")
+
+
+async def test_w_in_the_subagent_panel_opens_the_subagent_that_needs_you(daemon):
+    root = daemon.spawn("spawn wait-for never\nspawn ask which one?\nwait-for never", title="lead")
+    daemon.wait_for(lambda: sorted(c["state"] for c in daemon.children(root)) == ["waiting", "working"],
+                    what="a working and an asking subagent")
+    asker = next(c["id"] for c in daemon.children(root) if c["state"] == "waiting")
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_job(pilot, app, root)
+        await until(pilot, lambda: len(screen.panel.lines) == 2, "both subagents in the panel")
+        await pilot.press("down")
+        await until(pilot, lambda: screen.focused is screen.panel, "the panel selected")
+        await press_alone(pilot, "w")
+        child = await until(pilot, lambda: _job_screen(app, asker), "the asking subagent opened")
+        assert notice(app) == "question: ask which one?"
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen and child not in app.screen_stack, "back on the lead's screen")
+        await pilot.press("down")
+        await until(pilot, lambda: screen.focused is screen.panel, "the panel selected again")
+        await type_text(pilot, "wow")
+        await until(pilot, lambda: screen.focused is screen.composer, "w typed in a burst to be text")
+        assert screen.composer.value == "wow", screen.composer.value
+        assert app.screen is screen

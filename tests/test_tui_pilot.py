@@ -29,6 +29,10 @@ from conftest import DaemonHarness
 from tui_helpers import (SIZE, FakeClock, answer, burst, cell, keys_of, jobs, make_app, notice, open_job, panel_labels, press_alone,
                          select_row, shown_keys, table_ids, transcript_text, type_text, until)
 
+#: A K K window no pause of a loaded machine reaches: the notice it shows runs on Textual's real
+#: timers, which no fake clock stops.
+GENEROUS_WINDOW = "double_press_window = 60\n"
+
 
 # ------------------------------------------------------------------------------------------- agent view
 
@@ -137,11 +141,11 @@ async def test_K_twice_stops_the_whole_tree_and_says_how_many(daemon):
                     and all(c["state"] == "working" for c in daemon.children(root)), what="two working children")
     other = daemon.spawn("wait-for never", title="other")
     daemon.wait_state(other, "working")
-    app = make_app(daemon, clock=FakeClock())
+    app = make_app(daemon, GENEROUS_WINDOW)
     async with app.run_test(size=SIZE) as pilot:
         await select_row(pilot, app, root)
         await pilot.press("K")
-        assert "press K again" in notice(app)
+        assert "press K again within 60 s" in notice(app)
         assert daemon.show(root)["state"] == "working"
         await pilot.press("K")
         await until(pilot, lambda: notice(app) == "stopped 3 jobs", "the stop to be reported")
@@ -159,9 +163,10 @@ async def test_a_second_K_after_two_seconds_only_arms_again(daemon):
         await select_row(pilot, app, job)
         await pilot.press("K")
         clock.advance(2.5)
+        status = app.screen.query_one("#status")
+        status.notice = ""
         await pilot.press("K")
-        await pilot.pause(0.2)
-        assert daemon.show(job)["state"] == "working"
+        # The key either stops or arms and says so, at once: the notice is back, so it armed.
         assert "press K again" in notice(app)
         await pilot.press("K")
         daemon.wait_state(job, "stopped")
@@ -459,7 +464,8 @@ async def test_enter_in_the_panel_opens_the_child_and_escape_goes_back(daemon):
                                    and app.screen, "the child's screen")
         await until(pilot, lambda: panel_labels(child_screen) == ["say deep"], "the child's own panel")
         await until(pilot, lambda: daemon.show(nesting)["attached"], "the child attached")
-        assert "tree ›" in str(child_screen.query_one("#jobbar").render())
+        await until(pilot, lambda: "tree ›" in str(child_screen.query_one("#jobbar").render()),
+                    "the path in the job bar (read as the screen opens, maybe after the panel's rows)")
         await pilot.press("escape")
         assert app.screen is screen
         assert daemon.show(root)["attached"]
@@ -503,12 +509,12 @@ async def test_x_stops_a_running_row_and_hides_a_finished_one(daemon):
 
 
 async def test_K_twice_in_the_panel_stops_every_running_row_nested_too(daemon):
-    app = make_app(daemon, clock=FakeClock())
+    app = make_app(daemon, GENEROUS_WINDOW)  # the offer and its notice outlast a loaded machine's pauses
     async with app.run_test(size=SIZE) as pilot:
         screen, root = await open_tree(pilot, app, daemon)
         await pilot.press("down")
         await press_alone(pilot, "K")
-        assert "press K again within 2 s to stop 3 running subagents" == notice(app)
+        assert "press K again within 60 s to stop 3 running subagents" == notice(app)
         await press_alone(pilot, "K")
         await until(pilot, lambda: notice(app) == "stopped 3 subagents", "the stop")
         states = [daemon.show(line.row.id)["state"] for line in screen.panel.lines]
@@ -538,6 +544,7 @@ async def test_a_done_row_leaves_at_once_and_the_hint_shows_for_30s(daemon):
         await until(pilot, lambda: daemon.children(root) and all(c["state"] in ("done", "working")
                                                                   for c in daemon.children(root))
                     and any(c["state"] == "done" for c in daemon.children(root)), "a done child")
+        clock.freeze()  # the 30 s of /subagents count from here by advance only, not by load
         await until(pilot, lambda: panel_labels(screen) == ["wait-for never"], "the done row gone")
         await until(pilot, lambda: status.hint == SUBAGENT_HINT, "the footer hint")
         await type_text(pilot, "/subagents")
@@ -568,6 +575,7 @@ async def test_a_failed_row_stays_30s_then_leaves(daemon):
         root = daemon.spawn("spawn fail broken on purpose\nwait-for never", title="root")
         screen = await open_job(pilot, app, root)
         await until(pilot, lambda: [line.row.state.value for line in screen.panel.lines] == ["failed"], "failed row")
+        clock.freeze()  # its 30 s count by advance only from here, not by a loaded machine's seconds
         clock.advance(20)
         app.screen.tick()
         assert len(screen.panel.lines) == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from textual import events
+
 from roost.tui.job_screen import JobScreen
 
 from tui_helpers import SIZE, cell, make_app, notice, open_job, table_ids, transcript_text, type_text, until
@@ -33,6 +35,24 @@ async def test_scrolled_up_the_transcript_stays_counts_new_lines_and_end_follows
         daemon.call("send", job=job, text="say after end")
         await until(pilot, lambda: "after end" in transcript_text(screen), "another line")
         await until(pilot, lambda: log.scroll_y == log.max_scroll_y, "the tail followed")
+
+
+async def test_a_burst_of_page_keys_moves_that_many_pages_each_at_once(daemon):
+    """PgUp and PgDn are not animated: the view is where the key puts it when the next key comes
+    (an animated page went on moving for frames after the key, and a second one began halfway)."""
+    job = daemon.spawn("\n".join(f"say line {n}" for n in range(200)), title="talker")
+    daemon.wait_state(job, "idle")
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        app.animation_level = "full"  # as in a terminal (tests run with animations off)
+        screen = await open_job(pilot, app, job)
+        log = screen.transcript
+        await until(pilot, lambda: log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y, "the end in view")
+        end, page = log.scroll_y, log.scrollable_content_region.height
+        assert end > 4 * page, "room for the pages"
+        for key in ("pageup", "pageup", "pageup", "pagedown"):  # one burst: no wait between the keys
+            app.post_message(events.Key(key, None))
+        await until(pilot, lambda: log.scroll_y == end - 2 * page and not log.following, "two pages up, settled")
 
 
 async def test_end_in_a_composer_with_text_moves_its_cursor_first(daemon):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from textual.widgets import Input
 
 from roost.config import Config
 from roost.models import Job, Row, State
+from roost.rules.counts import work_counts
 from roost.tui.app import RoostApp
 
 NOW = 1_800_000_000.0
@@ -105,7 +107,9 @@ class FixedRows:
 
     async def subscribe(self, what: str, **args: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         items = self.rows if what == "agent_view" else []
-        return {"sub": next(self.subs), "count": len(items), "more": 0}, items
+        tally = Counter((State(r["state"]), r["parent"] is not None) for r in self.rows)  # as the daemon counts
+        return {"sub": next(self.subs), "count": len(items), "more": 0,
+                "counts": work_counts(tally, slots_used=0, cap=0).to_wire()}, items
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         while True:

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from roost.daemon.worker import Worker
+from roost.text import WORDS_MAX
+
+from roost.daemon.processes.process import Worker
 from roost.drivers.base import Adapter, Launch
 from roost.protocol import ENTRY_MAX, MAX_FRAME, encode
 from roost.worker_protocol import split_bytes, text_events
@@ -139,11 +141,13 @@ async def test_a_worker_line_over_the_limit_becomes_a_note_and_reading_goes_on(t
     worker = Worker("j1", launch, Adapter(), tmp_path / "j1.log", events.append, on_exit)
     await worker.start()
     await asyncio.wait_for(worker.exited.wait(), 30)
+    worker.release()  # what the engine does once the exit is committed: the shim ends
     size = len(json.dumps({"type": "text", "text": "y" * 3_000_000}))
     assert events == [{"type": "note", "message": f"skipped a line of {size} bytes, over the {MAX_FRAME}-byte "
                                                   f"frame limit from the worker"},
                       {"type": "text", "text": "after the big one"}]
-    assert exits == [(0, ["e" * 1000, "the last words"])]
+    # the stderr line kept (its first STDERR_LINE bytes), as the exit's words: one line of at most WORDS_MAX
+    assert exits == [(0, ["e" * (WORDS_MAX - 1) + "…", "the last words"])]
     assert (tmp_path / "j1.log").stat().st_size == 3_000_000 + len("\nthe last words\n")
 
 
@@ -165,6 +169,7 @@ async def test_a_command_over_the_limit_is_refused_before_it_is_written(tmp_path
         assert state["success"] is True and state["data"]["busy"] is False
     finally:
         await worker.close()
+        worker.release()
 
 
 # -- the pieces, in process ------------------------------------------------------------------------------------

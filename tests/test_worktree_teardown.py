@@ -158,3 +158,20 @@ def test_a_copied_file_the_agent_changed_is_its_work(daemon_factory: Callable[[s
     daemon.call("archive", job=row["id"])
     assert "1 untracked file (.env) not committed" in settled(daemon, row["id"])[0]
     assert (Path(row["worktree"]) / ".env").read_text() == "SECRET=2\n"
+
+
+@pytest.mark.parametrize("mark", ["", "{\"copied\": ", "[1, 2]", "{\"copied\": \"notes.txt\"}"])
+async def test_a_setup_mark_caught_half_written_keeps_every_untracked_file(
+        repo: Path, tmp_path: Path, mark: str) -> None:
+    """Archive can look while setup ends (CI: an empty mark raised in the look and the archive
+    never settled); a mark that cannot be read counts nothing as copied in, so all is kept."""
+    from roost.daemon.git.teardown import READY_MARK, look
+    from roost.models import Job
+    path = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "w", str(path))
+    (path / "notes.txt").write_text("hello\n")
+    (Path(git(path, "rev-parse", "--absolute-git-dir").strip()) / READY_MARK).write_text(mark)
+    job = Job(id="j1", title="t", driver="builtin", cwd=str(path), worktree=str(path), repo=str(repo),
+              base="main", branch="w")
+    seen = await look(job)
+    assert seen.facts.untracked == ("notes.txt",) and seen.copies == ()

@@ -12,7 +12,7 @@ from typing import Callable
 import pytest
 
 from roost.client import ClientError
-from roost.daemon import diffs
+from roost.daemon.git import diffs
 from tests.conftest import DaemonHarness
 from tests.gitrepo import daemon_logging_git, git, make_repo
 

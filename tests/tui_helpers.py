@@ -17,7 +17,7 @@ from roost.tui.dialogs import FRESH_KEYS_GRACE
 from roost.tui.job_screen import JobScreen
 from roost.tui.key_router import SINGLE_PRESS_WINDOW
 
-from conftest import DaemonHarness
+from conftest import WAIT, DaemonHarness
 
 SIZE = (120, 40)
 
@@ -27,12 +27,18 @@ class FakeClock:
 
     def __init__(self) -> None:
         self.offset = 0.0
+        self.stopped_at: float | None = None
 
     def __call__(self) -> float:
-        return time.time() + self.offset
+        return (time.time() if self.stopped_at is None else self.stopped_at) + self.offset
 
     def advance(self, seconds: float) -> None:
         self.offset += seconds
+
+    def freeze(self) -> None:
+        """Stop at now: from here the clock moves only by ``advance``, so the seconds a loaded
+        machine takes between two steps of a test count for nothing in a time rule it checks."""
+        self.stopped_at = time.time()
 
 
 def make_app(daemon: DaemonHarness, config: str = "", clock: Callable[[], float] = time.time,
@@ -40,8 +46,8 @@ def make_app(daemon: DaemonHarness, config: str = "", clock: Callable[[], float]
     return RoostApp(DaemonSource(daemon.paths), parse_config(config, "test.toml"), clock=clock, select=select)
 
 
-async def until(pilot: Pilot, predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    """Let the app run until ``predicate`` holds (never a blind sleep)."""
+async def until(pilot: Pilot, predicate: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
+    """Let the app run until ``predicate`` holds (never a blind sleep); ``WAIT`` is conftest's."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -60,7 +66,7 @@ def jobs(daemon: DaemonHarness) -> list[dict[str, Any]]:
 def table_ids(app: RoostApp) -> list[str]:
     screen = app.screen
     assert isinstance(screen, AgentViewScreen)
-    return [row.key.value for row in screen.table.ordered_rows]
+    return screen.table.keys()
 
 
 def cell(app: RoostApp, job: str, column: str) -> str:
@@ -98,7 +104,9 @@ async def open_job(pilot: Pilot, app: RoostApp, job: str) -> JobScreen:
     await pilot.press("enter")
     screen = await until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen.job_id == job and app.screen,
                          f"the job screen of {job}")
-    await until(pilot, lambda: screen.loaded, "the transcript to load")
+    # Loaded, and drawn: the transcript draws what came in a moment later (DRAW_EVERY), which a
+    # loaded machine can stretch past the next line of a test.
+    await until(pilot, lambda: screen.loaded and not screen.transcript._undrawn, "the transcript to load and draw")
     return screen
 
 

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from roost import paths as paths_mod
-from roost.daemon.server import run
+from roost.daemon.server.listener import run
 
 
 def main(argv: list[str] | None = None) -> int:

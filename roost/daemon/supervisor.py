@@ -1,13 +1,16 @@
 """The supervisor: the operations clients ask of the daemon, each turned into messages for the
-jobs' mailboxes (roost.daemon.engine) or answered from the index.
+jobs' mailboxes (roost.daemon.engine.core) or answered from the index.
 
 It is the only writer of job records and timelines, through the engine. Spawning creates a record
 here; everything that changes a record afterwards goes through that job's mailbox, in order.
+One idea at about 460 lines: one method per operation, each short (the checks and the message it
+posts); what they share lives in the engine, the index and the rules.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import secrets
@@ -17,18 +20,19 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from roost.bounds import TITLE_MAX, labels_problem
 from roost.config import Config, ConfigError
-from roost.daemon import messages as m
-from roost.daemon.diffs import DiffCache
-from roost.daemon.engine import Engine
-from roost.daemon.hooks import Hooks
-from roost.daemon.index import JobIndex
-from roost.daemon.recovery import recover
-from roost.daemon.search import SearchError
-from roost.daemon.slot import Phase
-from roost.daemon.spare import Spares
-from roost.daemon.store import Store, describe_failure
-from roost.daemon import reports, worktrees
-from roost.daemon.workers import WorkerFactory, process_factory
+from roost.daemon.engine import messages as m
+from roost.daemon.git.diffs import DiffCache
+from roost.daemon.engine.core import Engine
+from roost.daemon.processes.hooks import Hooks
+from roost.daemon.storage.index import JobIndex
+from roost.daemon.storage.recovery import recover
+from roost.daemon.storage.search import SearchError
+from roost.daemon.processes.spare import Spares
+from roost.daemon.storage.store import Store
+from roost.daemon.engine import spend
+from roost.daemon.git import worktrees
+from roost.daemon.processes.launch import WorkerFactory, adopt_factory, process_factory
+from roost.hosts import placement
 from roost.hosts.placement import place
 from roost.drivers import driver_for
 from roost.drivers.base import DriverError
@@ -36,9 +40,10 @@ from roost.models import LIFETIMES, RESUMABLE_STATES, Job, State
 from roost.paths import Paths
 from roost.protocol import LIST_LIMIT, MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
 from roost.rules import approvals as approval_rules
+from roost.rules.counts import WorkCounts, work_counts
 
 if TYPE_CHECKING:
-    from roost.daemon.publisher import Publisher
+    from roost.daemon.server.publisher import Publisher
 
 log = logging.getLogger("roost.daemon")
 
@@ -64,22 +69,33 @@ class Supervisor:
         self.clock = clock
         self.index = JobIndex()
         if publisher is None:
-            from roost.daemon.publisher import Publisher
+            from roost.daemon.server.publisher import Publisher
             publisher = Publisher(self.index, store)
         self.publisher = publisher
         self.hooks = Hooks(config)
-        #: Built-in workers started ahead (roost/daemon/spare.py); none with a factory of fakes.
+        #: Built-in workers started ahead (roost/daemon/processes/spare.py); none with a factory of fakes.
         self.spares = Spares(paths, config) if make_worker is None else None
         self.engine = Engine(store, self.index, self.publisher, config,
                              make_worker or process_factory(paths, config, self.spares), clock, monotonic,
                              hooks=self.hooks)
+        self.publisher.counts_of = self.counts
+        if make_worker is None:
+            self.engine.adopt_worker = adopt_factory(paths, config)
+        self.engine.prepare_host = self._prepare_host
         self._lost: list[Job] = []
-        #: Each job's diff, made once per state of its worktree (roost/daemon/diffs.py).
+        self._adopt: list[tuple[str, Any]] = []
+        #: Ids given to spawns not answered yet.
+        self._naming: set[str] = set()
+        #: Each job's diff, made once per state of its worktree (roost/daemon/git/diffs.py).
         self.diffs = DiffCache(paths.state_dir / "diffs")
 
     @property
     def config(self) -> Config:
         return self._config()
+
+    async def _prepare_host(self, job_id: str, worker: Any) -> str | None:
+        """A job on another host: its link, its launch there (roost/hosts/placement.py)."""
+        return await placement.prepare(self.index.get(job_id), self.config, self.engine.host_socket, worker)
 
     async def _ask(self, job_id: str, message: m.Message) -> Any:
         """Post a message to a job's mailbox and wait for its handler's answer."""
@@ -92,6 +108,11 @@ class Supervisor:
         """Load every record; no job may claim a worker that did not survive the last daemon."""
         done = recover(self.store, self.index, self.clock, self.paths.state_dir)
         self._lost = done.lost
+        self._adopt = done.adopt if self.engine.adopt_worker is not None else []
+        runs = [int(turn["run"]) for job_id, _ in self._adopt
+                if (turn := (self.index.get(job_id).live or {}).get("turn"))]  # type: ignore[union-attr]
+        if runs:  # a new turn's run token is never an adopted turn's
+            self.engine.runs = itertools.count(max(runs) + 1)
         self.engine.inbox.update(self.store.pending_counts())
         self.engine.queue.spawns.extend(done.queued)
 
@@ -101,8 +122,12 @@ class Supervisor:
         on their host, or for a closing worker), start queued spawns."""
         for job in self._lost:  # the hooks hear of them too: recovery ran before the loop
             self.hooks.job_changed(self.index.row(job.id, full=True), State.WORKING.value, job.state.value)
-            reports.route(self.engine, job, State.FAILED, self.engine.last_error(job))
+            self.engine.post(job.id, m.Lost())
         self._lost = []
+        adopting = bool(self._adopt)
+        for job_id, record in self._adopt:  # first: their shims keep what the workers said meanwhile
+            self.engine.post(job_id, m.Adopt(record=record))
+        self._adopt = []
         for parent_id in self.store.parents_with_reports():
             if parent_id in self.index.jobs:
                 self.engine.post(parent_id, m.Reports())
@@ -110,7 +135,10 @@ class Supervisor:
             job = self.index.get(job_id)
             if waiting and job is not None and job.state in RESUMABLE_STATES and job.archived_at is None:
                 self.engine.post(job_id, m.Resume())
-        self.engine.pump()
+        if adopting:  # after the drain that makes their slots: they hold their places under the caps
+            asyncio.get_running_loop().call_soon(self.engine.pump)
+        else:
+            self.engine.pump()
         if self.spares is not None:
             self.spares.start()
         self.engine.spawn_task(self._index_old_entries())
@@ -132,40 +160,43 @@ class Supervisor:
         if self.spares is not None:
             self.spares.config_changed()
 
-    async def shutdown(self) -> None:
-        """Close every worker on purpose (records say reaped, nothing is marked failed); a turn in
-        flight is aborted first, so the agent saves what it has."""
+    async def shutdown(self, close_workers: bool = True) -> None:
+        """Stop. With ``close_workers`` every worker is closed on purpose (records say reaped; a turn in
+        flight is aborted first, so the agent saves what it has). Without, each worker a later daemon
+        can re-adopt is left running under its shim, its turn going on (docs/reliability.md); the
+        others are closed."""
         eng = self.engine
         eng.closing_down = True
         self.diffs.close()
         if self.spares is not None:
             await self.spares.close()
-        waits = []
-        for job_id, slot in list(eng.slots.items()):
-            if slot.phase is not Phase.CLOSING:
-                slot.phase = Phase.CLOSING
-                slot.close_reason = "the daemon shut down"
-                waits.append(_shut(slot.worker, abort_first=slot.turn is not None,
-                                   denials=[wid for wid, _ in slot.approvals.values()]))
-        if waits:
-            try:
-                await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), SHUTDOWN_WAIT)
-            except asyncio.TimeoutError:
-                log.error("shutdown: %d workers did not close within %.0fs", len(eng.slots), SHUTDOWN_WAIT)
-        # Let the exits reach the mailboxes (their handlers write the records).
-        for _ in range(50):
-            if not eng.slots:
-                break
-            await asyncio.sleep(0.02)
+        if not close_workers:
+            for job_id, slot in list(eng.slots.items()):
+                if self._keeps(job_id, slot):
+                    slot.worker.detach()  # type: ignore[attr-defined]
+                    del eng.slots[job_id]
+        for job_id in list(eng.slots):  # each closed in its own mailbox; the exits write the records
+            eng.post(job_id, m.Shutdown())
+        try:
+            await asyncio.wait_for(eng.workers_gone(), SHUTDOWN_WAIT)
+        except asyncio.TimeoutError:
+            log.error("shutdown: %d workers did not close within %.0fs", len(eng.slots), SHUTDOWN_WAIT)
         eng.cancel_tasks()
         await self.hooks.close()
+
+    def _keeps(self, job_id: str, slot: Any) -> bool:
+        """Whether a stopping daemon leaves this worker running for the next one to re-adopt."""
+        job = self.index.get(job_id)
+        launch = getattr(slot.worker, "launch", None)
+        return (job is not None and not job.host and not job.approvals and slot.phase.value == "ready"
+                and launch is not None and launch.adoptable and hasattr(slot.worker, "detach"))
 
     # -- spawning ------------------------------------------------------------------------------------
     async def spawn(self, args: dict[str, Any], caller: str | None) -> dict[str, Any]:
         config = self.config
         parent_id = caller if caller is not None else args.get("parent")
         parent = self.index.require(parent_id) if parent_id else None
-        if parent is not None and parent.archived_at is not None:
+        if parent is not None and parent.archived_at is not None:  # asked again in the stream (engine/spawn.py)
             raise ProtocolError(ErrorCode.ARCHIVED, f"parent {parent.id} is archived")
         depth = parent.depth + 1 if parent else 0
         if depth > config.max_depth:
@@ -192,34 +223,29 @@ class Supervisor:
         if not args["prompt"].strip():  # a turn on nothing: the agent would only guess
             raise ProtocolError(ErrorCode.BAD_ARGS, "spawn: the prompt is empty: say what the job is to do")
         check_prompt(args["prompt"])
+        spend.check_spawn(self.engine, parent)  # a tree (or the day) past its budget takes no new jobs
+        given = {k: args.get(k) for k in ("budget_usd", "budget_tokens")}  # else the driver's table's
+        budget = spend.budget_args("spawn", profile.budget_usd if given["budget_usd"] is None else given["budget_usd"],
+                                   profile.budget_tokens if given["budget_tokens"] is None else given["budget_tokens"])
         now = self.clock()
         job = Job(id=self.new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
                   cwd=cwd, host=host, parent=parent.id if parent else None, state=State.QUEUED,
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
-                  driver_opts=profile.to_dict(), approval_policy=policy)
+                  driver_opts={**profile.to_dict(), **placement.spawn_resources(args, profile)}, approval_policy=policy)
         await worktrees.prepare(job, args, profile, self.paths, config)
-        eng = self.engine
         try:
-            with self.store.transaction():
-                self.store.save_job(job)
-                eng.timeline(job, "spawned", parent=job.parent, driver=driver_name, lifetime=lifetime,
-                             by=caller or "person")
-                self.store.add_message(job.id, args["prompt"], now)  # counted below, once it is kept
-        except (sqlite3.Error, OSError) as exc:  # nothing was kept: the job does not exist
-            raise ProtocolError(ErrorCode.STORE, describe_failure(exc, self.store.path)) from None
-        eng.changed(self.index.add(job))
-        eng.inbox[job.id] += 1
-        eng.queue.add(job.id)
-        eng.pump()
-        eng.queue.explain(job.id)  # still queued: its row says for what
+            await self._ask(job.id, m.Spawn(job, args["prompt"], caller or "person", budget))
+        finally:
+            self._naming.discard(job.id)
         return self.index.row(job.id)
 
     def new_id(self) -> str:
-        """A job id no job has."""
+        """A job id no job has and no spawn under way was given (it is taken until its spawn is answered)."""
         for length in (4, 5, 6, 8):
             for _ in range(20):
                 job_id = "".join(secrets.choice(ID_ALPHABET) for _ in range(length))
-                if job_id not in self.index.jobs:
+                if job_id not in self.index.jobs and job_id not in self._naming:
+                    self._naming.add(job_id)
                     return job_id
         raise RuntimeError("could not find a free job id")
 
@@ -278,11 +304,16 @@ class Supervisor:
         job = self.index.require(job_id)
         targets = [job, *self.index.descendants(job.id)] if tree else [job]
         targets = [t for t in targets if t.stoppable()]
-        running = {t.id: t.provider_running for t in targets}  # the agents' own subagents the stop ends too
+        # Each handler answers how many of the agent's own subagents its stop ends (None: not stopped).
         results = await asyncio.gather(*(self._ask(t.id, m.Stop(caller)) for t in targets))
-        stopped = [t.id for t, did in zip(targets, results) if did]
-        return {"stopped": len(stopped), "ids": stopped, "subagents": sum(running[i] for i in stopped),
+        stopped = [t.id for t, ended in zip(targets, results) if ended is not None]
+        return {"stopped": len(stopped), "ids": stopped, "subagents": sum(r for r in results if r is not None),
                 "already": job.state == State.STOPPED and not tree and not stopped}
+
+    async def set_budget(self, job_id: str, usd: float | None, tokens: int | None) -> dict[str, Any]:
+        """A person's ``budget``: through the job's mailbox (roost/daemon/engine/spend.py)."""
+        self.index.require(job_id)
+        return await self._ask(job_id, m.SetBudget(usd, tokens))
 
     async def close(self, job_id: str, reason: str = "closed by its owner") -> dict[str, Any]:
         self.index.require(job_id)
@@ -336,32 +367,20 @@ class Supervisor:
         return self.index.row(job_id)
 
     # -- clients holding jobs open ----------------------------------------------------------------------
-    def attach(self, job_id: str, conn_id: int, resume: bool = False) -> dict[str, Any]:
-        """A client opened the job. With ``resume``, a job whose worker is closed is started again
-        from its session file (opening a job resumes it), taking any messages and reports waiting."""
-        job = self.index.require(job_id)
-        if self.index.attach(job.id, conn_id):
-            self._open_changed(job)
-        if (resume and job.id not in self.engine.slots and job.archived_at is None
-                and job.state in RESUMABLE_STATES):
-            self.engine.post(job.id, m.Resume())
-        return self.index.row(job.id)
+    async def attach(self, job_id: str, conn_id: int, resume: bool = False) -> dict[str, Any]:
+        """A client opened the job (decided in its mailbox: roost/daemon/engine/attach.py)."""
+        self.index.require(job_id)
+        await self._ask(job_id, m.Attach(conn_id, resume))
+        return self.index.row(job_id)
 
-    def release(self, job_id: str, conn_id: int) -> None:
-        job = self.index.get(job_id)
-        if self.index.release(job_id, conn_id) and job is not None:
-            self._open_changed(job)
-
-    def _open_changed(self, job: Job) -> None:
-        self.engine.changed([job.id])
-        self.engine.kids_changed(job)
-        if job.id in self.engine.slots:
-            self.engine.post(job.id, m.Due())
+    async def release(self, job_id: str, conn_id: int) -> None:
+        if self.index.get(job_id) is not None:
+            await self._ask(job_id, m.Release(conn_id))
 
     def forget_connection(self, conn_id: int) -> None:
         """A client that disconnects has nothing open any more."""
         for job_id in self.index.attached_by(conn_id):
-            self.release(job_id, conn_id)
+            self.engine.post(job_id, m.Release(conn_id))
 
     # -- reading ------------------------------------------------------------------------------------------
     def show(self, job_id: str) -> dict[str, Any]:
@@ -404,8 +423,12 @@ class Supervisor:
         slot = self.engine.slots.get(job_id)
         return slot is not None and bool(token) and secrets.compare_digest(slot.token, token or "")
 
+    def counts(self) -> WorkCounts:
+        """Working and queued jobs, subagents too, and the run slots used (roost/rules/counts.py)."""
+        return work_counts(self.index.tally, self.engine.queue.running(), self.config.max_running_jobs)
+
     def status(self) -> dict[str, Any]:
-        return {"jobs": len(self.index.jobs), "workers": len(self.engine.slots),
+        return {"jobs": len(self.index.jobs), "workers": len(self.engine.slots), "counts": self.counts().to_wire(),
                 "queued": self.engine.queue.queued_count(), "store_notice": self.store.notice(),
                 "spares": self.spares.status() if self.spares is not None else None}
 
@@ -434,20 +457,3 @@ def check_prompt(text: str) -> None:
     if size > MAX_FRAME - PROMPT_MARGIN:
         raise ProtocolError(ErrorCode.BAD_ARGS, f"a message of {size} bytes is over the {MAX_FRAME - PROMPT_MARGIN}"
                                                 "-byte limit for one prompt; send it as a file the agent reads")
-
-
-async def _shut(worker: Any, abort_first: bool, denials: list[str]) -> None:
-    """Deny what the agent waits on, abort a turn in flight (closing stdin mid-stream loses pi's
-    partial answer), then close. The exit settles the approvals on the record (as gone)."""
-    for wid in denials:
-        try:
-            await worker.request("approval_answer", timeout=2.0, approval=wid, decision="deny",
-                                 reason="the roost daemon shut down")
-        except (asyncio.TimeoutError, ConnectionError):
-            break
-    if abort_first:
-        try:
-            await worker.request("abort", timeout=2.0)
-        except (asyncio.TimeoutError, ConnectionError):
-            pass
-    await worker.close(grace=2.0)

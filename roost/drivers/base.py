@@ -6,6 +6,7 @@ import json
 import re
 import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -13,6 +14,7 @@ from typing import Any, Callable, Mapping
 from roost.models import Job
 from roost.proctree import record_path
 from roost.protocol import encode, loads
+from roost.text import failure_line
 from roost.worker_protocol import Oversize, note
 
 
@@ -55,11 +57,19 @@ class Launch:
     session: str | None = None
     #: Where the worker's tree is written down while it runs; None: nowhere (a test's own worker).
     record: Path | None = None
+    #: Whether a later daemon may take the running worker over (its adapter keeps nothing in memory
+    #: that a new daemon would lack); the worker sets it from ``Adapter.survives_restart``.
+    adoptable: bool = False
 
 
 class Adapter:
     """Translates the worker protocol to an agent's own stdio. This one is the identity:
     for workers that speak the worker protocol natively (the built-in agent, the command driver)."""
+
+    #: Whether a daemon that did not start the worker can speak for it: true for the identity; an
+    #: adapter that keeps what it learned in memory (pi, Claude Code, Codex) says False, and its
+    #: worker is not re-adopted after a restart of the daemon (docs/reliability.md).
+    survives_restart = True
 
     def bind(self, emit: Callable[[dict[str, Any]], None], write: Callable[[bytes], None]) -> None:
         """Called once the agent runs. An adapter that answers some commands itself, or decides
@@ -84,6 +94,16 @@ class Adapter:
         """Events for a stdout line over the frame limit, which the daemon skipped unread: a note, so
         the timeline says what was lost. An adapter that can tell what the line was may say more."""
         return [note(f"skipped {line.describe()} from the worker")]
+
+    #: Openings of the stderr lines the agent prints at every start, whatever happens after: never
+    #: what explains its exit.
+    stderr_noise: tuple[str, ...] = ()
+
+    def exit_words(self, stderr_tail: list[str]) -> list[str]:
+        """The last stderr lines that explain a worker's exit, as plain words (no colour codes or other
+        control sequences; the agent's startup noise left out); at most the last five."""
+        lines = (failure_line(line, self.stderr_noise) for line in stderr_tail)
+        return [line for line in lines if line][-5:]
 
 
 def line_field(data: bytes, name: str, last: bool = False) -> Any:
@@ -121,7 +141,7 @@ class Driver:
         raise NotImplementedError
 
     def spare(self, ctx: LaunchContext) -> Launch | None:
-        """A worker to start ahead of any job (roost/daemon/spare.py), or None when this driver has
+        """A worker to start ahead of any job (roost/daemon/processes/spare.py), or None when this driver has
         none. Its contract: given a ``bind`` with a launch's session, cwd and the variables that
         launch's environment adds to this one's, it is the worker that launch would have started."""
         return None
@@ -159,6 +179,10 @@ def find_agent_program(name: str, command: str, env: Mapping[str, str], install:
     to install it when there is none, or when it runs on Node.js and there is no ``node``."""
     search = env.get("PATH") or os.environ.get("PATH", "")
     program = shutil.which(os.path.expanduser(command), path=search)
+    if program is None and (found := not_executable(os.path.expanduser(command), search)):
+        raise DriverError(f"{name} cannot run: {found} exists but is not an executable program (its mode is "
+                          f"{stat.filemode(os.stat(found).st_mode)}). Make it executable (`chmod +x {found}`), or "
+                          f"set `command` of the {name} driver in the config to the {name} program's path.")
     if program is None:
         raise DriverError(f"{name} is not installed: no program {command!r} was found on PATH. Install it with "
                           f"`{install}` (it needs Node.js {node} or newer), or set `command` of the {name} "
@@ -167,6 +191,13 @@ def find_agent_program(name: str, command: str, env: Mapping[str, str], install:
         raise DriverError(f"{name} ({program}) runs on Node.js, and `node` is not on PATH: install Node.js {node} "
                           f"or newer, or put it on the daemon's PATH.")
     return program
+
+
+def not_executable(command: str, search: str) -> str | None:
+    """The file ``command`` names (a path, or a name looked up on ``search``) when one exists but may
+    not be run (a mode without x, a directory), or None: so "not installed" is said only when it is not."""
+    paths = [command] if os.sep in command else [os.path.join(d, command) for d in search.split(os.pathsep) if d]
+    return next((p for p in paths if os.path.exists(p) and not (os.path.isfile(p) and os.access(p, os.X_OK))), None)
 
 
 def _runs_on_node(program: str) -> bool:

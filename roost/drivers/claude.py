@@ -1,5 +1,6 @@
 """The Claude Code driver: one long-lived ``claude -p`` per job, speaking stream-json both ways.
-(One adapter for one protocol, about 400 lines; its approvals' shapes are in ``drivers/approvals.py``.)
+(One adapter for one protocol, about 450 lines; its approvals' shapes are in ``drivers/approvals.py``,
+its usage in ``drivers/usage.py``, its limits' words in ``drivers/limits.py``.)
 
 What it relies on, measured with Claude Code 2.1.328 against a fake Messages API (docs/agents.md):
 
@@ -22,8 +23,9 @@ What it relies on, measured with Claude Code 2.1.328 against a fake Messages API
   message before it, then ``assistant`` frames and a ``result``). roost calls it a turn of the
   agent's own (``turn_start`` with ``own``), and its ``result`` ends it like any other.
 - A failing model call is retried by Claude Code itself (``CLAUDE_CODE_MAX_RETRIES`` times, 10 by
-  default, with backoff), each announced by a ``system/api_retry`` frame; then the ``result`` has
-  ``is_error`` and Claude Code's words (``API Error: 500 …``).
+  default, with backoff), each announced by a ``system/api_retry`` frame (a ``retrying`` event, or
+  ``limited`` for a 429: roost/drivers/limits.py); then the ``result`` has ``is_error`` and Claude
+  Code's words (``API Error: 500 …``).
 - The session id can be chosen up front (``--session-id``), so it is on the record before the first
   turn; ``--resume ID`` in the same directory continues it.
 """
@@ -32,16 +34,20 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from roost.drivers import limits
 from roost.drivers.approvals import claude_what, words
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env, line_field, text_of)
 from roost.drivers.subagents import SubagentTracker
+from roost.drivers.usage import ClaudeSpend, budget_guard, claude_session_base
 from roost.models import Job
 from roost.protocol import encode
+from roost.text import failure_line
 from roost.worker_protocol import Oversize, approval, approval_withdrawn, note, response, text_events, turn_end
 
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
@@ -75,6 +81,8 @@ class ClaudeDriver(Driver):
 
     def __init__(self) -> None:
         self._options: Mapping[str, Any] = {}
+        self._config_dir = ""
+        self._remote = False
 
     def check(self, options: Mapping[str, Any]) -> None:
         find_agent_program("Claude Code", str(options.get("command", "claude")), options.get("env") or {},
@@ -88,6 +96,7 @@ class ClaudeDriver(Driver):
         cwd = existing_cwd(job, "Claude Code")
         configured = str(options.get("config_dir") or "")
         config_dir = ctx.state_dir / "claude-config" if not configured else None
+        self._remote = ctx.remote  # its session files are there, not here
         if config_dir is not None:
             config_dir.mkdir(parents=True, exist_ok=True)
         argv = [program, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
@@ -101,6 +110,7 @@ class ClaudeDriver(Driver):
         if options.get("ask_permission", True):
             argv += ["--permission-prompt-tool", "stdio"]
         argv += [str(a) for a in options.get("args") or ()]
+        argv += budget_guard(job.driver_opts.get("budget_usd"))
         session = job.session or str(uuid.uuid4())
         if job.session:
             argv += ["--resume", session]
@@ -109,6 +119,7 @@ class ClaudeDriver(Driver):
         else:
             argv += ["--session-id", session]
         env = inherited_env({"CLAUDE_CONFIG_DIR": str(config_dir or configured), **extra_env, **ctx.roost_env(job)})
+        self._config_dir = env["CLAUDE_CONFIG_DIR"]
         env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         # Each Bash command in the job's directory (a `cd` does not carry over, measured): the cwd its approval shows.
         env.setdefault("CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR", "1")
@@ -119,7 +130,8 @@ class ClaudeDriver(Driver):
         return None, source.session
 
     def adapter(self, job: Job) -> Adapter:
-        return ClaudeAdapter(session=job.session, usage=job.usage, cwd=job.cwd)
+        spend = ClaudeSpend(claude_session_base(None if self._remote else self._config_dir, job.session))
+        return ClaudeAdapter(session=job.session, cwd=job.cwd, config_dir=self._config_dir, spend=spend)
 
 
 class ClaudeAdapter(Adapter):
@@ -130,8 +142,13 @@ class ClaudeAdapter(Adapter):
     ``approval`` event, answered by the ``approval_answer`` that names it.
     """
 
-    def __init__(self, session: str | None, usage: Mapping[str, Any], cwd: str = "") -> None:
+    survives_restart = False
+
+    def __init__(self, session: str | None, cwd: str = "", config_dir: str = "",
+                 spend: ClaudeSpend | None = None) -> None:
         self.cwd = cwd
+        #: The CLAUDE_CONFIG_DIR roost gave Claude Code: where a login it asks for has to be made.
+        self.config_dir = config_dir
         self.session = session
         self.run: Any = None
         self.aborting = False
@@ -148,9 +165,13 @@ class ClaudeAdapter(Adapter):
         #: The run of a prompt that came during a turn of Claude Code's own: Claude Code queues the
         #: message and answers it in a turn after that one (measured), which this run is then.
         self.after_own: Any = None
+        #: Since the last ``result``: Claude Code said something of its own in the turn, and it told of
+        #: a subagent's end (a resumed session's lost subagent: :meth:`_took_in_notice`).
+        self.said, self.notified = False, False
         self.tools: dict[str, tuple[str, Any]] = {}
         self.subagents = SubagentTracker()
-        self.totals = {k: int(usage.get(k) or 0) for k in ("input", "output")}
+        #: The session's running totals, turned into calls (roost/drivers/usage.py).
+        self.spend = spend or ClaudeSpend({} if session is None else None)
         self.context: dict[str, int] = {}
         self._emit: Callable[[dict[str, Any]], None] = lambda event: None
         self._write: Callable[[bytes], None] = lambda data: None
@@ -235,7 +256,8 @@ class ClaudeAdapter(Adapter):
         frame = events[0]
         handler = {"control_response": self._on_control_response, "control_request": self._on_control_request,
                    "control_cancel_request": self._on_cancel, "assistant": self._on_assistant, "user": self._on_user,
-                   "result": self._on_result, "system": self._on_system}.get(frame["type"])
+                   "result": self._on_result, "system": self._on_system,
+                   "rate_limit_event": self._on_rate_limit}.get(frame["type"])
         return handler(frame) if handler else []
 
     def oversize(self, line: Oversize) -> list[dict[str, Any]]:
@@ -283,12 +305,16 @@ class ClaudeAdapter(Adapter):
             status = f"{frame.get('error_status')} " if frame.get("error_status") else ""
             return [note(f"Claude Code: the model call failed ({status}{frame.get('error') or 'error'}); "
                          f"retry {frame.get('attempt')} of {frame.get('max_retries')} "
-                         f"in {int(frame.get('retry_delay_ms') or 0) / 1000:.1f} s")]
+                         f"in {int(frame.get('retry_delay_ms') or 0) / 1000:.1f} s"),
+                    limits.claude_retry(frame, time.time())]
         elif subtype == "task_started" and frame.get("tool_use_id"):
             if frame.get("task_id"):
                 self.tasks[str(frame["tool_use_id"])] = str(frame["task_id"])
             return self.subagents.start(str(frame["tool_use_id"]), frame, background=bool(frame.get("is_backgrounded")))
-        elif subtype == "task_notification" and frame.get("tool_use_id"):
+        elif subtype == "task_notification":
+            self.notified = True
+            if not frame.get("tool_use_id"):  # a subagent of an earlier process (a resumed session's)
+                return []
             self.tasks.pop(str(frame["tool_use_id"]), None)
             status = frame.get("status")
             return self.subagents.finish(str(frame["tool_use_id"]), str(frame.get("summary") or ""),
@@ -341,6 +367,7 @@ class ClaudeAdapter(Adapter):
         content = message.get("content")
         if parent:
             return self.subagents.progress(str(parent), text_of(content))
+        self.said = True
         if isinstance(message.get("usage"), dict):
             usage = message["usage"]
             self.context["context_tokens"] = sum(int(usage.get(k) or 0) for k in (
@@ -381,10 +408,37 @@ class ClaudeAdapter(Adapter):
         if self.aborting or str(frame.get("terminal_reason", "")).startswith("aborted"):
             return events + [self._end("aborted")] + answers
         if frame.get("is_error") or frame.get("subtype") != "success":
-            error = f"Claude Code's turn failed{after_retries(self.retries)}: " + str(
-                frame.get("result") or frame.get("subtype") or "no reason given")
-            return events + [self._end("failed", error=error)]
+            return events + self._failed(frame)
+        if self._took_in_notice(frame):
+            return events
         return events + [self._end("ok")]
+
+    def _took_in_notice(self, frame: dict[str, Any]) -> bool:
+        """Whether this ``result`` ended only Claude Code's taking in a subagent's end, and the prompt's
+        answer comes in the turn after. Measured with 2.1.328: the first message to a resumed session
+        whose background subagent was lost with its process gets a ``task_notification`` (stopped), an
+        ``init`` and an empty ``result`` with no ``terminal_reason``; then an ``init``, the answer and its
+        ``result``. That second result, not the empty one, ends the prompt's turn."""
+        notice_only = (self.notified and not self.said and not frame.get("result")
+                       and not frame.get("terminal_reason") and self.run is not OWN)
+        self.said, self.notified = False, False
+        return notice_only
+
+    def _failed(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        """The end of a failed turn, in Claude Code's words made plain: the limit that bounced it, if
+        one did, and where a login it asks for goes (the config directory roost gave it)."""
+        said = failure_line(str(frame.get("result") or frame.get("subtype") or "no reason given")) or "no reason given"
+        if "/login" in said and self.config_dir:
+            said += (f" (roost gives Claude Code the config directory {self.config_dir}: log in there with "
+                     f"`CLAUDE_CONFIG_DIR={self.config_dir} claude`, or give the profile an ANTHROPIC_API_KEY "
+                     f"in `env`, or set its `config_dir`)")
+        limit = limits.claude_result(frame, time.time())
+        return [*([limit] if limit else []),
+                self._end("failed", error=f"Claude Code's turn failed{after_retries(self.retries)}: {said}")]
+
+    def _on_rate_limit(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        limit = limits.claude_rate_limit_event(frame)
+        return [limit] if limit else []
 
     def _end(self, outcome: str, **fields: Any) -> dict[str, Any]:
         """The turn_end of the turn in flight, which is then over."""
@@ -396,14 +450,8 @@ class ClaudeAdapter(Adapter):
         return turn_end(run, outcome, **fields)
 
     def _usage(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
-        usage = frame.get("usage") or {}
-        self.totals["input"] += sum(int(usage.get(k) or 0) for k in (
-            "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
-        self.totals["output"] += int(usage.get("output_tokens") or 0)
+        """The context's size, and the model calls since the last result (their spend)."""
         windows = [m.get("contextWindow") for m in (frame.get("modelUsage") or {}).values() if isinstance(m, dict)]
         window = next((w for w in windows if isinstance(w, int) and w > 0), None)
-        out: dict[str, Any] = {**self.totals, **self.context, **({"context_window": window} if window else {})}
-        cost = frame.get("total_cost_usd")  # the session's, a resumed one's included (measured)
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0:
-            out["cost"] = float(cost)
-        return [{"type": "usage", "usage": out}]
+        out: dict[str, Any] = {**self.context, **({"context_window": window} if window else {})}
+        return [{"type": "usage", "usage": out}, *self.spend.calls(frame, self.session)]

@@ -16,16 +16,20 @@ What it relies on, measured with Codex 0.169.0 against a fake Responses API (doc
   turn). Closing stdin ends the process.
 - A failing model call is retried by Codex itself (``request_max_retries`` quietly, then
   ``stream_max_retries`` times with an ``error`` notification whose ``willRetry`` is true); the turn
-  then completes ``failed`` with the last error, whose ``codexErrorInfo`` says what kind it was.
+  then completes ``failed`` with the last error, whose ``codexErrorInfo`` says what kind it was. Each
+  retry is also a ``retrying`` event, a 429 or a usage limit a ``limited`` one (roost/drivers/limits.py).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from roost.drivers import limits
+from roost.drivers.usage import codex_call
 from roost.drivers.approvals import bounded, codex_file_what, words
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env, line_field)
@@ -35,6 +39,13 @@ from roost.protocol import encode, loads
 from roost.worker_protocol import Oversize, approval, approval_withdrawn, note, response, text_events, turn_end
 
 INSTALL_HINT = "npm install -g @openai/codex"
+#: What roost sets on Codex's command line, before the profile's ``args`` (which may set it back):
+#: Codex's feature that retries a refused connection for ever ("Reconnecting... waiting for network"
+#: every 5 s doubling to 60 s, whatever the provider's retry settings: measured with 0.169.0) is off,
+#: so a provider nobody can reach fails the turn after ``stream_max_retries`` (docs/agents.md).
+NETWORK_ARGS = ("-c", "features.unbounded_connection_retries=false")
+#: What Codex prints on stderr at every start under a CODEX_HOME in the temporary directory: never why it ended.
+STARTUP_NOISE = ("WARNING: proceeding, even though we could not create PATH aliases",)
 #: Codex's requests that approve one action, and how an answer is written for each.
 APPROVALS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "item/commandExecution/requestApproval": lambda yes: {"decision": "accept" if yes else "decline"},
@@ -77,7 +88,7 @@ class CodexDriver(Driver):
             own = ctx.state_dir / "codex-home"
             own.mkdir(parents=True, exist_ok=True)
             home = str(own)
-        argv = [program, "app-server", *map(str, options.get("args") or ())]
+        argv = [program, "app-server", *NETWORK_ARGS, *map(str, options.get("args") or ())]
         env = inherited_env({"CODEX_HOME": home, **extra_env, **ctx.roost_env(job)})
         self._params = thread_params(job, ctx)
         return Launch(argv=argv, env=env, cwd=cwd, session=job.session, record=ctx.record(job))
@@ -87,7 +98,7 @@ class CodexDriver(Driver):
         return None, source.session
 
     def adapter(self, job: Job) -> Adapter:
-        return CodexAdapter(thread=job.session, params=self._params, usage=job.usage, fork_of=job.fork_of)
+        return CodexAdapter(thread=job.session, params=self._params, fork_of=job.fork_of)
 
 
 class CodexAdapter(Adapter):
@@ -98,8 +109,11 @@ class CodexAdapter(Adapter):
     ``approval`` event, answered by the ``approval_answer`` that names it.
     """
 
-    def __init__(self, thread: str | None, params: dict[str, Any], usage: Mapping[str, Any],
-                 fork_of: str | None = None) -> None:
+    survives_restart = False
+
+    stderr_noise = STARTUP_NOISE
+
+    def __init__(self, thread: str | None, params: dict[str, Any], fork_of: str | None = None) -> None:
         self.thread = thread
         #: The thread a fork's first start forks (``thread/fork``) instead of starting a new one.
         self.fork_of = fork_of
@@ -119,7 +133,6 @@ class CodexAdapter(Adapter):
         self.aborts: list[Any] = []
         #: How many times Codex said it retries the model call in this turn.
         self.retries = 0
-        self.totals = {k: int(usage.get(k) or 0) for k in ("input", "output")}
         self._emit: Callable[[dict[str, Any]], None] = lambda event: None
         self._write: Callable[[bytes], None] = lambda data: None
 
@@ -318,17 +331,21 @@ class CodexAdapter(Adapter):
         return []
 
     def _on_usage(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """The context's size, and the model call it reports (counted once however often it comes)."""
         usage = params.get("tokenUsage") or {}
         last = usage.get("last") or {}
-        self.totals["input"] += int(last.get("inputTokens") or 0)
-        self.totals["output"] += int(last.get("outputTokens") or 0)
-        out: dict[str, Any] = {**self.totals, "context_tokens": int(last.get("totalTokens") or 0)}
+        out: dict[str, Any] = {"context_tokens": int(last.get("totalTokens") or 0)}
         if usage.get("modelContextWindow"):
             out["context_window"] = int(usage["modelContextWindow"])
-        return [{"type": "usage", "usage": out}]
+        return [{"type": "usage", "usage": out}, *codex_call(params, self.thread, str(self.params.get("model") or ""))]
 
     def _on_error(self, params: dict[str, Any]) -> list[dict[str, Any]]:
-        """A retry is a note; the last error is the failed turn's reason (turn/completed carries it)."""
+        """A limit or a retry is its event (roost/drivers/limits.py), and a retry also a note; the last
+        error is the failed turn's reason (turn/completed carries it)."""
+        said = limits.codex_error(params, time.time())
+        return self._error_note(params) + ([said] if said else [])
+
+    def _error_note(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         error = params.get("error") or {}
         if params.get("willRetry"):
             self.retries += 1

@@ -13,7 +13,7 @@ import shutil
 import sys
 from typing import Any, Mapping
 
-from roost.config import MAX_OUTPUT
+from roost.bounds import MAX_OUTPUT
 from roost.drivers.base import Driver, DriverError, Launch, LaunchContext, inherited_env
 from roost.models import Job
 

@@ -18,9 +18,12 @@ relies on (measured and read in pi's source) are in docs/agents.md and the pi re
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from roost.drivers import limits
+from roost.drivers.usage import pi_call
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env, line_field, text_of)
 from roost.models import Job
@@ -105,6 +108,8 @@ class PiAdapter(Adapter):
     It keeps the turn in flight (the run token the daemon gave the prompt) and ends it exactly once,
     at pi's final ``agent_end``.
     """
+
+    survives_restart = False
 
     def __init__(self, provider: str, model: str, retry: bool, settle: float = SETTLE_SECONDS) -> None:
         self.provider = provider
@@ -245,7 +250,7 @@ class PiAdapter(Adapter):
         if message.get("role") != "assistant":
             return []
         text = text_of(message.get("content")).strip()
-        return text_events(text) if text else []
+        return (text_events(text) if text else []) + pi_call(message)  # each assistant message is a model call
 
     def _on_tool_start(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         self.tool_args[str(event.get("toolCallId"))] = event.get("args")
@@ -277,7 +282,8 @@ class PiAdapter(Adapter):
         self._cancel_timer()
         if not self.retry:  # the config turned retries off: cut pi's short; its auto_retry_end ends the turn
             self._write(encode({"type": "abort_retry", "id": OWN_ID + "no-retry"}))
-        return []
+            return []
+        return [limits.pi_retry(event, time.time())] if self.run is not None else []
 
     def _on_retry_end(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         if event.get("success") or self.run is None:
@@ -312,7 +318,9 @@ class PiAdapter(Adapter):
             return []
         if self.aborting:
             return self._finish("aborted")
-        return self._finish("failed", self.error or "the model request failed")
+        error = self.error or "the model request failed"
+        limit = limits.pi_gave_up(error, time.time())
+        return ([limit] if limit else []) + self._finish("failed", error)
 
     def _finish(self, outcome: str, error: str | None = None) -> list[dict[str, Any]]:
         run = self.run
@@ -327,18 +335,10 @@ class PiAdapter(Adapter):
             self.timer = None
 
     def _usage(self, stats: dict[str, Any]) -> list[dict[str, Any]]:
-        """The session's usage, in the keys every driver gives: input with the cached part in it (as
-        Claude Code's and Codex's count it), and the cost when pi prices the model (pi says 0 for a
-        model with no price in its models: then the row has no cost)."""
-        tokens = stats.get("tokens") or {}
+        """The context's size, from the session's stats after each turn (the spend comes with each
+        assistant message: ``pi_call``)."""
         context = stats.get("contextUsage") or {}
-        inputs = [tokens.get(k) for k in ("input", "cacheRead", "cacheWrite")]
-        usage: dict[str, Any] = {
-            "input": sum(n for n in inputs if isinstance(n, int)) if isinstance(inputs[0], int) else None,
-            "output": tokens.get("output"), "context_tokens": context.get("tokens"),
-            "context_window": context.get("contextWindow") or self.context_window}
+        usage: dict[str, Any] = {"context_tokens": context.get("tokens"),
+                                 "context_window": context.get("contextWindow") or self.context_window}
         usage = {k: v for k, v in usage.items() if isinstance(v, int)}
-        cost = stats.get("cost")
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0:
-            usage["cost"] = float(cost)
         return [{"type": "usage", "usage": usage}] if usage else []

@@ -1,5 +1,6 @@
-"""Workers on other hosts over OpenSSH (docs/hosts.md).
+"""Workers on other hosts over OpenSSH, or on the nodes of a Ray cluster (docs/hosts.md).
 
 This package's own import is empty on purpose: ``roost.hosts.remote`` is shipped to the far side in
-the worker bundle and must not pull in the daemon-side modules (``link``, ``placement``, ``commands``).
+the worker bundle and ``roost.hosts.ray_actor`` to a Ray cluster by value; neither may pull in the
+daemon-side modules (``link``, ``placement``, ``commands``, ``ray_relay``).
 """

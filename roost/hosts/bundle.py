@@ -20,9 +20,9 @@ import roost
 
 #: Package-relative files of the worker side: the programs, what they import, the remote wrapper.
 WORKER_SIDE = (
-    "__init__.py", "paths.py", "protocol.py", "socket_connect.py", "client.py", "worker_protocol.py",
-    "proctree.py", "config.py", "config_values.py", "models.py", "bounds.py", "rules/__init__.py",
-    "rules/approvals.py",
+    "__init__.py", "paths.py", "protocol.py", "socket_connect.py", "worker_protocol.py", "proctree.py", "bounds.py",
+    "placeholders.py", "client/__init__.py", "client/wire.py", "client/blocking.py", "client/aio.py",
+    "client/autostart.py",
     "programs/__init__.py", "programs/builtin_agent.py", "programs/command_worker.py",
     "programs/turn_output.py", "programs/worker_process.py",
     "hosts/__init__.py", "hosts/remote.py",

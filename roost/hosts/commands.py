@@ -4,6 +4,7 @@ client's side (the masters' control sockets are the user's own; jobs come from t
 from __future__ import annotations
 
 import collections
+import importlib.util
 import re
 import shlex
 import subprocess
@@ -45,9 +46,12 @@ def host_lines(config: Config, rows: Iterable[dict[str, Any]]) -> list[str]:
             by_host[row["host"]][row["state"]] += 1
     lines = []
     for name, host in sorted(config.hosts.items()):
+        jobs = ", ".join(f"{n} {state}" for state, n in sorted(by_host.pop(name, {}).items())) or "no jobs"
+        if host.kind == "ray":  # each worker's relay connects on its own: there is no master to show
+            lines.append(f"{name}  ray {host.address}{' (insecure)' if host.insecure else ''}  {jobs}")
+            continue
         pid = master_pid(host)
         state = f"connected (master pid {pid})" if pid else "not connected"
-        jobs = ", ".join(f"{n} {state}" for state, n in sorted(by_host.pop(name, {}).items())) or "no jobs"
         lines.append(f"{name}  {host.ssh}{':' + str(host.port) if host.port else ''}  {state}  {jobs}")
     lines += [f"{name}  (not in the config)  {sum(c.values())} jobs" for name, c in sorted(by_host.items())]
     return lines or ["no hosts: add a [hosts.NAME] table to the config (docs/hosts.md)"]
@@ -56,7 +60,12 @@ def host_lines(config: Config, rows: Iterable[dict[str, Any]]) -> list[str]:
 def check(host: HostSettings, drivers: Iterable[DriverProfile] = ()) -> tuple[bool, list[str]]:
     """Whether ``host`` can run roost's workers, and a line per thing checked (what is missing and how
     to fix it), the pi programs of ``drivers``' pi profiles included. Over the daemon's master when it
-    is up, else a connection of its own (batch mode)."""
+    is up, else a connection of its own (batch mode). A Ray host: whether Ray is installed here."""
+    if host.kind == "ray":
+        if importlib.util.find_spec("ray") is None:
+            return False, [f"missing: Ray on this machine (host {host.name} is a Ray cluster): pip install 'roost[ray]'"]
+        return True, [f"a Ray cluster at {host.address}: Ray is installed here; each worker's relay checks the "
+                      f"cluster (its token) when it starts"]
     link = _link(host)
     runner = shlex.join(host.command) if host.command else shlex.quote(host.python)
     shipped = "" if host.command else f"{remote_dir_expr(host.dir)}/{bundle().name}"

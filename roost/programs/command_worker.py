@@ -30,7 +30,8 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
-from roost.config import MAX_OUTPUT, substitute
+from roost.bounds import MAX_OUTPUT
+from roost.placeholders import substitute
 from roost.proctree import MARK_VAR, WorkerTree, become_subreaper, read_proc
 from roost.programs.turn_output import TurnOutput
 from roost.programs.worker_process import WorkerProcess, options

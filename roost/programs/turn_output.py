@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from roost.config import MAX_OUTPUT
+from roost.bounds import MAX_OUTPUT
 from roost.protocol import ENTRY_MAX
 from roost.worker_protocol import note, split_bytes
 

@@ -184,7 +184,7 @@ async def next_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:
 
 # -- a spare: started ahead of its job ----------------------------------------------------------------
 def run_spare(make: Callable[[Path], WorkerProcess]) -> None:
-    """Run as a spare (roost/daemon/spare.py): past the imports, wait for the daemon's ``bind``, take
+    """Run as a spare (roost/daemon/processes/spare.py): past the imports, wait for the daemon's ``bind``, take
     the job it names and go on as ``make(session)``, the worker a fresh launch would have been.
     Before that it answers get_state (it is ready) and refuses anything else."""
     try:

@@ -11,11 +11,11 @@ then finished jobs; within a kind, in the view's order.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from roost.models import NEEDS_INPUT_STATES, UNSEEN_STATES, Row, State
 
-__all__ = ["Attention", "attention_kind", "may_notify", "next_attention", "unseen_mark"]
+__all__ = ["Attention", "attention_kind", "jump_order", "may_notify", "next_attention", "unseen_mark"]
 
 
 class Attention(enum.IntEnum):
@@ -65,6 +65,12 @@ def next_attention(rows: Sequence[Row], current: str | None) -> tuple[Row, Atten
     at = ids.index(current) + 1 if current in ids else 0
     kind, _, row = order[at % len(order)]
     return row, kind
+
+
+def jump_order(rows: Iterable[Row]) -> list[Row]:
+    """The rows the jump visits from a job screen, in the agent view's order (newest first): every
+    job the app holds, its listed rows and the open job's subtree alike."""
+    return sorted((row for row in rows if row.job.archived_at is None), key=lambda row: (-row.job.created_at, row.id))
 
 
 def may_notify(focused: bool | None, last_sent: float | None, now: float, interval: float) -> bool:

@@ -52,6 +52,10 @@ class WorkerFacts:
     closed_for_room: bool = False
     #: When each of its pending approvals was asked (the timeout counts from there).
     approvals_asked: tuple[float, ...] = ()
+    #: When a rate-limited job's bounced turn may go again (None: no limit holds it by time).
+    limit_at: float | None = None
+    #: When a stall bound of its turn passes next (roost/rules/stalls.py; None: none ahead).
+    stall_due: float | None = None
 
 
 def close_blocker(job: Job, worker: WorkerFacts, children: Iterable[Job]) -> str | None:
@@ -64,6 +68,8 @@ def close_blocker(job: Job, worker: WorkerFacts, children: Iterable[Job]) -> str
         return "attached"
     if worker.in_turn:
         return "a turn is running"
+    if job.state == State.RATE_LIMITED:  # its bounced turn goes again at the reset, in this worker
+        return "rate limited"
     if worker.approvals_asked:  # its agent waits on a person (a background subagent, between turns)
         return "an approval is pending"
     if worker.busy:
@@ -133,6 +139,12 @@ def auto_close_due(job: Job, worker: WorkerFacts, children: Iterable[Job], confi
     return at is not None and now >= at
 
 
+def hold_expired(held_since: float | None, config: LifecycleConfig, now: float) -> bool:
+    """Whether reports held since ``held_since`` (None: none held yet) may not wait any longer: the
+    one definition of the report hold's end, for the timer (``hold_due``) and ``report_action``."""
+    return config.report_hold_max <= 0 or (held_since is not None and now >= held_since + config.report_hold_max)
+
+
 def hold_until(worker: WorkerFacts, config: LifecycleConfig) -> float | None:
     """When reports held during a turn must be steered in anyway (the bounded hold)."""
     if worker.held_since is None or not worker.in_turn:
@@ -142,17 +154,17 @@ def hold_until(worker: WorkerFacts, config: LifecycleConfig) -> float | None:
 
 def hold_due(worker: WorkerFacts, config: LifecycleConfig, now: float) -> bool:
     """Whether the bounded hold ran out now: the held reports are steered into the turn."""
-    at = hold_until(worker, config)
-    return at is not None and now >= at
+    return worker.in_turn and worker.held_since is not None and hold_expired(worker.held_since, config, now)
 
 
 def next_due(job: Job, worker: WorkerFacts, children: Iterable[Job], config: LifecycleConfig) -> float | None:
     """The next moment a time rule may act on this job (auto-close, reap, the report hold, an
-    approval's timeout), or None: the engine arms one timer per job for it, so an idle daemon does
+    approval's timeout, a rate limit's reset, a stall bound), or None: the engine arms one timer per job for it, so an idle daemon does
     nothing."""
     kids = list(children)
     times = [t for t in (auto_close_at(job, worker, kids, config), reap_at(job, worker, kids, config),
-                         hold_until(worker, config), next_timeout(worker.approvals_asked, config.approval_timeout))
+                         hold_until(worker, config), next_timeout(worker.approvals_asked, config.approval_timeout),
+                         worker.limit_at, worker.stall_due)
              if t is not None]
     return min(times) if times else None
 
@@ -183,7 +195,7 @@ def report_action(parent: Job, worker: WorkerFacts, question: bool, oldest_held:
         return "deliver"
     if question:
         return "steer"
-    if config.report_hold_max <= 0 or (oldest_held is not None and now - oldest_held >= config.report_hold_max):
+    if hold_expired(oldest_held, config, now):
         return "steer"
     return "hold"
 

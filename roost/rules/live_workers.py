@@ -4,7 +4,7 @@ waiting for a place get one, and which — the least recently used that nothing 
 Every live worker counts, idle ones included: an idle built-in worker holds 22 MB and each agent's
 far more, so a parent that spawns thousands of quick children, or a deep chain, would otherwise
 grow the machine's memory without bound (issue 18 saw 328 live workers and a load over 200 on two
-cores). Pure functions: the run queue (roost/daemon/run_queue.py) gives the counts and facts.
+cores). Pure functions: the run queue (roost/daemon/engine/run_queue.py) gives the counts and facts.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def is_provider(row: Row) -> bool:
 def subagent_says(data: Any) -> tuple[str, bool] | None:
     """Which subagent a ``subagent`` entry's data is about, and whether it says that one works
     (any word but ``done``, ``failed`` or ``stopped``); None when it names none. The one reading of an entry
-    both the panel's rows and the daemon's counts (roost/daemon/index.py) make."""
+    both the panel's rows and the daemon's counts (roost/daemon/storage/index.py) make."""
     if not isinstance(data, Mapping) or not isinstance(data.get("id"), str) or not data["id"]:
         return None
     return data["id"], _STATES.get(str(data.get("state")), State.WORKING) is State.WORKING

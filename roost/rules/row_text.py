@@ -11,13 +11,14 @@ from __future__ import annotations
 import html
 import math
 import re
+import time
 from typing import Any
 
-from roost.models import FINISHED_STATES, NEEDS_INPUT_STATES, Row, State
+from roost.models import FINISHED_STATES, NEEDS_INPUT_STATES, Job, Row, State
 from roost.rules.approvals import describe, pending_line
 
-__all__ = ["STATE_SYMBOLS", "activity_text", "age_seconds", "asked", "format_age", "peek_line", "readable_text",
-           "state_marks", "usage_text", "worker_dot"]
+__all__ = ["STATE_SYMBOLS", "activity_text", "age_seconds", "asked", "format_age", "limited_line", "peek_line", "readable_text",
+           "state_marks", "usage_text", "worker_dot", "cost_text", "spend_text"]
 
 #: One symbol per state; the dot before it says whether a worker is up (see ``worker_dot``).
 STATE_SYMBOLS: dict[State, str] = {
@@ -28,19 +29,15 @@ STATE_SYMBOLS: dict[State, str] = {
     State.IDLE: "–",
     State.DONE: "✓",
     State.BLOCKED: "!",
+    State.RATE_LIMITED: "‖",
     State.STOPPED: "■",
     State.FAILED: "✗",
 }
 
 
-def worker_up(row: Row) -> bool:
-    """Whether the job's worker process runs (the daemon clears the pid when it ends)."""
-    return row.job.pid is not None and not row.job.reaped
-
-
 def worker_dot(row: Row) -> str:
     """● worker up, ○ closed, ◌ not started yet; ◉/◎ the same for a pinned job."""
-    up = worker_up(row)
+    up = row.job.worker_up
     if row.state in (State.QUEUED, State.STARTING) and not up:
         return "◌"
     if row.job.pinned:
@@ -112,20 +109,39 @@ def _compact(n: float) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def usage_text(row: Row) -> str:
-    """Compact usage, "" when nothing is known.
+def cost_text(usd: float, estimate: bool = False) -> str:
+    """Dollars as a row shows them: ``$12``, ``$1.23``, ``$0.04``, ``<$0.01``; ``~`` before an
+    estimate (priced from the config's ``[prices]``, not by the agent)."""
+    mark = "~" if estimate else ""
+    if usd >= 100:
+        return f"{mark}${usd:.0f}"
+    return f"{mark}${usd:.2f}" if usd >= 0.01 or usd == 0 else f"{mark}<$0.01"
 
-    Format: ``"<tokens> tok · ctx <pct>%"`` where tokens is ``input + output`` in compact form
-    (``950``, ``1.2k``, ``12k``, ``1.5M``) and pct is ``context_tokens / context_window``
-    rounded to a whole percent (``<1%`` when small but not zero). Each part is left out when
-    its keys are missing or not numbers; without a window the context shows as a count
-    (``ctx 3.4k``).
-    """
+
+def spend_text(row: Row) -> str:
+    """What the job spent: ``"<tokens> tok · $<cost>"`` (``usage_text`` without the context), "" for none."""
     usage = row.job.usage
     parts: list[str] = []
     inp, out = _count(usage.get("input")), _count(usage.get("output"))
     if inp is not None or out is not None:
         parts.append(f"{_compact((inp or 0) + (out or 0))} tok")
+    cost = _count(usage.get("cost"))
+    if cost:
+        parts.append(cost_text(cost, bool(usage.get("cost_estimate"))))
+    return " · ".join(parts)
+
+
+def usage_text(row: Row) -> str:
+    """Compact usage, "" when nothing is known.
+
+    Format: ``"<tokens> tok · $<cost> · ctx <pct>%"`` where tokens is ``input + output`` in compact
+    form (``950``, ``1.2k``, ``12k``, ``1.5M``), cost is the job's in dollars (``cost_text``) and pct
+    is ``context_tokens / context_window`` rounded to a whole percent (``<1%`` when small but not
+    zero). Each part is left out when its keys are missing or not numbers; without a window the
+    context shows as a count (``ctx 3.4k``).
+    """
+    usage = row.job.usage
+    parts = [spend_text(row)] if spend_text(row) else []
     ctx, window = _count(usage.get("context_tokens")), _count(usage.get("context_window"))
     if ctx is not None:
         if window:
@@ -148,11 +164,28 @@ def activity_text(row: Row, width: int) -> tuple[str, bool]:
     request: what it asks to run); others their last line."""
     if row.state in (State.FAILED, State.STOPPED, State.QUEUED) and row.job.reason:  # a queued one: what it waits for
         return _cut(row.job.reason, width), row.state is State.FAILED
+    if row.state is State.RATE_LIMITED:
+        return _cut(limited_line(row.job), width), False
+    if row.job.stall_words:  # a stall flag: silent for long, or a prompt the worker has not taken
+        return _cut(row.job.stall_words, width), False
+    if row.job.notice:  # what the agent says it retries, or which account's limit the job waits for
+        return _cut(row.job.notice, width), False
     if row.state is State.WAITING and row.job.approvals:
         return _cut(pending_line(row.job.approvals), width), False
     if row.state is State.WAITING and row.job.question and not row.job.approvals:
         return _cut(row.job.question, width), False
     return peek_line(row, width), False
+
+
+def limited_line(job: Job) -> str:
+    """A rate-limited job's words: "rate limited until 14:05 · <the agent's words>" (this machine's
+    local time; the day too when the reset is not within a day)."""
+    until = ""
+    if job.limited_until is not None:
+        at = time.localtime(job.limited_until)
+        near = abs(job.limited_until - job.state_since) < 86400
+        until = " until " + time.strftime("%H:%M:%S" if near else "%Y-%m-%d %H:%M", at)
+    return f"rate limited{until}" + (f" · {job.limited_words}" if job.limited_words else "")
 
 
 def asked(row: Row) -> str:

@@ -19,7 +19,7 @@ AGENT_VIEW_WINDOW = 200
 def _kept_always(row: Row) -> bool:
     job = row.job
     return (job.parent is not None or row.state in ACTIVE_STATES or row.state in NEEDS_INPUT_STATES
-            or row.state is State.FAILED or (job.pid is not None and not job.reaped))
+            or row.state is State.FAILED or job.worker_up)
 
 
 def past_window(rows: Iterable[Row], limit: int = AGENT_VIEW_WINDOW) -> list[str]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from roost.models import State
 
-Q, S, WK, WT, I, D, B, ST, F = (State.QUEUED, State.STARTING, State.WORKING, State.WAITING, State.IDLE,
-                                State.DONE, State.BLOCKED, State.STOPPED, State.FAILED)
+Q, S, WK, WT, I, D, B, ST, F, RL = (State.QUEUED, State.STARTING, State.WORKING, State.WAITING, State.IDLE,
+                                    State.DONE, State.BLOCKED, State.STOPPED, State.FAILED, State.RATE_LIMITED)
 #: Every state but these.
 ALL = frozenset(State)
 
@@ -30,6 +30,8 @@ ROWS: dict[str, tuple[frozenset[State], frozenset[State]]] = {
     "prompt-refused": (frozenset({WK}), _but(WK, ST)),
     # the turn ended: by its report, with a question, or failed
     "turn-end": (frozenset({WK, WT}), frozenset({I, D, B, WT, F})),
+    # the provider bounced the turn with a usage limit or a 429: its message waits for the reset
+    "rate-limited": (frozenset({WK}), frozenset({RL})),
     # the job's own report outside a turn (a shell tool after the fact)
     "report": (_but(ST), frozenset({I, D, B})),
     # its agent asks for an approval, or any change while one is pending (it stays waiting)
@@ -41,7 +43,7 @@ ROWS: dict[str, tuple[frozenset[State], frozenset[State]]] = {
     # a stop, by a person or its owner (from idle, done or failed too while subagents of its agent's
     # own still run: ``Job.stoppable``); an archive of a job that ran
     "stop": (_but(ST), frozenset({ST})),
-    "archive": (frozenset({Q, S, WK, WT, B}), frozenset({ST})),
+    "archive": (frozenset({Q, S, WK, WT, B, RL}), frozenset({ST})),
     # its worker could not start, died, was closed mid-turn, or went with the last daemon;
     # a change the store refused left a turn nothing runs
     "failure": (_but(F, ST), frozenset({F})),

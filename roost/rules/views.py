@@ -3,9 +3,10 @@
 Nothing here does I/O or imports Textual; the clock is always the ``now`` parameter (epoch
 seconds), so every rule can be tested without a terminal and without waiting.
 
-One module for where rows go (the agent view, the panel, the footer hint, the header's counts,
-notifications, the filter), since those share the tree helpers and no view may hold a rule of its
-own; what one row says as text is roost/rules/row_text.py.
+One module for where rows go (the agent view, the panel, the footer hint, notifications, the
+filter), since those share the tree helpers and no view may hold a rule of its own; what one row
+says as text is roost/rules/row_text.py, and the agent view's rows and top-bar counts kept
+between updates roost/rules/view_model.py.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from roost.models import (ACTIVE_STATES, FINISHED_STATES, NEEDS_INPUT_STATES, STOPPABLE_STATES, TURN_STATES, Row,
+from roost.models import (ACTIVE_STATES, FINISHED_STATES, NEEDS_INPUT_STATES, STOPPABLE_STATES, Row,
                           State)
+from roost.rules.row_tree import RowTree
 
 __all__ = [
     "AGENT_VIEW_MODES",
@@ -23,14 +25,15 @@ __all__ = [
     "AgentViewRow",
     "PanelRow",
     "agent_view_rows",
+    "check_mode",
     "filter_matches",
     "filter_rows",
-    "header_counts",
     "newly_notable",
     "panel_rows",
     "parse_filter",
     "subagent_counts",
     "subagent_hint_visible",
+    "summary_text",
     "tree_running_ids",
 ]
 
@@ -73,6 +76,12 @@ class PanelRow:
 # --------------------------------------------------------------------------- helpers
 
 
+def check_mode(mode: str, modes: tuple[str, ...], view: str) -> None:
+    """Raise a clear error for a mode ``view`` does not have."""
+    if mode not in modes:
+        raise ValueError(f"unknown {view} mode {mode!r} (expected one of {', '.join(modes)})")
+
+
 def _live(rows: Iterable[Row]) -> dict[str, Row]:
     """Rows by id, archived ones dropped: no view ever shows an archived job."""
     return {r.id: r for r in rows if r.job.archived_at is None}
@@ -96,18 +105,22 @@ def _newest_first(row: Row) -> tuple[float, str]:
     return (-row.job.created_at, row.id)
 
 
-def _descendants(by_id: Mapping[str, Row], root: str) -> list[Row]:
+def _tree(rows: Iterable[Row] | RowTree) -> RowTree:
+    """The rows as a tree: the one a screen keeps (roost/rules/row_tree.py), or one built now."""
+    return rows if isinstance(rows, RowTree) else RowTree(rows)
+
+
+def _descendants(tree: RowTree, root: str) -> list[Row]:
     """Every non-archived row below ``root``, depth-first, siblings oldest first.
 
     The walk follows non-archived rows only (archiving cascades, so an archived row's subtree
     is archived too) and never visits a row twice, so a corrupt parent cycle cannot loop.
     """
-    children = _children_index(by_id)
     out: list[Row] = []
     seen = {root}
 
     def walk(parent: str) -> None:
-        for child in sorted(children.get(parent, ()), key=_chronological):
+        for child in sorted(tree.children(parent), key=_chronological):
             if child.id in seen:
                 continue
             seen.add(child.id)
@@ -116,10 +129,6 @@ def _descendants(by_id: Mapping[str, Row], root: str) -> list[Row]:
 
     walk(root)
     return out
-
-
-def _worker_up(row: Row) -> bool:
-    return row.job.pid is not None and not row.job.reaped
 
 
 # --------------------------------------------------------------------------- agent view
@@ -136,7 +145,7 @@ def subagent_counts(row: Row) -> tuple[int, int]:
     return row.descendants + job.provider_subagents, row.running_descendants + own_running
 
 
-def _summary(row: Row) -> str:
+def summary_text(row: Row) -> str:
     """``N subagents (k running)``: a parent's row tells about the children it no longer lists."""
     n, running = subagent_counts(row)
     if n <= 0:
@@ -147,6 +156,14 @@ def _summary(row: Row) -> str:
 
 def _agent_view_prefix(depth: int) -> str:
     return "" if depth <= 0 else "  " * (depth - 1) + "↳ "
+
+
+def listed_in_agent_view(is_root: bool, parent_open: bool, state: State, inline: bool = False) -> bool:
+    """Whether the agent view lists a (not archived) job: the one definition the app, the daemon's
+    snapshot (``JobIndex.in_agent_view``) and its pushes (the publisher) share. Every root; with
+    ``inline`` every job; else a child only while nothing holds its parent open and it still works
+    or waits (an orphan that finished is left out)."""
+    return is_root or inline or (not parent_open and state in ACTIVE_STATES)
 
 
 def agent_view_rows(rows: Iterable[Row], mode: str = "hide") -> list[AgentViewRow]:
@@ -160,8 +177,7 @@ def agent_view_rows(rows: Iterable[Row], mode: str = "hide") -> list[AgentViewRo
     mode are oldest first under their parent, the order they were spawned. Archived rows are
     never listed.
     """
-    if mode not in AGENT_VIEW_MODES:
-        raise ValueError(f"unknown agent view mode {mode!r} (expected one of {', '.join(AGENT_VIEW_MODES)})")
+    check_mode(mode, AGENT_VIEW_MODES, "agent view")
     by_id = _live(rows)
 
     def parent_missing(row: Row) -> bool:
@@ -171,10 +187,9 @@ def agent_view_rows(rows: Iterable[Row], mode: str = "hide") -> list[AgentViewRo
         listed = [
             row
             for row in by_id.values()
-            if row.parent is None
-            or ((not row.parent_open or parent_missing(row)) and row.state in ACTIVE_STATES)
+            if listed_in_agent_view(row.parent is None, row.parent_open and not parent_missing(row), row.state)
         ]
-        return [AgentViewRow(row, "", 0, _summary(row)) for row in sorted(listed, key=_newest_first)]
+        return [AgentViewRow(row, "", 0, summary_text(row)) for row in sorted(listed, key=_newest_first)]
 
     # inline
     roots = sorted((r for r in by_id.values() if r.parent is None or parent_missing(r)), key=_newest_first)
@@ -186,7 +201,7 @@ def agent_view_rows(rows: Iterable[Row], mode: str = "hide") -> list[AgentViewRo
         if row.id in seen:
             return
         seen.add(row.id)
-        out.append(AgentViewRow(row, _agent_view_prefix(depth), depth, _summary(row)))
+        out.append(AgentViewRow(row, _agent_view_prefix(depth), depth, summary_text(row)))
         for child in sorted(children.get(row.id, ()), key=_chronological):
             emit(child, depth + 1)
 
@@ -207,14 +222,14 @@ def _shown_normal(row: Row, now: float, lifetime: float) -> bool:
     if state in _RUNNING_STATES:
         return True
     if state is State.IDLE:
-        return _worker_up(row)
+        return row.job.worker_up
     if state in (State.FAILED, State.STOPPED):
         return _within(row, now, lifetime)
     return False  # done: leaves at once (the footer hint points to /subagents)
 
 
 def _finished_recently(row: Row, now: float, lifetime: float) -> bool:
-    finished = row.state in FINISHED_STATES or (row.state is State.IDLE and not _worker_up(row))
+    finished = row.state in FINISHED_STATES or (row.state is State.IDLE and not row.job.worker_up)
     return finished and _within(row, now, lifetime)
 
 
@@ -228,7 +243,7 @@ def _panel_group(row: Row) -> tuple[int, float, str]:
 
 
 def panel_rows(
-    rows: Iterable[Row],
+    rows: Iterable[Row] | RowTree,
     open_job: str,
     now: float,
     mode: str = "normal",
@@ -244,8 +259,7 @@ def panel_rows(
     non-archived descendant, ignoring ``hidden`` and lifetimes. In every mode a row that would
     not be shown stays while something below it is shown, so there is a path to it.
     """
-    if mode not in PANEL_MODES:
-        raise ValueError(f"unknown panel mode {mode!r} (expected one of {', '.join(PANEL_MODES)})")
+    check_mode(mode, PANEL_MODES, "panel")
 
     def shown(row: Row) -> bool:
         if mode == "all":
@@ -256,14 +270,13 @@ def panel_rows(
             return True
         return mode == "recent" and _finished_recently(row, now, lifetime)
 
-    by_id = _live(rows)
-    children = _children_index(by_id)
+    tree = _tree(rows)
     seen = {open_job}
 
     def build(parent: str, depth: int) -> list[PanelRow]:
         """The panel lines of ``parent``'s subtree (without ``parent`` itself)."""
         lines: list[PanelRow] = []
-        for child in sorted(children.get(parent, ()), key=_panel_group):
+        for child in sorted(tree.children(parent), key=_panel_group):
             if child.id in seen:
                 continue
             seen.add(child.id)
@@ -280,21 +293,21 @@ def panel_rows(
     return build(open_job, 1)
 
 
-def subagent_hint_visible(rows: Iterable[Row], open_job: str, now: float, lifetime: float = 30.0) -> bool:
+def subagent_hint_visible(rows: Iterable[Row] | RowTree, open_job: str, now: float, lifetime: float = 30.0) -> bool:
     """Whether the footer shows ``SUBAGENT_HINT``: a descendant finished ``done`` in the last
     ``lifetime`` seconds (its panel row left at once, so the hint says where to find it).
     Failed and stopped rows stay in the panel and need no hint."""
     return any(
         row.state is State.DONE and 0 <= now - row.job.state_since < lifetime
-        for row in _descendants(_live(rows), open_job)
+        for row in _descendants(_tree(rows), open_job)
     )
 
 
-def tree_running_ids(rows: Iterable[Row], root: str) -> list[str]:
+def tree_running_ids(rows: Iterable[Row] | RowTree, root: str) -> list[str]:
     """Ids of every non-archived descendant of ``root`` that is starting, working, waiting or
     blocked: what ``K K`` and ``/subagents stop`` stop, so the app can say how many.
     Depth-first, siblings oldest first; ``root`` itself is never included."""
-    return [row.id for row in _descendants(_live(rows), root) if row.state in _RUNNING_STATES]
+    return [row.id for row in _descendants(_tree(rows), root) if row.state in _RUNNING_STATES]
 
 
 # --------------------------------------------------------------------------- header, notifications, filter
@@ -305,18 +318,6 @@ NOTABLE_STATES: dict[str, frozenset[State]] = {
     "failed": frozenset({State.FAILED}),
     "done": frozenset({State.DONE}),
 }
-
-
-def header_counts(rows: Iterable[Row]) -> dict[str, int]:
-    """The top bar's counts of listed rows: jobs, working, queued, needing a person, failed."""
-    listed = list(rows)
-    return {
-        "jobs": len(listed),
-        "working": sum(r.state in TURN_STATES and r.state is not State.QUEUED for r in listed),
-        "queued": sum(r.state is State.QUEUED for r in listed),
-        "needs you": sum(r.state in NEEDS_INPUT_STATES for r in listed),
-        "failed": sum(r.state is State.FAILED for r in listed),
-    }
 
 
 def newly_notable(before: Mapping[str, State] | None, rows: Iterable[Row],

@@ -9,24 +9,25 @@ import os
 import time
 from collections.abc import Callable
 
-from rich.style import Style
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from roost.client import ClientError
 from roost.config import Config
-from roost.models import NEEDS_INPUT_STATES, Row
-from roost.rules.attention import next_attention, unseen_mark
-from roost.rules.row_text import activity_text, age_seconds, format_age, usage_text
+from roost.models import Row
+from roost.rules.attention import next_attention
+from roost.rules.row_text import usage_text
 from roost.rules.ticks import next_age_change
-from roost.rules.views import AgentViewRow, agent_view_rows, filter_rows, header_counts
+from roost.rules.view_model import AgentListing
+from roost.rules.views import AgentViewRow, agent_view_rows, filter_rows
 from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
 from roost.tui.approval_keys import APPROVAL_KEYS
-from roost.tui.approval_text import APPROVAL_MARK, row_approvals, row_line
+from roost.tui.agent_row_cells import age_cell, row_cells, topbar_text
+from roost.tui.approval_text import row_approvals
 from roost.tui.archived_view import ArchivedScreen
 from roost.tui.command_line import COMMANDS, CommandLine, parse_command
 from roost.tui.dialogs import ConfirmBox, ScriptBox
@@ -34,11 +35,11 @@ from roost.tui.diff_view import open_diff
 from roost.tui.filter_box import FilterBox
 from roost.tui.filter_search import search_every_record
 from roost.tui.job_screen import JobScreen
-from roost.tui.job_table import Column, JobTable, table_columns
+from roost.tui.job_table import JobTable, table_columns
 from roost.tui.peek_pane import PEEK_ENTRIES, PeekPane
-from roost.tui.looks import BOLD, STATE_CELL_WIDTH, cell, state_marks, state_text
 from roost.tui.roost_screen import RoostScreen, plural, send_outcome, stopped_text
 from roost.tui.search_screen import SearchScreen
+from roost.tui.usage_screen import UsageScreen
 
 class AgentViewScreen(RoostScreen):
     """Every listed job, newest first; Enter opens one."""
@@ -61,6 +62,7 @@ class AgentViewScreen(RoostScreen):
         Binding("A", "archived", "archived"),
         Binding("d", "diff", "diff"),
         Binding("S", "search", "search", show=False),
+        Binding("U", "usage", "usage", show=False),
         Binding("F", "fork", "fork", show=False),
         Binding("j,down", "move(1)", "down", show=False),
         Binding("k,up", "move(-1)", "up", show=False),
@@ -74,15 +76,19 @@ class AgentViewScreen(RoostScreen):
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], select: str | None = None) -> None:
         super().__init__(link, config, clock)
         self._select = select
-        self._cells: dict[str, dict[str, tuple[str, object]]] = {}
+        #: The age each row in the table was last drawn with: a tick draws again only those that changed.
+        self._ages: dict[str, str] = {}
+        #: Whether some listed job has usage figures (the table gives them a column when wide).
+        self._usage = False
+        #: The listed rows and the top bar's counts, changed by the rows an update names.
+        self.listing = AgentListing(config.agent_view_subagents)
         #: Rows the daemon found for the filter beyond the listing window (roost/tui/filter_search.py),
         #: and how many matched when that was more than it sent (else None).
         self.found: dict[str, Row] = {}
         self.found_of: int | None = None
-        self._columns: list[Column] = []
         # Kept, not queried: the footer asks check_action even while the screen is taken down.
         self.topbar = Static(id="topbar")
-        self.table = JobTable(id="jobs", cursor_type="row")
+        self.table = JobTable(self._cells, id="jobs")
         self.empty = Static("no jobs yet: press n to start one, or run  roost demo", id="empty")
         self.command_line = CommandLine(placeholder=" · ".join(COMMANDS), id="command", select_on_focus=False)
         self.filter_box = FilterBox(id="filter")
@@ -107,44 +113,46 @@ class AgentViewScreen(RoostScreen):
         self.arm_tick()  # more rows in view, or fewer
 
     # -- drawing ----------------------------------------------------------------------------------
-    def _layout(self, width: int) -> None:
+    def _layout(self, width: int, changed: set[str] | None = None) -> None:
         """(Re)make the columns for this width; only a resize, the first draw, or the first
-        usage figures come here."""
-        usage = any(usage_text(row) for row in self.link.rows.values())
-        columns = table_columns(width, usage)
-        if columns == self._columns:
-            return
-        self._columns = columns
-        table = self.table
-        selected = table.selected_id()
-        table.clear(columns=True)
-        for column in columns:
-            table.add_column(column.label, width=column.width, key=column.key)
-        self._cells.clear()
-        self._sync(selected)
+        usage figures come here. With ``changed`` (the rows an update changed, none of them gone)
+        only those are read for usage: a job's usage figures only grow, so they stay once seen."""
+        rows = self.link.rows
+        if changed is not None and changed <= rows.keys():
+            self._usage = self._usage or any(usage_text(rows[job_id]) for job_id in changed)
+        else:
+            self._usage = any(usage_text(row) for row in rows.values())
+        columns = table_columns(width, self._usage)
+        if columns != self.table.columns:
+            self.table.set_columns(columns)
+            self._sync(self.table.selected_id())
+
+    def _cells(self, job_id: str, item: AgentViewRow) -> list[Text]:
+        """A row's cells, asked for by the table when it draws the row."""
+        assert self.palette is not None
+        now = self.clock()
+        self._ages[job_id] = age_cell(item, self.palette, now).plain
+        return row_cells(item, self.table.columns, self.palette, now)
 
     def rows_changed(self, update: LinkUpdate) -> None:
-        if update.rows:
-            self._layout(self.size.width)
-            self._sync(self.table.selected_id())
+        if update.rows or update.counts:
+            self._layout(self.size.width, update.rows)
+            self._sync(self.table.selected_id(), update.rows)
             row = self._selected()
             if (row is not None and self.peek.display and row.id in update.rows
                     and tuple(approval.id for approval in row_approvals(row)) != self.peek.approvals):
                 self._read_peek(row.id)  # what it asks came or went: peek shows it now
 
     def tick(self) -> None:
-        """Only the ages move with time: draw the age cells in view whose text changed, nothing
-        else (rows scrolled into view are ticked then: ``_scrolled``)."""
+        """Only the ages move with time: draw again the rows in view whose age text changed,
+        nothing else (rows scrolled into view are drawn as they are then)."""
         assert self.palette is not None
         now = self.clock()
-        for job_id in self.table.visible_ids():
-            row, cells = self.link.rows.get(job_id), self._cells.get(job_id)
-            if row is None or cells is None:
-                continue
-            text = cell(format_age(age_seconds(row, now)), self.palette.muted)
-            if text.plain != cells["age"][0]:
-                self.table.update_cell(job_id, "age", text)
-                cells["age"] = (text.plain, text.style)
+        table = self.table
+        for job_id in table.visible_ids():
+            item = table.rows[job_id]
+            if self._ages.get(job_id) != age_cell(item, self.palette, now).plain:
+                table.refresh_row(job_id)
 
     def next_change(self, now: float) -> float | None:
         return next_age_change((self.link.rows[key] for key in self.table.visible_ids() if key in self.link.rows), now)
@@ -152,117 +160,55 @@ class AgentViewScreen(RoostScreen):
     @on(JobTable.Scrolled)
     def _scrolled(self) -> None:
         if self.palette is not None:
-            self.tick()
+            self.tick()  # a row drawn before, when it was last in view, may show an older age
             self.arm_tick()
 
     def restyle(self) -> None:
-        self._cells = {key: {} for key in self._cells}  # every cell of every row is drawn again
+        self.table.clear_cache()  # every row in view is drawn again, in the new colours
         self._sync(self.table.selected_id())
 
-    def _sync(self, selected: str | None) -> None:
-        """Make the table match the listed rows: cells that changed, rows that came or went."""
-        if not self._columns or self.palette is None:
+    def _sync(self, selected: str | None, changed: set[str] | None = None) -> None:
+        """Make the table hold the listed rows, in order; it draws again only the rows in view
+        whose row changed. With ``changed`` (the rows an update named) the listing and the table
+        look at those rows alone, unless one of them came, left or moved."""
+        mode = self.config.agent_view_subagents
+        if self.listing.mode != mode:
+            self.listing, changed = AgentListing(mode), None
+        if changed is None:
+            self.listing.reset(self.link.rows)
+        in_place = self.listing.update(self.link.rows, changed) if changed is not None else None
+        if not self.table.columns or self.palette is None:
             return
-        every = agent_view_rows(self.link.rows.values(), self.config.agent_view_subagents)
-        searched = agent_view_rows({**self.found, **self.link.rows}.values(), self.config.agent_view_subagents) \
-            if self.found else every
-        kept = {row.id for row in filter_rows((item.row for item in searched), self.filter_text)}
-        listed = [item for item in searched if item.row.id in kept]
-        wanted = [item.row.id for item in listed]
+        every = self.listing.items
+        if self.found:  # the filter's search found rows beyond the window: listed among them
+            searched, in_place = agent_view_rows({**self.found, **self.link.rows}.values(), mode), None
+        else:
+            searched = every
+        listed = searched
+        if self.filter_text:
+            kept = {row.id for row in filter_rows((item.row for item in searched), self.filter_text)}
+            listed = [item for item in searched if item.row.id in kept]
         table = self.table
-        with self.app.batch_update():
-            for key in set(self._cells) - set(wanted):
-                table.remove_row(key)
-                del self._cells[key]
-            current = [r.key.value for r in table.ordered_rows]
-            if current != wanted[: len(current)]:
-                table.clear()  # the order changed (a new job sorts first): lay the rows out again
-                self._cells.clear()
-            now = time.monotonic()
-            for item in listed:
-                self._put(item)
-                self.shown.show(item.row.id, next(iter(row_approvals(item.row)), None), now)
-            self.shown.keep(wanted)
-            if self._select in self._cells:
-                selected, self._select = self._select, None
-            if selected in self._cells:
-                table.move_cursor(row=table.get_row_index(selected), animate=False)
+        table.set_rows(((item.row.id, item) for item in listed), in_place)
+        if in_place is None or self.filter_text:  # rows may have left
+            self._ages = {job_id: age for job_id, age in self._ages.items() if job_id in table.rows}
+        now = time.monotonic()
+        for item in listed if in_place is None else (table.rows[key] for key in in_place if key in table.rows):
+            # most rows ask nothing: their approvals are not read
+            self.shown.show(item.row.id, next(iter(row_approvals(item.row)), None) if item.row.job.approvals else None,
+                            now)
+        if in_place is None or self.filter_text:
+            self.shown.keep(list(table.rows))
+        if self._select in table.rows:
+            selected, self._select = self._select, None
+        if selected in table.rows:
+            table.move_cursor(row=table.get_row_index(selected))
         self.empty.display = not listed
         self.empty.update("no job matches the filter: esc clears it" if self.filter_text and every
                           else "no jobs yet: press n to start one, or run  roost demo")
-        self._draw_topbar(every)
+        self.topbar.update(topbar_text(self.listing.counts.as_dict(), self.listing.approvals, self.link.counts,
+                                       self.palette, self.link.more, self.filter_text, len(self.found), self.found_of))
         self.arm_tick()  # other rows in view (a filter, new rows): their ages say when to tick
-
-    def _put(self, item: AgentViewRow) -> None:
-        """Add the row, or update only the cells whose text or colour changed."""
-        cells = self._row_cells(item)
-        table = self.table
-        old = self._cells.get(item.row.id)
-        if old is None:
-            table.add_row(*(cells[c.key] for c in self._columns), key=item.row.id)
-        else:
-            for key, text in cells.items():
-                if old.get(key) != (text.plain, text.style):
-                    table.update_cell(item.row.id, key, text)
-        self._cells[item.row.id] = {key: (text.plain, text.style) for key, text in cells.items()}
-
-    def _row_cells(self, item: AgentViewRow) -> dict[str, Text]:
-        assert self.palette is not None
-        palette, row = self.palette, item.row
-        asks = row.state in NEEDS_INPUT_STATES
-        widths = {c.key: c.width for c in self._columns}
-        usage = usage_text(row)
-        said, failed = activity_text(row, widths["activity"])
-        # Why it failed comes first, so a narrow column keeps the start of the reason.
-        activity = [part for part in ((said, item.summary) if failed else (item.summary, said)) if part]
-        if usage and "usage" not in widths:
-            activity.append(usage)
-        tone = palette.error if failed else palette.text if asks else palette.muted
-        approvals = row_approvals(row)
-        if approvals:  # what it asks to run comes first, and takes what the summary leaves
-            room = widths["activity"] - len(item.summary) - 3
-            summary = [item.summary] if item.summary and room >= 16 else []
-            activity = [row_line(approvals, room if summary else widths["activity"]), *summary]
-            tone = palette.warning
-        cells = {
-            "state": (state_text(row, palette) if widths["state"] >= STATE_CELL_WIDTH
-                      else cell(state_marks(row), palette.for_state(row.state))),
-            "id": cell(row.id, palette.muted),
-            "title": cell(item.prefix + ("• " if unseen_mark(row) else "") + row.job.title,
-                          palette.warning + BOLD if asks else palette.text + BOLD if unseen_mark(row) else palette.text),
-            "age": cell(format_age(age_seconds(row, self.clock())), palette.muted),
-            "activity": cell(" · ".join(activity), tone),
-        }
-        if "usage" in widths:
-            cells["usage"] = cell(usage, palette.muted)
-        return cells
-
-    def _draw_topbar(self, listed: list[AgentViewRow]) -> None:
-        """What needs you first (failed, asking, approvals), then the counts: a narrow terminal
-        cuts the bar at its end, so "failed" is the last word it may lose."""
-        assert self.palette is not None
-        palette = self.palette
-        counts = header_counts(item.row for item in listed)
-        asking, approvals = counts["needs you"], sum(len(row_approvals(item.row)) for item in listed)
-        parts: list[tuple[object, str, Style | str]] = [
-            (counts["failed"], f"{counts['failed']} failed", palette.error + BOLD),
-            (asking, f"{asking} need{'s' if asking == 1 else ''} you", palette.warning + BOLD),
-            (approvals, f"{APPROVAL_MARK} {plural(approvals, 'approval')}", palette.warning + BOLD),
-            (True, plural(counts["jobs"], "job"), ""),
-            (True, f"{counts['working']} working", ""),
-            (counts["queued"], f"{counts['queued']} queued", palette.muted),
-            (self.link.more, f"{self.link.more:,} older not listed: roost ls --all", palette.muted),
-            (self.filter_text, f"filter: {self.filter_text}", palette.primary),
-        ]
-        bar = Text("roost", style="bold")
-        for shown, text, style in parts:
-            if shown:
-                bar.append("  ·  ")
-                bar.append(text, style=style)
-        if self.filter_text and self.found_of is not None:  # the filter's text is the bar's last part
-            bar.append(f" (the newest {len(self.found):,} of {self.found_of:,} matches: roost ls --all)",
-                       style=palette.muted)
-        self.topbar.update(bar)
 
     # -- keys --------------------------------------------------------------------------------------
     def _selected(self) -> Row | None:
@@ -295,11 +241,10 @@ class AgentViewScreen(RoostScreen):
         (``yes``) they are text, which the agent view takes none of."""
         return APPROVAL_KEYS if self.answer_place() is not None else frozenset()
 
-    @on(DataTable.RowSelected)
-    def _clicked(self, event: DataTable.RowSelected) -> None:
+    @on(JobTable.RowSelected)
+    def _clicked(self, event: JobTable.RowSelected) -> None:
         """A click on the row under the cursor (Enter is the ``open`` action)."""
-        if event.row_key.value is not None:
-            self.open_job(event.row_key.value)
+        self.open_job(event.key)
 
     def open_job(self, job_id: str) -> None:
         self.app.push_screen(JobScreen(self.link, self.config, self.clock, job_id))
@@ -312,18 +257,17 @@ class AgentViewScreen(RoostScreen):
 
     def action_edge(self, index: int) -> None:
         """``g``/Home: the first row; ``G``/End: the last."""
-        if self.table.row_count:
-            self.table.move_cursor(row=index % self.table.row_count, animate=False)
+        self.table.action_edge(index)
 
     def action_next_needing(self) -> None:
         """``w``: the next row that needs you, the most urgent kind first (roost/rules/attention.py)."""
-        ids = [r.key.value for r in self.table.ordered_rows]
+        ids = self.table.keys()
         found = next_attention([row for job_id in ids if (row := self._row(job_id))], self.table.selected_id())
         if found is None:
             self.status.say("no job needs you")
             return
         row, kind = found
-        self.table.move_cursor(row=ids.index(row.id), animate=False)
+        self.table.move_cursor(row=self.table.get_row_index(row.id))
         self.status.say(f"{kind.word}: {row.job.title}")
 
     # -- peek, filter, rename, archived ------------------------------------------------------------------
@@ -332,7 +276,7 @@ class AgentViewScreen(RoostScreen):
         self.peek.display = not self.peek.display
         self._peek_selected()
 
-    @on(DataTable.RowHighlighted)
+    @on(JobTable.RowHighlighted)
     def _highlighted(self) -> None:
         self._peek_selected()
 
@@ -397,6 +341,10 @@ class AgentViewScreen(RoostScreen):
             self.app.push_screen(JobScreen(self.link, self.config, self.clock, job_id, at=seq))
 
         self.app.push_screen(SearchScreen(self.link, self.config, self.clock, open_at))
+
+    def action_usage(self) -> None:
+        """``U``: what jobs spent, today, this week and by tree (roost usage)."""
+        self.app.push_screen(UsageScreen(self.link, self.config, self.clock))
 
     def action_fork(self) -> None:
         """``F``: a new job that goes on from the selected job's conversation (roost fork)."""

@@ -15,14 +15,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Protocol
+
+from textual.app import App
 
 from roost.rules.approvals import rule_for
 from roost.tui.approval_text import Approval, summary
 from roost.tui.dialogs import FRESH_KEYS_GRACE, AnswerBox
+from roost.tui.status_line import StatusLine
 
-if TYPE_CHECKING:
-    from roost.tui.roost_screen import RoostScreen
+
+class Answering(Protocol):
+    """What answering needs of a screen (every ``RoostScreen``): its status line, its requests, its app."""
+
+    status: StatusLine
+
+    @property
+    def app(self) -> App[Any]: ...
+
+    def request(self, op: str, args: dict[str, Any], then: Callable[[Any], str | None]) -> Any: ...
 
 #: The keys that answer where an approval is shown (docs/keys.md): approve once, approve for the
 #: rest of the job, deny. Each acts only pressed on its own (a burst makes it text).
@@ -77,7 +88,7 @@ def key_target(shown: ShownApprovals, place: str, key_time: float | None,
     return approval
 
 
-def answer(screen: RoostScreen, target: Approval | str, decision: str) -> None:
+def answer(screen: Answering, target: Approval | str, decision: str) -> None:
     """Answer ``target`` (``once``, ``job`` or ``deny``); ``job`` and ``deny`` ask first (the rule,
     pre-filled with what the daemon would add, to edit; the reason, optional)."""
     if isinstance(target, str):

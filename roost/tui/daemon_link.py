@@ -19,6 +19,7 @@ from textual.message import Message
 from roost import paths as paths_mod
 from roost.client import AsyncClient, ClientError, start_daemon
 from roost.models import Row
+from roost.rules.counts import WorkCounts
 from roost.rules.row_text import readable_text
 from roost.rules.row_window import AGENT_VIEW_WINDOW, past_window
 from roost.text import safe_text
@@ -125,6 +126,8 @@ class LinkUpdate:
 
     rows: set[str] = field(default_factory=set)
     entries: list[dict[str, Any]] = field(default_factory=list)
+    #: Whether the working and queued counts changed (``DaemonLink.counts``).
+    counts: bool = False
 
 
 class DaemonLink:
@@ -153,6 +156,8 @@ class DaemonLink:
         self.rows: dict[str, Row] = {}
         #: How many finished root jobs the agent view's subscription left out (old ones).
         self.more = 0
+        #: Working and queued jobs, subagents too, and the run slots used: the daemon's, as the top bar says them.
+        self.counts = WorkCounts()
         #: The store's repair notice, from the hello and then its ``store_notice`` events (the banner shows it).
         self.store_notice: str | None = None
         self._held: dict[int, set[str]] = {}
@@ -171,6 +176,7 @@ class DaemonLink:
         self._held.clear()
         result, rows = await self.source.subscribe("agent_view", inline=inline)
         self.more = int(result.get("more") or 0)
+        self.counts = WorkCounts.from_wire(result.get("counts"))
         self._view_sub = result["sub"]
         update = self.hold(result["sub"], rows)
         update.rows |= gone
@@ -238,6 +244,9 @@ class DaemonLink:
                 update.entries.append(event["entry"])
             elif kind == "store_notice":
                 self.store_notice = event.get("text")
+            elif kind == "counts":
+                self.counts = WorkCounts.from_wire(event.get("counts"))
+                update.counts = True
         update.rows |= self._bound_view()
         return update
 

@@ -139,7 +139,9 @@ def _entry_body(kind: str, data: dict[str, Any], palette: Palette) -> Text | Non
     if kind == "reported":
         return Text(f"⇡ reported {data.get('state')} to {data.get('to')}", style=palette.muted)
     if kind == "worker":
-        return Text(f"· worker {'resumed' if data.get('resumed') else 'started'} (pid {data.get('pid')})",
+        how = "re-adopted after a restart of the daemon" if data.get("adopted") else \
+            "resumed" if data.get("resumed") else "started"
+        return Text(f"· worker {how} (pid {data.get('pid')})",
                     style=palette.muted)
     if kind == "closed":
         return Text(f"· worker closed: {data.get('reason', '')}", style=palette.muted)

@@ -4,22 +4,33 @@ the listing window left older jobs out, the filter text goes to the daemon (``li
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from textual import work
 
 from roost.client import ClientError
-from roost.tui.daemon_link import safe_row
+from roost.config import Config
+from roost.models import Row
+from roost.tui.daemon_link import DaemonLink, safe_row
+from roost.tui.status_line import StatusLine
 
-if TYPE_CHECKING:
-    from roost.tui.agent_view import AgentViewScreen
+
+class Searching(Protocol):
+    """What the search needs of the agent view: where to ask, what is typed, where the rows go."""
+
+    config: Config
+    link: DaemonLink
+    status: StatusLine
+    filter_text: str
+
+    def show_found(self, rows: list[Row], total: int | None) -> None: ...
 
 #: The most rows one search brings in (newest first); the top bar says how many more matched.
 SEARCH_LIMIT = 500
 
 
 @work(group="filter-search", exclusive=True)
-async def search_every_record(screen: AgentViewScreen, text: str) -> None:
+async def search_every_record(screen: Searching, text: str) -> None:
     """Ask the daemon for every job the filter ``text`` matches, and show them while it holds."""
     inline = screen.config.agent_view_subagents == "inline"
     try:

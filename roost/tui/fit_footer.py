@@ -6,6 +6,9 @@ Textual's footer lays its keys out in a row and a narrow terminal cuts the last 
 
 from __future__ import annotations
 
+from typing import Any
+
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
@@ -28,7 +31,22 @@ def fitting(widths: list[tuple[int, bool]], room: int) -> list[bool]:
 
 
 class FitFooter(Footer):
-    """Textual's footer (compact) that never cuts a key."""
+    """Textual's footer (compact) that never cuts a key, and is made again only when the keys it
+    shows change: Textual's remakes it (a layout of the whole screen) on every ``refresh_bindings``,
+    which a job screen calls with every batch of rows, and a flood made each key wait behind them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._shown: tuple[tuple[str, str, str, bool], ...] | None = None
+
+    def bindings_changed(self, screen: Screen[Any]) -> None:
+        shown = tuple((key, b.binding.action, b.binding.description, b.enabled)
+                      for key, b in screen.active_bindings.items() if b.binding.show)
+        if shown == self._shown and self._bindings_ready:
+            return
+        if screen.app.app_focus:  # Textual's remakes it only then: remember what it shows
+            self._shown = shown
+        super().bindings_changed(screen)
 
     async def recompose(self) -> None:
         await super().recompose()

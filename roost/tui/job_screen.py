@@ -1,7 +1,8 @@
 """A job opened from the agent view or the subagent panel: its transcript, its subagents, a composer.
 
-Its length is the panel's bindings and the composer's commands, one action each; the transcript,
-the panel, the composer and the diff and provider views are widgets of their own."""
+Its length is the panel's bindings and the composer's commands, one action each; reading the job
+(job_feed.py), the panel's row keys (panel_keys.py), the job bar, the transcript, the panel, the
+composer and the diff and provider views are modules of their own."""
 
 from __future__ import annotations
 
@@ -10,28 +11,26 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Static
 
-from roost.client import ClientError
 from roost.config import Config
-from roost.models import STOPPABLE_STATES, State
+from roost.models import State
+from roost.rules.attention import jump_order, next_attention
 from roost.rules.provider_subagents import READ_ONLY_HINT, is_provider
-from roost.rules.row_text import age_seconds, format_age, usage_text
 from roost.rules.ticks import next_age_change, next_lifetime_end
-from roost.rules.views import SUBAGENT_HINT, subagent_counts, subagent_hint_visible, tree_running_ids
+from roost.rules.views import SUBAGENT_HINT, subagent_hint_visible, tree_running_ids
 from roost.tui.approval_block import ApprovalBlock
 from roost.tui.approval_keys import APPROVAL_KEYS
 from roost.tui.approval_text import Approval, row_approvals
 from roost.tui.composer import Composer
-from roost.tui.daemon_link import DaemonLink, LinkUpdate, safe_row
+from roost.tui.daemon_link import DaemonLink, LinkUpdate
 from roost.tui.diff_view import open_diff
 from roost.tui.filter_box import FilterBox
-from roost.tui.looks import state_text
-from roost.tui.provider_view import ProviderView
+from roost.tui.job_bar import JobBar
+from roost.tui.job_feed import JobFeed
+from roost.tui.panel_keys import PANEL_ACTIONS, READ_ONLY_ACTIONS, PanelKeys
 from roost.tui.roost_screen import JobClosed, RoostScreen, plural, send_outcome
 from roost.tui.subagent_panel import SubagentPanel
 from roost.tui.transcript import Transcript
@@ -40,18 +39,11 @@ from roost.tui.transcript import Transcript
 SUBAGENT_COMMANDS = {"": "recent", "all": "all", "stop": "stop"}
 #: The composer's commands, for the messages that list them.
 COMPOSER_COMMANDS = "/subagents, /subagents all, /subagents stop, /stop or /diff"
-#: Actions of the panel (bound here, so what they open opens at once): only while it has the focus.
-PANEL_ACTIONS = frozenset({"open_subagent", "message_subagent", "rename_subagent", "stop_or_hide", "stop_subagents",
-                           "leave_panel", "panel_edge", "panel_filter", "diff_subagent"})
-#: Panel actions a provider subagent's (read-only) row does not take.
-READ_ONLY_ACTIONS = frozenset({"message_subagent", "rename_subagent", "diff_subagent"})
-#: Entries shown above the one a search result opens at (scrolling up reads the rest).
-OPEN_AT_ABOVE = 5
 #: Key names of printable keys that are not the character itself.
 _KEY_CHARACTERS = {"slash": "/", "question_mark": "?"}
 
 
-class JobScreen(RoostScreen):
+class JobScreen(JobFeed, PanelKeys, RoostScreen):
     """One job: what it said and did, its subagents, and a composer to write to it."""
 
     CSS_PATH = "job_screen.tcss"
@@ -75,15 +67,20 @@ class JobScreen(RoostScreen):
         Binding("ctrl+t", "stamp", "times", key_display="^t"),
         Binding("ctrl+o", "unfold", "unfold", key_display="^o"),
         Binding("d", "diff_subagent", "diff"),
+        # ``w`` where the focus takes no text (the panel, the approval block); Ctrl+N anywhere, the composer too.
+        Binding("ctrl+n", "next_needing", "next needing you", key_display="^n"),
+        Binding("w", "next_needing", "next needing you", show=False),
         # Last, so the footer keeps its order when no approval waits (keys already bound keep their place).
         Binding("up", "enter_block", "answer the request", key_display="↑"),
         Binding("escape,down", "leave_block", "back to the composer", key_display="esc"),
     ]
 
     def __init__(self, link: DaemonLink, config: Config, clock: Callable[[], float], job_id: str,
-                 at: int | None = None) -> None:
+                 at: int | None = None, notice: str = "") -> None:
         super().__init__(link, config, clock)
         self.job_id = job_id
+        #: What the status line says once the screen is up (the jump says why it opened this job).
+        self.notice = notice
         #: The entry to open at (a search result), instead of the tail.
         self.at = at
         #: Whether the transcript has been read once.
@@ -94,7 +91,7 @@ class JobScreen(RoostScreen):
         #: This screen's subscriptions on the current connection (its subtree, its timeline).
         self._subs: list[int] = []
         # Kept, not queried: the footer asks check_action even while the screen is taken down.
-        self.jobbar = Static(id="jobbar")
+        self.jobbar = JobBar(id="jobbar")
         self.transcript = Transcript(id="transcript")
         self.panel = SubagentPanel(job_id, clock, config.finished_row_lifetime, id="panel")
         self.filter_box = FilterBox(id="panel-filter")
@@ -117,98 +114,20 @@ class JobScreen(RoostScreen):
         super().on_mount()
         self.restyle()
         self.set_focus(self.composer)
+        if self.notice:
+            self.status.say(self.notice)
         self.follow()
 
     def on_unmount(self) -> None:
         self.app.post_message(JobClosed(self.job_id, tuple(self._subs)))
 
-    @work(group="load", exclusive=True)
-    async def follow(self) -> None:
-        """Open the job (which resumes a closed one) and subscribe to its subtree and timeline.
-
-        The first time, the transcript starts from the newest page of the log and the timeline
-        is followed from its last entry, so none falls between; after a reconnect it goes on
-        from the last entry shown (a gap too big for one snapshot starts from the newest page, or,
-        while the person reads further up, is left for the transcript to page in below)."""
-        self._subs, self._streaming = [], False
-        try:
-            await self.link.call("attach", job=self.job_id, resume=True)  # opening a job resumes it
-            await self.link.call("seen", job=self.job_id)  # and shows it to a person: its mark goes for every client
-            sub, _, update = await self.link.subscribe("subtree", job=self.job_id)
-            self._subs.append(sub["sub"])
-            own = await self.link.call("show", job=self.job_id)
-            update.rows |= self.link.hold(sub["sub"], [own], newer=False).rows
-            self.path = await self._path_to_root(own.get("parent"))
-            if not self.loaded and self.at is not None:  # a search result: the entry, and a few before it
-                above = await self.link.call("logs", job=self.job_id, before=self.at, limit=OPEN_AT_ABOVE)
-                page = await self.link.call("logs", job=self.job_id, after=self.at - 1)
-                self.transcript.start_at(above["entries"], page["entries"], above["more"], page["more"])
-                self.panel.take_entries([*above["entries"], *page["entries"]])
-            elif not self.loaded:
-                page = await self.link.call("logs", job=self.job_id)
-                self.transcript.start(page["entries"], page["more"])
-                self.panel.take_entries(page["entries"])
-            result, entries, _ = await self.link.subscribe("timeline", job=self.job_id, after=self.transcript.last_seq)
-            self._subs.append(result["sub"])
-            if result.get("skipped") and not self.transcript.following:
-                self.transcript.missed()  # the person reads further up: what was missed pages in below
-            elif result.get("skipped"):
-                page = await self.link.call("logs", job=self.job_id)
-                self.transcript.start(page["entries"], page["more"])
-        except ClientError as exc:
-            self.status.say(exc.message, error=True)
-            return
-        self.transcript.add(entries)
-        self.transcript.add(self._early)  # what streamed in while the log was on its way
-        self.panel.take_entries([*entries, *self._early])
-        self._early.clear()
-        self.loaded = self._streaming = True
-        self.rows_changed(update)
-
-    async def _path_to_root(self, parent: str | None) -> list[str]:
-        """The titles of every job above this one, root first (rows the app holds, else ``show``)."""
-        titles: list[str] = []
-        seen: set[str] = set()
-        while parent is not None and parent not in seen:
-            seen.add(parent)
-            row = self.link.rows.get(parent) or safe_row(await self.link.call("show", job=parent))
-            titles.append(row.job.title)
-            parent = row.parent
-        return titles[::-1]
-
     @on(Transcript.Older)
     def _older(self, message: Transcript.Older) -> None:
         self._read_older(message.before)
 
-    @work(group="older", exclusive=True)
-    async def _read_older(self, before: int) -> None:
-        """The page of the timeline before ``before``, above what the transcript shows."""
-        page = await self._logs_page(before=before)
-        if page is not None:
-            self.transcript.prepend(before, page["entries"], page["more"])
-            self.panel.take_entries(page["entries"])
-
     @on(Transcript.Newer)
     def _newer(self, message: Transcript.Newer) -> None:
         self._read_newer(message.after)
-
-    @work(group="newer", exclusive=True)
-    async def _read_newer(self, after: int) -> None:
-        """The page of the timeline after ``after``, below what the transcript shows (it let
-        those entries go while the person read further up)."""
-        page = await self._logs_page(after=after)
-        if page is not None:
-            self.transcript.append_page(after, page["entries"], page["more"])
-
-    async def _logs_page(self, **where: int) -> dict[str, Any] | None:
-        """A page of this job's timeline the transcript asked for; None when it did not come
-        (the status line says why, and the transcript may ask again)."""
-        try:
-            return await self.link.call("logs", job=self.job_id, **where)
-        except ClientError as exc:
-            self.transcript.page_failed()
-            self.status.say(exc.message, error=True)
-            return None
 
     # -- keeping it current ------------------------------------------------------------------------
     def rows_changed(self, update: LinkUpdate) -> None:
@@ -220,7 +139,7 @@ class JobScreen(RoostScreen):
             else:
                 self._early.extend(mine)
         if update.rows:
-            self.panel.show_rows(self.link.rows.values())
+            self.panel.show_rows(self.link.rows, update.rows)  # the panel's tree takes those rows alone
             self._after_change()
 
     def tick(self) -> None:
@@ -228,12 +147,12 @@ class JobScreen(RoostScreen):
         self._after_change()
 
     def next_change(self, now: float) -> float | None:
-        """The job bar's and the panel's ages, and the end of a recent row's lifetime (it leaves
-        the panel, or the footer hint goes)."""
+        """The job bar's and the panel's ages, and the end of the lifetime of a recent row below
+        this job (it leaves the panel, or the footer hint goes)."""
         own = self.link.rows.get(self.job_id)
         shown = [line.row for line in self.panel.lines] + ([own] if own is not None else [])
         changes = (next_age_change(shown, now),
-                   next_lifetime_end([*self.link.rows.values(), *self.panel.provider], now,
+                   next_lifetime_end(self.panel.row_tree.below(self.job_id), now,
                                      self.config.finished_row_lifetime))
         return min((change for change in changes if change is not None), default=None)
 
@@ -241,7 +160,7 @@ class JobScreen(RoostScreen):
         assert self.palette is not None
         self.panel.palette = self.palette
         self.transcript.restyle(self.palette)
-        self.panel.show_rows(self.link.rows.values())
+        self.panel.show_rows(self.link.rows)
         self._after_change()
 
     def _after_change(self) -> None:
@@ -249,8 +168,8 @@ class JobScreen(RoostScreen):
             self.call_after_refresh(self._keep_end)
         if self.focused is self.panel and not self.panel.lines:
             self.action_leave_panel()
-        rows = [*self.link.rows.values(), *self.panel.provider]
-        hint = subagent_hint_visible(rows, self.job_id, self.clock(), self.config.finished_row_lifetime)
+        # The panel's tree: this job's subtree and its agent's own subagents, not every row held.
+        hint = subagent_hint_visible(self.panel.row_tree, self.job_id, self.clock(), self.config.finished_row_lifetime)
         unread = self.transcript.unread
         line = self.panel.selected() if self.focused is self.panel else None
         self.status.hint = (f"↓ {unread} new · End follows" if unread
@@ -290,34 +209,9 @@ class JobScreen(RoostScreen):
             self.transcript.scroll_end(animate=False, immediate=True)
 
     def _draw_jobbar(self) -> None:
-        """Where the job sits, its title, id, state, age, subagents and usage; on a narrow terminal
-        the usage, the path and then the title give way, never the id, the state or the counts."""
         row = self.link.rows.get(self.job_id)
-        if row is None or self.palette is None:
-            return
-        tail = Text(f"  {row.id}  ", style=self.palette.muted)
-        tail.append_text(state_text(row, self.palette))
-        details = [format_age(age_seconds(row, self.clock()))]
-        subagents, running = subagent_counts(row)  # the agent's own subagents count too, as at home
-        if subagents:
-            details.append(f"{plural(subagents, 'subagent')} ({running} running)")
-        tail.append("  ·  " + " · ".join(details), style=self.palette.muted)
-        head = Text(no_wrap=True, overflow="ellipsis", end="")
-        for title in self.path:
-            head.append(f"{title} › ", style=self.palette.muted)
-        head.append(row.job.title, style="bold")
-        room = (self.jobbar.content_size.width or self.size.width) - tail.cell_len
-        usage = f" · {usage_text(row)}" if usage_text(row) else ""
-        if head.cell_len + len(usage) <= room:  # usage gives way before the path and the title
-            tail.append(usage, style=self.palette.muted)
-            room -= len(usage)
-        if head.cell_len > room:  # the path goes first, then the title is cut
-            head = Text(row.job.title, style="bold")
-            head.truncate(max(room, 4), overflow="ellipsis")
-        bar = Text(no_wrap=True, overflow="ellipsis", end="")
-        bar.append_text(head)
-        bar.append_text(tail)
-        self.jobbar.update(bar)
+        if row is not None and self.palette is not None:
+            self.jobbar.show(row, self.path, self.palette, self.clock(), self.jobbar.content_size.width or self.size.width)
 
     def on_resize(self) -> None:
         self._draw_jobbar()
@@ -345,10 +239,10 @@ class JobScreen(RoostScreen):
     def single_press_keys(self) -> frozenset[str]:
         """In the panel, its letter keys act only alone: typed in a burst they are text."""
         if self.focused is self.approval_block:
-            return APPROVAL_KEYS | {"?"}
+            return APPROVAL_KEYS | {"?", "w"}
         if self.focused is not self.panel:
             return frozenset()
-        return PANEL_KEYS | APPROVAL_KEYS | {"?"}
+        return PANEL_KEYS | APPROVAL_KEYS | {"?", "w"}
 
     def take_text(self, text: str) -> bool:
         """Typing in the panel or the approval block leaves it; the text goes to the composer, whole."""
@@ -390,15 +284,17 @@ class JobScreen(RoostScreen):
         self.refresh_bindings()
 
     def action_scroll(self, pages: int) -> None:
+        """A page up or down, at once: an animated scroll goes on moving after the key (on a busy
+        machine for many frames), and a second PgUp in a burst would start from halfway."""
         if pages < 0:
             self.transcript.hold()
             if self.transcript.scroll_y <= 0:
                 self.transcript.want_older()
-            self.transcript.scroll_page_up()
+            self.transcript.scroll_page_up(animate=False)
         else:
             if self.transcript.scroll_y >= self.transcript.max_scroll_y:
                 self.transcript.want_newer()
-            self.transcript.scroll_page_down()
+            self.transcript.scroll_page_down(animate=False)
 
     def action_top(self) -> None:
         """The transcript's first line (older pages load as it gets there)."""
@@ -416,6 +312,33 @@ class JobScreen(RoostScreen):
     def action_unfold(self) -> None:
         """Long outputs whole, or folded again."""
         self.transcript.unfolded = not self.transcript.unfolded
+
+    def open_job(self, job_id: str, notice: str = "") -> None:
+        self.app.push_screen(JobScreen(self.link, self.config, self.clock, job_id, notice=notice))
+
+    def action_next_needing(self) -> None:
+        """``w`` (``Ctrl+N`` in the composer): open the next job that needs you, the most urgent kind
+        first (roost/rules/attention.py). In the panel, the next of its rows, over this screen; elsewhere
+        the next of every job the app holds after this one, in this screen's place."""
+        if self.focused is self.panel:
+            found = next_attention([line.row for line in self.panel.lines], self.panel.cursor)
+            if found is None:
+                self.status.say("no subagent needs you")
+                return
+            row, kind = found
+            self.panel.cursor = row.id
+            if is_provider(row):
+                self.action_open_subagent()
+            else:
+                self.open_job(row.id, f"{kind.word}: {row.job.title}")
+            return
+        found = next_attention(jump_order(self.link.rows.values()), self.job_id)
+        if found is None or found[0].id == self.job_id:
+            self.status.say("no other job needs you" if found else "no job needs you")
+            return
+        row, kind = found
+        self.app.switch_screen(JobScreen(self.link, self.config, self.clock, row.id,
+                                         notice=f"{kind.word}: {row.job.title}"))
 
     @on(Transcript.Unread)
     def _unread(self) -> None:
@@ -478,39 +401,6 @@ class JobScreen(RoostScreen):
         else:
             self.action_enter_panel(what)
 
-    # -- the panel's keys ------------------------------------------------------------------------------
-    def action_open_subagent(self) -> None:
-        line = self.panel.selected()
-        if line is not None and is_provider(line.row):
-            self.app.push_screen(ProviderView.of(self, self.panel, line.row.id))
-        elif line is not None:
-            self.app.push_screen(JobScreen(self.link, self.config, self.clock, line.row.id))
-
-    def action_message_subagent(self) -> None:
-        line = self.panel.selected()
-        if line is not None and not is_provider(line.row):
-            self.write_to(line.row)
-
-    def action_rename_subagent(self) -> None:
-        line = self.panel.selected()
-        if line is not None and not is_provider(line.row):
-            self.rename(line.row)
-
-    def action_diff_subagent(self) -> None:
-        line = self.panel.selected()
-        if line is not None:
-            open_diff(self, line.row)
-
-    def action_panel_edge(self, index: int) -> None:
-        if index == 0:
-            self.panel.select_first()
-        else:
-            self.panel.select_last()
-
-    def action_panel_filter(self) -> None:
-        self.filter_box.add_class("-open")
-        self.set_focus(self.filter_box)
-
     @on(SubagentPanel.Moved)
     def _panel_moved(self) -> None:
         self._after_change()
@@ -528,23 +418,6 @@ class JobScreen(RoostScreen):
         else:
             self.action_leave_panel()
 
-    def action_stop_or_hide(self) -> None:
-        """``x``: a running row is stopped, a finished one leaves the panel at once."""
-        line = self.panel.selected()
-        if line is None:
-            return
-        row = line.row
-        if row.state in STOPPABLE_STATES and is_provider(row):  # it stops with its parent's agent
-            self.request("stop", {"job": self.job_id}, lambda result: (
-                f"stopped {row.job.title}, with the other subagents of the agent's own (and its turn, if one ran)"
-                if result["stopped"] else f"{row.job.title} was not running"))
-        elif row.state in STOPPABLE_STATES:
-            self.panel.let_go(row.id)
-            self.request("stop", {"job": row.id},
-                         lambda result: f"stopped {row.job.title}" if result["stopped"] else f"{row.job.title} was not running")
-        else:
-            self.panel.hide(row.id)
-            self.status.say(f"hid {row.job.title}: /subagents all still lists it")
 
 
 #: The panel's letter keys, from the bindings: each acts only when pressed alone (docs/keys.md).

@@ -1,18 +1,15 @@
-"""The agent view's table: its columns for a width, and rows keyed by job id."""
+"""The agent view's table: its columns for a width, and rows keyed by job id (roost/tui/row_table.py
+draws only the rows in view)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-
-from rich.text import Text
 from textual.binding import Binding
-from textual.geometry import Size
-from textual.message import Message
-from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
 
+from roost.rules.views import AgentViewRow
 from roost.tui.looks import STATE_CELL_WIDTH
+from roost.tui.row_table import Column, RowTable
+
+__all__ = ["ACTIVITY_MIN", "Column", "JobTable", "MARKS_WIDTH", "NARROW", "TITLE_MIN", "table_columns"]
 
 
 #: Tables narrower than this show the state by its marks only.
@@ -23,13 +20,6 @@ MARKS_WIDTH = 3
 ACTIVITY_MIN = 24
 #: The shortest title: a title gives way first, down to this.
 TITLE_MIN = 8
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str
-    label: str
-    width: int
 
 
 def table_columns(width: int, usage: bool) -> list[Column]:
@@ -53,38 +43,8 @@ def table_columns(width: int, usage: bool) -> list[Column]:
             Column("activity", "activity", max(rest - title - 2, 10)), *fixed[3:]]
 
 
-class JobTable(DataTable[Text]):
-    """The agent view's table: a row per job, keyed by job id."""
+class JobTable(RowTable[AgentViewRow]):
+    """The agent view's table: a row per job, keyed by job id; the screen says what its cells read."""
 
     # The screen opens the job at once, so keys typed right behind Enter reach the job's screen.
     BINDINGS = [Binding("enter", "screen.open", "open")]
-
-    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        """Every column here has a fixed width and every row one line, so no cell needs measuring:
-        DataTable measures every cell of every new row (a console's options each time), which
-        was most of drawing a 1,000-row agent view (docs/performance.md, "The app")."""
-        if any(column.auto_width for column in self.columns.values()) or any(
-                self.rows[key].label is not None or self.rows[key].auto_height for key in new_rows if key in self.rows):
-            super()._update_dimensions(new_rows)
-            return
-        width = sum(column.get_render_width(self) for column in self.columns.values()) + self._row_label_column_width
-        self.virtual_size = Size(width, self._total_row_height + (self.header_height if self.show_header else 0))
-
-    class Scrolled(Message):
-        """Other rows came into view: their ages may be older than the last tick drew them."""
-
-    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
-        self.post_message(self.Scrolled())
-
-    def visible_ids(self) -> list[str]:
-        """The job ids of the rows in view now (every row is one line high)."""
-        header = self.header_height if self.show_header else 0
-        top, height = round(self.scroll_y), max(self.scrollable_content_region.height - header, 0)
-        return [row.key.value for row in self.ordered_rows[top: top + height] if row.key.value is not None]
-
-    def selected_id(self) -> str | None:
-        """The job under the cursor as the table is now (not as a queued message says)."""
-        if self.row_count == 0:
-            return None
-        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value

@@ -30,6 +30,7 @@ _STATE_TONES: dict[State, str] = {
     State.WORKING: "primary",
     State.WAITING: "warning",
     State.BLOCKED: "warning",
+    State.RATE_LIMITED: "warning",
     State.IDLE: "muted",
     State.DONE: "success",
     State.STOPPED: "muted",

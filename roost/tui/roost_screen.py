@@ -20,7 +20,7 @@ from roost.tui.approval_keys import ShownApprovals, answer, key_target
 from roost.tui.daemon_link import DaemonLink, LinkUpdate
 from roost.tui.fit_footer import FitFooter
 from roost.tui.dialogs import PromptBox
-from roost.tui.double_press import DOUBLE_PRESS_WINDOW, DoublePress
+from roost.tui.double_press import DoublePress
 from roost.tui.help_screen import HelpScreen
 from roost.tui.job_message import JobMessage
 from roost.tui.looks import Palette
@@ -84,7 +84,7 @@ class RoostScreen(Screen[None]):
         self.config = config
         self.clock = clock
         self.palette: Palette | None = None
-        self.stop_press = DoublePress(clock)
+        self.stop_press = DoublePress(clock, config.double_press_window)
         self.status = StatusLine(id="status")
         #: When the key whose binding runs now was made (the key router sets it; None otherwise),
         #: and when the focus last moved: an approval key answers what was on screen then.
@@ -224,5 +224,5 @@ class RoostScreen(Screen[None]):
         if self.stop_press.press(target):
             stop()
         else:
-            self.status.say(f"press K again within {DOUBLE_PRESS_WINDOW:g} s to stop {what}",
-                            seconds=DOUBLE_PRESS_WINDOW)
+            window = self.stop_press.window
+            self.status.say(f"press K again within {window:g} s to stop {what}", seconds=window)

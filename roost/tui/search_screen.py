@@ -1,4 +1,4 @@
-"""``S`` on the agent view: search every job's transcript through the daemon (roost/daemon/search.py).
+"""``S`` on the agent view: search every job's transcript through the daemon (roost/daemon/storage/search.py).
 
 Type words and Enter: the results come newest first, a page at a time (the next page is read when
 the cursor reaches the last row), each with its job, how long ago, and the matching text with the

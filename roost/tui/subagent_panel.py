@@ -13,7 +13,7 @@ entries (``take_entries``), as read-only rows among its children
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from rich.markup import escape
@@ -28,6 +28,7 @@ from textual.widget import Widget
 from roost.models import STOPPABLE_STATES, Row
 from roost.rules.provider_subagents import ProviderRow, is_provider, provider_rows
 from roost.rules.row_text import activity_text, age_seconds, format_age
+from roost.rules.row_tree import RowTree
 from roost.rules.views import PanelRow, filter_rows, panel_rows
 from roost.tui.approval_text import Approval, row_approvals, row_line
 from roost.tui.looks import Palette, state_marks
@@ -76,20 +77,31 @@ class SubagentPanel(Widget, can_focus=True):
         self.hidden: set[str] = set()
         self.lines: list[PanelRow] = []
         self.palette: Palette | None = None
-        self._rows: list[Row] = []
+        #: The rows the panel was given, as a tree kept by the rows each update names, with the
+        #: agent's own subagents in it; and the open job's own row.
+        self.row_tree = RowTree()
+        self._open_row: Row | None = None
         #: The open job's ``subagent`` timeline entries, by ``seq``.
         self._entries: dict[int, dict[str, Any]] = {}
         #: The agent's own subagents, as rows (every one, whatever the panel shows).
         self.provider: list[ProviderRow] = []
         self._index = 0
+        #: The rows the panel was last laid out to show (its height).
+        self._height = 0
         #: The row ``x`` stopped under the cursor: when it sorts down among the finished rows, the
         #: cursor stays at its place, on the row that takes it (a second ``x`` stops the next).
         self._let_go: str | None = None
 
     # -- what it shows ------------------------------------------------------------------------------
-    def show_rows(self, rows: Iterable[Row]) -> None:
-        """Take the current rows (all of them; the rule picks this job's subagents)."""
-        self._rows = list(rows)
+    def show_rows(self, rows: Mapping[str, Row], changed: Collection[str] | None = None) -> None:
+        """Take the current rows (all of them, by id; the rule picks this job's subagents). With
+        ``changed``, only those rows differ from the ones last given: only they are looked at."""
+        if changed is None:
+            self.row_tree, self.provider = RowTree(rows.values()), []
+        else:
+            for job_id in changed:
+                self.row_tree.put(job_id, rows.get(job_id))
+        self._open_row = rows.get(self.open_job)
         self.recompute()
 
     def take_entries(self, entries: Iterable[dict[str, Any]]) -> None:
@@ -103,9 +115,13 @@ class SubagentPanel(Widget, can_focus=True):
 
     def recompute(self) -> None:
         """Apply the rule again (rows changed, time passed, the mode or hidden rows changed)."""
-        parent = next((row for row in self._rows if row.id == self.open_job), None)
+        parent = self._open_row
+        for row in self.provider:
+            self.row_tree.put(row.id, None)
         self.provider = provider_rows(self._entries.values(), parent) if parent is not None else []
-        lines = panel_rows([*self._rows, *self.provider], self.open_job, self.clock(), self.mode, frozenset(self.hidden), self.lifetime)
+        for row in self.provider:
+            self.row_tree.put(row.id, row)
+        lines = panel_rows(self.row_tree, self.open_job, self.clock(), self.mode, frozenset(self.hidden), self.lifetime)
         kept = {row.id for row in filter_rows((line.row for line in lines), self.filter_text)} if self.filter_text else None
         self.lines = [line for line in lines if kept is None or line.row.id in kept]
         ids = [line.row.id for line in self.lines]
@@ -116,9 +132,13 @@ class SubagentPanel(Widget, can_focus=True):
         if self.cursor is not None and self.cursor not in ids:
             # the row under the cursor left: stay at the same place in the list
             self.cursor = ids[min(self._index, len(ids) - 1)] if ids else None
+        height = min(len(self.lines), self.max_rows())
         self.display = bool(self.lines)
         self._update_title()
-        self.refresh(layout=True)
+        # The screen is laid out again only when the panel's height changes: a row that changed
+        # in place (what a running subagent said) repaints the panel alone.
+        self.refresh(layout=height != self._height)
+        self._height = height
 
     def watch_mode(self) -> None:
         self.recompute()
@@ -151,7 +171,7 @@ class SubagentPanel(Widget, can_focus=True):
         job's that name it (``subagent``)."""
         if not is_provider(row):
             return row_approvals(row)
-        parent = next((r for r in self._rows if r.id == self.open_job), None)
+        parent = self._open_row
         return tuple(a for a in row_approvals(parent) if a.subagent == row.id) if parent is not None else ()
 
     def select_first(self) -> None:

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from roost.client import ClientError
-from roost.daemon.store import Store
+from roost.daemon.storage.store import Store
 
 from conftest import DaemonHarness
 

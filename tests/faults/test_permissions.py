@@ -41,7 +41,7 @@ def test_under_umask_000_every_directory_is_0700_and_every_file_0600(tmp_path: P
     env = {**os.environ, "ROOST_HOME": str(home)}
     script = ("import os; os.umask(0)\n"
               "from roost import paths\n"
-              "from roost.daemon.store import Store\n"
+              "from roost.daemon.storage.store import Store\n"
               "p = paths.resolve(); p.ensure(); Store(p.store).close()\n")
     subprocess.run([sys.executable, "-c", script], env=env, check=True)
     p = paths_mod.resolve({"ROOST_HOME": str(home)})
@@ -114,8 +114,8 @@ NOBODY = 65534
 
 @pytest.mark.parametrize("suffix", ["", "-wal", "-shm"])
 def test_a_store_file_another_user_owns_is_refused_and_left_as_it_is(tmp_path: Path, suffix: str) -> None:
-    from roost.daemon.store import Store
-    from roost.daemon.store_repair import open_store
+    from roost.daemon.storage.store import Store
+    from roost.daemon.storage.repair import open_store
 
     p = paths_mod.resolve({"ROOST_HOME": str(tmp_path / "home")})
     p.ensure()
@@ -131,7 +131,7 @@ def test_a_store_file_another_user_owns_is_refused_and_left_as_it_is(tmp_path: P
 
 
 def test_a_store_writable_by_others_is_refused_with_the_fix_and_the_daemon_does_not_start(tmp_path: Path) -> None:
-    from roost.daemon.store import Store
+    from roost.daemon.storage.store import Store
 
     home = tmp_path / "home"
     p = paths_mod.resolve({"ROOST_HOME": str(home)})
@@ -147,7 +147,7 @@ def test_a_store_writable_by_others_is_refused_with_the_fix_and_the_daemon_does_
 
 def test_a_store_others_may_read_is_made_owner_only_and_so_is_every_file_sqlite_makes(roost_home: Path) -> None:
     from conftest import DaemonHarness
-    from roost.daemon.store import Store
+    from roost.daemon.storage.store import Store
 
     daemon = DaemonHarness(roost_home)
     daemon.write_config("")

@@ -7,6 +7,7 @@ pids of what it starts into files, the test waits for them, then asserts by pid 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from roost import paths as paths_mod
-from roost.daemon.recovery import kill_stale_workers
+from roost.daemon.storage.recovery import kill_stale_workers
 from roost.models import Job
 from roost.proctree import WorkerTree, boot_id, read_proc, record_path
 
@@ -195,11 +196,14 @@ def test_after_a_daemon_sigkill_no_old_worker_or_agent_is_left_and_nothing_resum
         procs[f"{name}-worker"] = ident(daemon.show(job)["pid"])
     records = daemon.paths.state_dir / "workers"
     assert sorted(p.name for p in records.iterdir() if not p.name.startswith("spare-")) == \
-        sorted(f"{job}.json" for job in jobs.values())  # and the spare built-in worker's (test_spare_worker.py)
+        sorted(f"{job}.{kind}" for job in jobs.values() for kind in ("json", "sock"))  # and the spare's
     assert all(p.stat().st_mode & 0o777 == 0o600 for p in records.iterdir())
+    shims = [json.loads((records / f"{job}.json").read_text())["shim"]["pid"] for job in jobs.values()]
     for name in ("hung", "dead"):  # neither may see the daemon go and clean up after itself
         os.kill(procs[f"{name}-worker"][0], signal.SIGSTOP)
     daemon.kill()
+    for shim in shims:  # what is tested here is a worker that cannot be re-adopted (docs/reliability.md)
+        os.kill(shim, signal.SIGKILL)
     os.kill(procs["dead-worker"][0], signal.SIGKILL)
     daemon.wait_for(lambda: not running(procs["dead-worker"]), what="the dead worker to be gone")
     assert running(procs["dead-escaped"]) and running(procs["hung-agent"]), "left behind, as a crash leaves them"

@@ -8,8 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from roost import paths as paths_mod
-from roost.daemon.store import Store
+from roost.daemon.storage.repair import closed_cleanly, open_store
+from roost.daemon.storage.store import Store
 from roost.models import Job, State
 
 from conftest import DaemonHarness
@@ -179,7 +182,7 @@ async def test_the_app_shows_a_banner_until_the_notice_is_acknowledged(roost_hom
 
 def test_the_notice_stays_within_its_bound_keeping_the_newest(tmp_path: Path) -> None:
     """It rides in every person's hello: a store repaired again and again cannot grow it."""
-    from roost.daemon.store import NOTICE_CHARS
+    from roost.daemon.storage.store import NOTICE_CHARS
 
     store = Store(tmp_path / "roost.db")
     try:
@@ -194,3 +197,45 @@ def test_the_notice_stays_within_its_bound_keeping_the_newest(tmp_path: Path) ->
         assert not notice.startswith("repair 000"), "the oldest gave way"
     finally:
         store.close()
+
+
+def test_a_start_checks_the_store_whole_unless_it_is_as_a_clean_close_left_it(roost_home: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`PRAGMA quick_check` reads every page (half of a start at 150 MB): a daemon's clean close
+    notes the file as it left it, and the next open skips the check only for that very file."""
+    path = seed(roost_home, 20)
+    checks: list[Path] = []
+    real = Store.check
+    monkeypatch.setattr(Store, "check", lambda self: (checks.append(self.path), real(self))[1])
+    state = path.parent
+    open_store(path, state).close()
+    assert len(checks) == 1, "no clean close noted (the seed's, a killed daemon's): checked"
+    closed_cleanly(path)
+    open_store(path, state).close()
+    assert len(checks) == 1, "as the clean close left it: not checked"
+    open_store(path, state).close()
+    assert len(checks) == 2, "the mark is used up by the open it served"
+    closed_cleanly(path)
+    with open(path, "r+b") as fh:  # damaged after the clean close
+        fh.truncate(path.stat().st_size - 4096)
+    store = open_store(path, state)
+    try:
+        assert len(checks) >= 3 and "damaged" in (store.notice() or ""), "a file changed since is checked and repaired"
+    finally:
+        store.close()
+
+
+def test_a_daemon_stopped_cleanly_notes_its_store_and_a_killed_one_does_not(roost_home: Path) -> None:
+    path = seed(roost_home, 3)
+    daemon = DaemonHarness(roost_home)
+    daemon.write_config("")
+    daemon.start()
+    assert not path.with_name("roost.db.clean").exists(), "the open used up any mark"
+    daemon.stop()
+    assert path.with_name("roost.db.clean").exists()
+    daemon.start()
+    assert daemon.proc is not None
+    daemon.proc.kill()
+    daemon.proc.wait()
+    assert not path.with_name("roost.db.clean").exists()
+    daemon.stop()

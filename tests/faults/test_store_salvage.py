@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from roost import paths as paths_mod
-from roost.daemon.store import Store
-from roost.daemon.store_pages import LeafScan, PageFile
+from roost.daemon.storage.store import Store
+from roost.daemon.storage.pages import LeafScan, PageFile
 from roost.models import Job, State
 
 from conftest import DaemonHarness
@@ -153,8 +153,8 @@ def test_rows_deleted_before_the_damage_do_not_come_back(roost_home: Path) -> No
 
 WRITER = """
 import os, sys
-from roost.daemon.store import Store
-from roost.daemon.store_pages import LeafScan, PageFile
+from roost.daemon.storage.store import Store
+from roost.daemon.storage.pages import LeafScan, PageFile
 from roost.models import Job, State
 store = Store(__import__("pathlib").Path(sys.argv[1]))
 with store.transaction():
@@ -216,7 +216,7 @@ def test_after_a_repair_under_umask_000_every_file_is_owner_only_and_no_copy_is_
         os.umask(old)
     [aside] = asides(path, "damaged")
     names = {f.name for f in path.parent.iterdir() if f.name.startswith("roost.db")}
-    allowed = {"roost.db", "roost.db-wal", "roost.db-shm", "roost.db-journal"} | {
+    allowed = {"roost.db", "roost.db-wal", "roost.db-shm", "roost.db-journal", "roost.db.clean"} | {
         aside.name + suffix for suffix in ("", "-wal", "-shm", "-journal")}
     assert names <= allowed, f"left behind: {sorted(names - allowed)}"
     for name in names:

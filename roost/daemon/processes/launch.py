@@ -1,0 +1,72 @@
+"""Making a job's worker: its driver, its launch (argv, environment, cwd) and the process object.
+
+The engine calls ``make_worker``; tests of the engine pass a factory of their own that returns a
+fake worker with the same handle, so the lifecycle runs in process with a fake clock. A job that a
+spare worker can serve (roost/daemon/processes/spare.py) gets a worker that takes one when it starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from roost.config import Config
+from roost.daemon.engine.slot import WorkerHandle
+from roost.daemon.processes.spare import Spares
+from roost.daemon.processes.process import Worker, adopt_opener
+from roost.daemon.processes.shim_link import ShimRecord
+from roost.drivers import driver_for
+from roost.drivers.base import LaunchContext
+from roost.models import Job
+from roost.paths import Paths
+
+EventSink = Callable[[dict[str, Any]], None]
+ExitSink = Callable[[int, list[str]], Awaitable[None]]
+
+
+@dataclass
+class Made:
+    """A worker not yet started, with what the engine needs to know about it."""
+
+    worker: WorkerHandle
+    ready_timeout: float
+    session: str | None
+
+
+WorkerFactory = Callable[[Job, str, EventSink, ExitSink], Made]
+#: (the job, its shim's record, the last line of it committed, the sinks) -> the worker's handle.
+AdoptFactory = Callable[[Job, ShimRecord, int, EventSink, ExitSink], WorkerHandle]
+
+
+def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares | None = None) -> WorkerFactory:
+    """The real factory: the job's driver launches an OS process. Raises ConfigError or
+    DriverError (say, the profile is gone from the config) for the engine to report."""
+
+    def make(job: Job, token: str, on_event: EventSink, on_exit: ExitSink) -> Made:
+        profile = config().driver(job.driver)
+        driver = driver_for(profile.kind)
+        ctx = LaunchContext(socket=paths.socket, token=token, sessions_dir=paths.sessions_dir,
+                            state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
+        launch = driver.launch(job, ctx)
+        opener = spares.open if spares is not None and spares.serves(job, profile) else None
+        worker = Worker(job.id, launch, driver.adapter(job), paths.job_log(job.id), on_event=on_event,
+                        on_exit=on_exit, opener=opener)
+        return Made(worker=worker, ready_timeout=driver.ready_timeout, session=launch.session)
+
+    return make
+
+
+def adopt_factory(paths: Paths, config: Callable[[], Config]) -> AdoptFactory:
+    """The handle of a worker a past daemon started, taken over through its shim's socket: the job's
+    driver and adapter as a fresh start would have them, the token it runs with. Raises ConfigError
+    or DriverError (its profile is gone from the config) for the engine to report."""
+
+    def adopt(job: Job, record: ShimRecord, committed: int, on_event: EventSink, on_exit: ExitSink) -> WorkerHandle:
+        profile = config().driver(job.driver)
+        driver = driver_for(profile.kind)
+        ctx = LaunchContext(socket=paths.socket, token=record.token, sessions_dir=paths.sessions_dir,
+                            state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
+        return Worker(job.id, driver.launch(job, ctx), driver.adapter(job), paths.job_log(job.id), on_event=on_event,
+                      on_exit=on_exit, opener=adopt_opener(record, committed))
+
+    return adopt

@@ -1,0 +1,350 @@
+"""One worker process, run under its shim (roost/programs/shim.py): the daemon starts the shim, the
+shim starts the agent in a session of its own, and the two speak over a unix socket
+(roost/daemon/processes/shim_link.py). The worker's stdout lines come with sequence numbers, which
+the engine acknowledges once it has committed what they said (``ack``); its stderr is appended to
+the job's log; its exit comes as the shim's word, with the last stderr lines.
+
+Its exit is the worker's own, not its pipes': whatever is left of its tree (``WorkerTree``: its
+session, its mark) is killed before the exit is reported. While it runs, the shim's record is
+written down under the state directory (``Launch.record``), so a daemon started after this one
+re-adopts the worker (``adopt_opener``) or, when it cannot, kills what is left
+(roost/daemon/storage/recovery.py). A daemon that stops leaves its shims running (``detach``).
+
+Lines are bounded by MAX_FRAME both ways: a command that big is refused before it is written, and a
+longer line on stdout is skipped by the shim and handed to the adapter as an ``Oversize``, which
+turns it into a note for the timeline (and, for pi, into what the line must not take away)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import itertools
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Awaitable, Callable
+
+from roost.daemon.processes.shim_link import KEEP, Dropped, ShimError, ShimLink, ShimRecord, listen, shim_argv
+from roost.drivers.base import Adapter, Launch
+from roost.paths import make_private_dir, open_private
+from roost.proctree import WorkerTree, boot_id, boot_ticks, read_proc
+from roost.protocol import MAX_FRAME, encode
+from roost.worker_protocol import Oversize, describe_exit, note, response
+
+EventHandler = Callable[[dict[str, Any]], None]
+ExitHandler = Callable[[int, list[str]], Awaitable[None]]
+
+
+#: How many lines the reader takes from a worker before it lets the loop serve others.
+YIELD_EVERY = 64
+
+class CommandTooLarge(ValueError):
+    """A command that would be a line over MAX_FRAME: the worker could not read it, so it is not sent."""
+
+
+#: How many of the last stderr lines are kept to explain an exit, and how long each may be.
+STDERR_TAIL = 20
+STDERR_LINE = 1000
+#: How long the readers may go on after the worker exited.
+PIPE_GRACE = 1.0
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Process:
+    """A worker running under its shim, connected, nobody reading its lines yet."""
+
+    #: The worker's (the agent's) pid: what the job's record says.
+    pid: int
+    tree: WorkerTree
+    record: ShimRecord
+    link: ShimLink
+    #: The shim, when this daemon started it (reaped by a thread of its own); None when adopted.
+    shim: subprocess.Popen[bytes] | None = None
+
+    @property
+    def exited(self) -> "asyncio.Future[int]":
+        return self.link.exited
+
+
+Opener = Callable[[str, Launch], Awaitable[Process]]
+
+
+def socket_for(job_id: str, launch: Launch) -> Path:
+    """Where the shim listens: beside the worker's record (state/workers/, 0700), or, for a worker
+    written down nowhere (a test's own), in a private temporary directory."""
+    if launch.record is not None:
+        return launch.record.with_suffix(".sock")
+    return Path(tempfile.mkdtemp(prefix="roost-shim-")) / f"{job_id}.sock"
+
+
+async def open_process(job_id: str, launch: Launch, tail_env: dict[str, str] | None = None,
+                       ephemeral: bool = False) -> Process:
+    """Start ``launch`` under a shim with a new mark, the shim's record written at ``launch.record``.
+    ``tail_env`` goes last in its environment (a spare's room for its job's variables); an
+    ``ephemeral`` shim (a spare's) ends with this daemon unless a job takes it. Raises
+    OSError (a missing binary, a bad cwd) for the caller to report."""
+    loop = asyncio.get_running_loop()
+    floor, mark = boot_ticks(), WorkerTree.new_mark()
+    path = socket_for(job_id, launch)
+    sock = listen(path)
+    try:
+        # The agent's environment goes on the shim's stdin: the shim's own names no job (it is not the worker).
+        shim = subprocess.Popen(shim_argv(sock, path, job_id, mark, launch.argv, ephemeral), cwd=launch.cwd,
+                                env={}, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=[sock.fileno()],
+                                start_new_session=True)
+    finally:
+        sock.close()
+    assert shim.stdin is not None
+    try:
+        with shim.stdin:
+            shim.stdin.write(b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0"
+                                      for k, v in {**launch.env, **(tail_env or {})}.items()))
+    except BrokenPipeError:  # it died at once: its connection says why (or that nobody answered)
+        pass
+    reaped: asyncio.Future[int] = loop.create_future()
+    threading.Thread(target=_reap, args=(shim, loop, reaped), name=f"reap-{shim.pid}", daemon=True).start()
+    try:
+        link = await ShimLink.connect(path)
+    except (OSError, asyncio.TimeoutError) as exc:
+        shim.kill()
+        path.unlink(missing_ok=True)
+        raise exc if isinstance(exc, ShimError) else ShimError(f"the worker's shim did not answer: {exc}") from None
+    tree = WorkerTree(job=job_id, pid=link.worker_pid, start=link.worker_start, floor=floor, mark=mark, boot=boot_id())
+    proc = read_proc(shim.pid)
+    record = ShimRecord(tree, shim.pid, proc.start if proc else 0, str(path), launch.env.get("ROOST_TOKEN", ""),
+                        launch.adoptable)
+    if launch.record is not None:
+        save_record(record, launch.record)
+    return Process(link.worker_pid, tree, record, link, shim)
+
+
+def adopt_opener(record: ShimRecord, committed: int) -> Opener:
+    """An opener that takes over the running worker ``record`` names (a past daemon's) instead of
+    starting one: its shim must still be the one started and name the same worker."""
+
+    async def adopt(job_id: str, launch: Launch) -> Process:
+        if not record.alive():
+            raise ShimError("its shim is gone")
+        link = await ShimLink.connect(Path(record.socket), committed)
+        if (link.shim_pid, link.worker_pid, link.worker_start) != (record.shim_pid, record.tree.pid, record.tree.start):
+            link.close()
+            raise ShimError(f"its socket is answered by another worker ({link.worker_pid}, not {record.tree.pid})")
+        return Process(link.worker_pid, record.tree, record, link)
+
+    return adopt
+
+
+def save_record(record: ShimRecord, path: Path) -> None:
+    """Write the shim's record down for a later daemon; a failure is logged, the worker runs."""
+    try:
+        record.save(path)
+    except OSError as exc:  # the worker runs; only a later daemon cannot re-adopt or kill it
+        log.warning("job %s: cannot write down its worker at %s: %s", record.tree.job, path, exc)
+
+
+def _reap(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited: "asyncio.Future[int]") -> None:
+    """In a thread of its own: wait for this shim's pid only (no other child is reaped here)."""
+    rc = proc.wait()
+    try:
+        loop.call_soon_threadsafe(lambda: exited.done() or exited.set_result(rc))
+    except RuntimeError:
+        pass  # the loop is gone: the daemon is exiting and nobody waits for this any more
+
+
+class Worker:
+    def __init__(self, job_id: str, launch: Launch, adapter: Adapter, log_path: Path,
+                 on_event: EventHandler, on_exit: ExitHandler, opener: "Opener | None" = None) -> None:
+        self.job_id = job_id
+        self.open = opener or open_process
+        self.launch = dataclasses.replace(launch, adoptable=adapter.survives_restart)
+        self.adapter = adapter
+        self.log_path = log_path
+        self.on_event = on_event
+        self.on_exit = on_exit
+        self.process: Process | None = None
+        self.tree: WorkerTree | None = None
+        self._link: ShimLink | None = None
+        self._log: IO[bytes] | None = None
+        self._partial = b""
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self.closing = False
+        self.exited = asyncio.Event()
+        self.returncode: int | None = None
+        #: The sequence number of the stdout line being handed on (its events carry it: ``ack``).
+        self.line_seq = 0
+        self._ids = itertools.count(1)
+        self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._exit_task: asyncio.Task[None] | None = None  # kept: asyncio holds tasks weakly
+        self._stdout_done = False
+        self.detached = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    async def start(self) -> None:
+        """Start the worker under its shim (or take a spare, or a past daemon's worker: ``open``);
+        raises OSError (missing binary, bad cwd) for the caller to report."""
+        process = await self.open(self.job_id, self.launch)
+        self.process, self.tree, self._link = process, process.tree, process.link
+        process.link.on_stderr = self._on_stderr
+        self.adapter.bind(self._dispatch, self._write)
+        self._tasks = [asyncio.create_task(self._read_stdout(process.link))]
+        self._exit_task = asyncio.create_task(self._wait_exit(process.exited))
+
+    async def _read_stdout(self, link: ShimLink) -> None:
+        read = 0
+        while (item := await link.next_line()) is not None:
+            self.line_seq, line = item
+            if isinstance(line, Dropped):
+                events = [note(f"{line.size} bytes of the worker's output were dropped: its shim keeps the "
+                               f"newest {KEEP} bytes while no daemon takes them")]
+            else:
+                events = self.adapter.oversize(line) if isinstance(line, Oversize) else self.adapter.decode(line)
+            for event in events:
+                self._dispatch(event)
+            read += 1
+            if read % YIELD_EVERY == 0:  # a burst of buffered lines must not keep everyone else waiting
+                await asyncio.sleep(0)
+        self._stdout_done = True
+
+    def _dispatch(self, event: dict[str, Any]) -> None:
+        """A response goes to the request waiting for it; anything else to the daemon. Nothing
+        after stdout ended: an adapter's late timer must not speak for a worker that is gone."""
+        if self._stdout_done or self.detached:
+            return
+        if event.get("type") == "response":
+            fut = self._waiters.pop(str(event.get("id")), None)
+            if fut is not None and not fut.done():
+                fut.set_result(event)
+                return
+        self.on_event(event)
+
+    def _write(self, data: bytes) -> None:
+        """Bytes an adapter sends the agent on its own; dropped once stdin is closed."""
+        if self._link is not None and not self._link.is_closing() and not self.closing:
+            self._link.write(data)
+
+    def _on_stderr(self, data: bytes) -> None:
+        """Stderr to the job's log as it comes (no line is too long for a log), its last lines kept."""
+        try:
+            if self._log is None:
+                make_private_dir(self.log_path.parent)
+                self._log = os.fdopen(open_private(self.log_path), "ab")  # 0600 whatever the umask
+            self._log.write(data)
+            self._log.flush()
+        except OSError as exc:
+            log.warning("job %s: cannot write its worker's stderr to %s: %s", self.job_id, self.log_path, exc)
+        *lines, partial = (self._partial + data).split(b"\n")
+        self._partial = partial[-STDERR_LINE:]
+        for line in lines[-STDERR_TAIL:]:
+            text = line[:STDERR_LINE].decode(errors="replace").rstrip()
+            if text:
+                self.stderr_tail.append(text)
+
+    async def _wait_exit(self, exited: "asyncio.Future[int]") -> None:
+        rc = await exited
+        # Let the reader finish so the last events are in before we report; then nothing of the
+        # worker may stay behind it.
+        await asyncio.wait(self._tasks, timeout=PIPE_GRACE)
+        assert self.tree and self._link
+        if not await self.tree.end(grace=0, session_known=True):
+            log.error("job %s: processes of its worker %d are still alive after SIGKILL", self.job_id, self.tree.pid)
+        if self._log is not None:
+            self._log.close()
+        self.returncode = rc
+        for fut in self._waiters.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError(f"worker {describe_exit(rc)}"))
+        self._waiters.clear()
+        tail = self._link.exit_tail or list(self.stderr_tail)
+        try:
+            await self.on_exit(rc, self.adapter.exit_words(tail))
+        finally:
+            self.exited.set()
+
+    def ack(self, seq: int) -> None:
+        """What the worker said up to ``seq`` is committed: its shim may forget it."""
+        if self._link is not None:
+            self._link.ack(seq)
+
+    def release(self) -> None:
+        """Its exit is committed: the shim may end, and its record goes."""
+        if self._link is not None:
+            self._link.release()
+        if self.launch.record is not None:
+            self.launch.record.unlink(missing_ok=True)
+        elif self.process is not None:  # a worker written down nowhere had a private directory for its socket
+            shutil.rmtree(Path(self.process.record.socket).parent, ignore_errors=True)
+
+    def detach(self) -> None:
+        """The daemon stops and leaves this worker running under its shim, for the next daemon."""
+        self.detached = True
+        for task in [*self._tasks, self._exit_task]:
+            if task is not None:
+                task.cancel()
+        if self._link is not None:
+            self._link.close()
+        if self._log is not None:
+            self._log.close()
+
+    async def request(self, kind: str, timeout: float, **fields: Any) -> dict[str, Any]:
+        """Send a command and wait for its response; raises TimeoutError or ConnectionError. A command
+        over the frame limit is not sent: its answer is a failed response that says so."""
+        req_id = f"{kind[0]}{next(self._ids)}"
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiters[req_id] = fut  # before sending: an adapter may answer while it encodes
+        try:
+            self.send({"type": kind, "id": req_id, **fields})
+            return await asyncio.wait_for(fut, timeout)
+        except CommandTooLarge as exc:
+            return response(req_id, kind, False, error=str(exc))
+        finally:
+            self._waiters.pop(req_id, None)
+
+    def send(self, command: dict[str, Any]) -> None:
+        """Write one command; ConnectionError once stdin is closed, CommandTooLarge over MAX_FRAME."""
+        if self._link is None or self._link.is_closing() or self.closing:
+            raise ConnectionError("worker stdin is closed")
+        size = len(encode(command))  # an adapter's frame holds no more than the command
+        if size > MAX_FRAME:
+            raise CommandTooLarge(f"a {command.get('type')} command of {size} bytes is over the {MAX_FRAME}-byte "
+                             f"frame limit of the worker protocol")
+        self._link.write(self.adapter.encode(command))
+
+    def _signal_tree(self, sig: int) -> None:
+        """Signal the worker and everything of its tree, also once the worker itself has exited
+        (what it left may hold its pipes): until the exit is reported, something may be left."""
+        if self.tree is not None and not self.exited.is_set():
+            self.tree.signal(sig, session_known=True)
+
+    async def close(self, grace: float = 3.0) -> None:
+        """Close on purpose: stdin first, then SIGTERM, then SIGKILL to the tree, each after a wait."""
+        if self.process is None:
+            self.closing = True
+            return
+        if self._link is not None and not self.closing:
+            self._link.close_stdin()
+        self.closing = True
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None:
+                self._signal_tree(sig)
+            try:
+                await asyncio.wait_for(self.exited.wait(), grace)
+                return
+            except asyncio.TimeoutError:
+                continue
+
+    def kill(self) -> None:
+        """SIGKILL the whole tree now (a worker that did not answer, a stop the worker ignored)."""
+        self._signal_tree(signal.SIGKILL)

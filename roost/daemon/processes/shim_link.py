@@ -1,0 +1,286 @@
+"""The daemon's end of a worker's shim (roost/programs/shim.py, docs/reliability.md): starting one,
+connecting to it — a new worker's, or one a past daemon started — and its frames turned back into
+what a worker says: stdout lines with their sequence numbers, stderr, and its exit.
+
+The shim is started with a listening socket the daemon bound (so the daemon connects at once, no
+race), owner-only in the state directory's ``workers/`` (0700), beside the record that names it
+(``ShimRecord``: the worker's tree, the shim's pid and start time, the socket, the job's token). A
+later daemon finds a shim only through that record, never by a process name, and takes it only when
+the pid still has the start time written down and its hello names the same worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import os
+import socket
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from roost.proctree import WorkerTree, read_proc, send
+from roost.protocol import MAX_FRAME
+from roost.worker_protocol import Oversize
+
+log = logging.getLogger(__name__)
+
+#: The shim program, run by path so that a running shim is never changed by an upgrade of roost.
+SHIM_PROGRAM = Path(__file__).resolve().parents[2] / "programs" / "shim.py"
+VERSION = 1
+#: What a shim keeps of its worker's output that no daemon acknowledged (the newest).
+KEEP = 8 << 20
+#: How long the daemon waits for a shim's hello.
+SHIM_HELLO_TIMEOUT = 10.0
+#: Lines read from the shim and not yet taken by the worker's reader, in bytes, before reading pauses.
+BUFFERED = 2 * MAX_FRAME
+#: The longest path a unix socket address holds (sun_path, with its NUL).
+SUN_PATH = 107
+
+
+class ShimError(OSError):
+    """The shim could not start its worker, or is not the one its record names."""
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """Output the shim dropped over its bound while nobody acknowledged it: how many bytes."""
+
+    size: int
+
+
+@dataclass(frozen=True)
+class ShimRecord:
+    """What a daemon needs to find, check and take over a worker it did not start (or to kill it)."""
+
+    tree: WorkerTree
+    shim_pid: int
+    shim_start: int
+    socket: str
+    token: str
+    #: Whether its driver's adapter keeps nothing in memory that a new daemon would lack.
+    adoptable: bool
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({**asdict(self.tree), "shim": {"pid": self.shim_pid, "start": self.shim_start,
+                                                     "socket": self.socket, "token": self.token,
+                                                     "adoptable": self.adoptable}}, fh)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> "ShimRecord | None":
+        tree = WorkerTree.load(path)
+        try:
+            shim = json.loads(path.read_text())["shim"]
+            return cls(tree, int(shim["pid"]), int(shim["start"]), str(shim["socket"]), str(shim["token"]),
+                       bool(shim["adoptable"])) if tree is not None else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def alive(self) -> bool:
+        """Whether the shim that was started still runs (its pid with its start time)."""
+        proc = read_proc(self.shim_pid)
+        return proc is not None and proc.start == self.shim_start and proc.state not in ("Z", "X")
+
+    def kill(self) -> None:
+        """SIGKILL the shim, if it is still the one started (its worker's tree is the caller's)."""
+        send(self.shim_pid, self.shim_start, 9)
+
+
+@contextlib.contextmanager
+def address_of(path: Path) -> Iterator[str]:
+    """An address for ``path`` a socket call takes: itself, or, when too long for sun_path, the
+    same file reached through an open descriptor of its directory (/proc/self/fd/N/NAME)."""
+    if len(os.fsencode(path)) <= SUN_PATH:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
+
+
+def listen(path: Path) -> socket.socket:
+    """A listening socket at ``path``, owner-only from birth, in an owner-only directory."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        with address_of(path) as address:
+            sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.umask(old)
+    sock.listen(4)
+    return sock
+
+
+def shim_argv(sock: socket.socket, path: Path, job_id: str, mark: str, argv: list[str],
+              ephemeral: bool = False) -> list[str]:
+    """The shim's command line; an ``ephemeral`` one (a spare's) ends with its daemon's connection
+    until ``ShimLink.keep``."""
+    return [sys.executable, "-I", "-S", str(SHIM_PROGRAM), "--fd", str(sock.fileno()), "--job", job_id,
+            "--keep", str(KEEP), "--line-max", str(MAX_FRAME), "--mark", mark, "--socket", str(path),
+            *(["--ephemeral", "1"] if ephemeral else []), "--", *argv]
+
+
+class ShimLink:
+    """One connection to a shim. Its frames are read by a task of its own into a bounded buffer of
+    lines (``next_line``), stderr goes to ``on_stderr`` as it comes, the exit to ``exited``."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hello: dict[str, Any],
+                 committed: int) -> None:
+        self.hello = hello
+        self.worker_pid = int(hello["worker_pid"])
+        self.worker_start = int(hello["worker_start"])
+        self.shim_pid = int(hello["shim_pid"])
+        self._reader, self._writer = reader, writer
+        #: The last sequence number committed (nothing up to it is handed on again) and acknowledged.
+        self.committed = self.acked = committed
+        self.on_stderr: Callable[[bytes], None] = lambda data: None
+        self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.exit_tail: list[str] = []
+        self.exit_seq = 0
+        self._lines: collections.deque[tuple[int, bytes | Oversize | Dropped]] = collections.deque()
+        self._size = 0
+        self._more = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._ended = False
+        self.closed = False
+        self._task = asyncio.get_running_loop().create_task(self._pump())
+
+    @classmethod
+    async def connect(cls, path: Path, committed: int = 0, timeout: float = SHIM_HELLO_TIMEOUT) -> "ShimLink":
+        """Connect and read the hello; ShimError when the shim says its worker could not start, speaks
+        another version, or is not there."""
+        with address_of(path) as address:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_unix_connection(address, limit=MAX_FRAME + (1 << 16)), timeout)
+        try:
+            line = await asyncio.wait_for(reader.readline(), timeout)
+            hello = json.loads(line) if line else {}
+        except (ValueError, asyncio.TimeoutError, OSError) as exc:
+            writer.close()
+            raise ShimError(f"the worker's shim did not say hello: {exc or 'no answer'}") from None
+        if not isinstance(hello, dict) or hello.get("roost_shim") != VERSION or "error" in hello:
+            writer.close()
+            if isinstance(hello, dict) and "error" in hello:
+                raise ShimError(str(hello["error"]))
+            raise ShimError(f"the worker's shim speaks {str(hello)[:100]!r}, not version {VERSION}")
+        link = cls(reader, writer, hello, committed)
+        if committed:
+            link._send(b"A %d\n" % committed)
+        return link
+
+    async def _pump(self) -> None:
+        rc: int | None = None
+        try:
+            while True:
+                line = await self._reader.readline()
+                if not line.endswith(b"\n"):
+                    break  # the shim is gone (or cut a frame short)
+                kind, _, rest = line[:-1].partition(b" ")
+                seq_text, _, body = rest.partition(b" ")
+                seq = int(seq_text)
+                if kind == b"S":
+                    data = await self._reader.readexactly(int(body))
+                    if seq > self.committed:
+                        self.on_stderr(data)
+                    continue
+                if seq <= self.committed:
+                    continue
+                if kind == b"E":
+                    end = json.loads(body)
+                    rc, self.exit_tail, self.exit_seq = int(end["rc"]), [str(x) for x in end["stderr"]], seq
+                    break
+                item: bytes | Oversize | Dropped
+                if kind == b"L":
+                    item = body
+                elif kind == b"O":
+                    size, head, tail = body.split(b" ")
+                    item = Oversize(int(size), bytes.fromhex(head.decode().strip("-")),
+                                    bytes.fromhex(tail.decode().strip("-")))
+                elif kind == b"D":
+                    item = Dropped(int(body))
+                else:
+                    continue
+                self._lines.append((seq, item))
+                self._size += len(body) + 16
+                self._more.set()
+                if self._size > BUFFERED:
+                    self._room.clear()
+                    await self._room.wait()
+        except (OSError, ValueError, KeyError, asyncio.IncompleteReadError) as exc:
+            log.warning("a worker's shim (pid %d) link ended: %s", self.shim_pid, exc)
+        except asyncio.CancelledError:
+            return
+        self._ended = True
+        self._more.set()
+        if not self.exited.done() and not self.closed:
+            if rc is None:
+                self.exit_tail = ["its shim ended without saying how the worker exited"]
+            self.exited.set_result(rc if rc is not None else -9)
+
+    async def next_line(self) -> tuple[int, bytes | Oversize | Dropped] | None:
+        """The next line of the worker's stdout with its sequence number; None once there are no more."""
+        while not self._lines:
+            if self._ended or self.closed:
+                return None
+            self._more.clear()
+            await self._more.wait()
+        seq, item = self._lines.popleft()
+        self._size -= (len(item) if isinstance(item, bytes) else 0) + 16
+        if self._size <= BUFFERED:
+            self._room.set()
+        return seq, item
+
+    def _send(self, data: bytes) -> None:
+        if not self.closed and not self._writer.is_closing():
+            self._writer.write(data)
+
+    def write(self, data: bytes) -> None:
+        """Bytes for the worker's stdin."""
+        self._send(b"I %d\n" % len(data) + data)
+
+    def close_stdin(self) -> None:
+        self._send(b"C\n")
+
+    def keep(self) -> None:
+        """A spare's shim now serves a job: it outlives this daemon like any worker's."""
+        self._send(b"P\n")
+
+    def is_closing(self) -> bool:
+        return self.closed or self._writer.is_closing()
+
+    def ack(self, seq: int) -> None:
+        """Everything up to ``seq`` is committed: the shim may forget it."""
+        if seq > self.acked:
+            self.acked = seq
+            self._send(b"A %d\n" % seq)
+
+    def release(self) -> None:
+        """The worker's exit is committed: the shim may end."""
+        if self.exit_seq:
+            self.ack(self.exit_seq)
+        self.close()
+
+    def close(self) -> None:
+        """Leave the shim (it keeps its worker, and what it says, for the next daemon)."""
+        if not self.closed:
+            self.closed = True
+            self._task.cancel()
+            self._more.set()
+            self._writer.close()

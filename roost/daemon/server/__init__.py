@@ -1,0 +1,1 @@
+"""The socket side: the listener, connections, the operations table, authority and subscriptions."""

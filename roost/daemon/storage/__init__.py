@@ -1,0 +1,1 @@
+"""Storage: the SQLite store, its repair and salvage, recovery at start, the in-memory index, search."""

@@ -1,0 +1,446 @@
+"""The shim: a small process per worker that outlives the daemon (docs/reliability.md, "Workers that
+outlive the daemon").
+
+The daemon starts it instead of the agent, handing it a listening unix socket (``--fd``, bound in the
+daemon's private runtime directory); the shim starts the agent (everything after ``--``) in a session
+of its own with its stdio on pipes, and relays the worker protocol between the agent and whichever
+daemon is connected. Each connection opens with a versioned hello line (JSON: ``roost_shim``, the
+job, the shim's and the worker's pids, the worker's start time, what was acknowledged). Then, the
+shim to the daemon, one frame a line:
+
+- ``L SEQ LINE``: a line of the agent's stdout; ``O SEQ SIZE HEAD TAIL``: one over ``--line-max``
+  (its size and its first and last bytes in hex, the rest skipped); ``S SEQ N`` + N bytes: stderr;
+- ``D SEQ BYTES``: BYTES bytes of output (up to SEQ) were dropped while nobody acknowledged them;
+- ``E SEQ JSON``: the agent exited (``rc``, its last ``stderr`` lines).
+
+And the daemon to the shim: ``I N`` + N bytes (for the agent's stdin), ``C`` (close its stdin),
+``A SEQ`` (everything up to SEQ is committed: forget it), ``P`` (a spare's shim, started with
+``--ephemeral 1``, now serves a job: until then it ends, killing its agent, when its daemon goes). What is not acknowledged is kept, at most
+``--keep`` bytes (the newest; what goes is counted in one ``D`` frame), and sent again, once, to the
+next daemon that connects. The shim ends once its agent's exit is acknowledged.
+
+No roost import, and only the interpreter's built-in modules (``_socket``, ``select``'s epoll,
+``os.posix_spawn``; not ``subprocess``, ``selectors``, ``socket`` or ``json``, which would double
+what it holds): it is run by path (``python -I -S``), so a running shim never changes under an
+upgrade of roost, and it stays small (docs/performance.md). For the same reason it is one file
+(about 445 lines): a program run by path can import nothing of its own package.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+
+import fcntl
+
+import _collections
+import _signal
+import _socket
+
+VERSION = 1
+#: Lines of the agent's stderr kept to explain its exit, and how long each may be.
+STDERR_TAIL = 20
+STDERR_LINE = 1000
+#: How long the agent's pipes may still be read after it exited (a child it left may hold them).
+PIPE_GRACE = 1.0
+#: Bytes of an oversize line's head and tail sent with its size (roost.worker_protocol.OVERSIZE_KEEP).
+OVERSIZE_KEEP = 4096
+READ = 1 << 16
+#: The agent's stdout pipe (bounded by /proc/sys/fs/pipe-max-size), and fcntl's F_SETPIPE_SZ.
+PIPE_BYTES = 1 << 20
+F_SETPIPE_SZ = 1031
+#: The most bytes for the agent's stdin waiting to be written before the shim stops reading the daemon.
+STDIN_HELD = 8 << 20
+#: The spare's room variable must stay last in the agent's environment (roost/daemon/processes/spare.py).
+ROOM_VAR = "ROOST_SPARE_ROOM"
+MARK_VAR = "ROOST_WORKER_MARK"
+
+
+def quote(text: str) -> str:
+    """``text`` as a JSON string (what ``json.dumps`` gives, without importing json and its ``re``)."""
+    out = ['"']
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch < " ":
+            out.append("\\u%04x" % ord(ch))
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def executable(name: str, path: str) -> str:
+    """``name`` found on the agent's PATH, as a subprocess would (a name with a slash as it is)."""
+    if "/" in name:
+        return name
+    for folder in path.split(os.pathsep):
+        candidate = os.path.join(folder or ".", name)
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    raise FileNotFoundError(2, "No such file or directory", name)
+
+
+def read_environment() -> dict[str, str]:
+    """The agent's environment, which the daemon writes to the shim's stdin (``NAME=VALUE`` NUL
+    ended), so that the shim's own (``/proc/PID/environ``) names no job: it is not the worker."""
+    data = bytearray()
+    while chunk := os.read(0, READ):
+        data += chunk
+    env: dict[str, str] = {}
+    for item in bytes(data).split(b"\0"):
+        if item:
+            key, _, value = item.partition(b"=")
+            env[os.fsdecode(key)] = os.fsdecode(value)
+    return env
+
+
+def start_time(pid: int) -> int:
+    """Field 22 of /proc/PID/stat: the start time that, with the pid, names one process."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        raw = fh.read()
+    return int(raw[raw.rfind(b")") + 2:].split()[19])
+
+
+class Kept:
+    """What the agent said that no daemon has acknowledged: frames by sequence number, bounded."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.frames: "_collections.deque[tuple[int, bytes, int]]" = _collections.deque()  # seq, frame, output bytes
+        self.size = 0
+        self.seq = 0
+        self.acked = 0
+        #: Output dropped over the bound and not acknowledged: through which seq, how many bytes.
+        self.gap_seq = 0
+        self.gap_bytes = 0
+
+    def add(self, head: bytes, body: bytes = b"", output: int = 0) -> int:
+        """A frame ``HEAD SEQ...``; the oldest go while over the bound (an exit frame never)."""
+        self.seq += 1
+        frame = head + b" " + str(self.seq).encode() + body + (b"" if head == b"S" else b"\n")
+        self.frames.append((self.seq, frame, output))
+        self.size += len(frame)
+        while self.size > self.keep and len(self.frames) > 1 and not self.frames[0][1].startswith(b"E"):
+            seq, old, out = self.frames.popleft()
+            self.size -= len(old)
+            self.gap_seq, self.gap_bytes = seq, self.gap_bytes + out
+        return self.seq
+
+    def ack(self, seq: int) -> None:
+        self.acked = max(self.acked, seq)
+        while self.frames and self.frames[0][0] <= self.acked:
+            self.size -= len(self.frames.popleft()[1])
+        if self.gap_seq <= self.acked:
+            self.gap_seq = self.gap_bytes = 0
+
+
+IN, OUT = select.EPOLLIN, select.EPOLLOUT
+GONE = select.EPOLLHUP | select.EPOLLERR
+
+
+class Shim:
+    def __init__(self, listener: _socket.socket, job: str, keep: int, line_max: int, argv: list[str], mark: str,
+                 given: dict[str, str]) -> None:
+        self.listener = listener
+        self.job = job
+        self.line_max = line_max
+        self.kept = Kept(keep)
+        self.poll = select.epoll()
+        self.names: dict[int, str] = {}
+        env = {k: v for k, v in given.items() if k != ROOM_VAR}
+        env[MARK_VAR] = mark
+        if ROOM_VAR in given:
+            env[ROOM_VAR] = given[ROOM_VAR]
+        pipes = [os.pipe() for _ in range(3)]  # close-on-exec; the child's dup2 copies are not
+        try:
+            self.pid = os.posix_spawn(executable(argv[0], env.get("PATH", os.defpath)), argv, env, setsid=True, setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
+                                       file_actions=[(os.POSIX_SPAWN_DUP2, pipes[0][0], 0),
+                                                     (os.POSIX_SPAWN_DUP2, pipes[1][1], 1),
+                                                     (os.POSIX_SPAWN_DUP2, pipes[2][1], 2)])
+        finally:
+            for fd in (pipes[0][0], pipes[1][1], pipes[2][1]):
+                os.close(fd)
+        self.stdin, self.stdout, self.stderr = pipes[0][1], pipes[1][0], pipes[2][0]
+        self.start = start_time(self.pid)
+        self.partial = b""
+        self.oversize: list[bytes | int] | None = None  # size, head, tail of a line being skipped
+        self.stdin_buf = bytearray()
+        self.stdin_closing = False
+        self.tail: "_collections.deque[str]" = _collections.deque(maxlen=STDERR_TAIL)
+        self.err_partial = b""
+        self.conn: _socket.socket | None = None
+        self.inbuf = b""
+        self.out = bytearray()
+        self.sent = 0  # the last seq written to this connection
+        self.rc: int | None = None
+        self.grace_until: float | None = None
+        #: The agent's output pipes not at their end yet, and whether they are read now (``_pace``).
+        self.pipes = {self.stdout: "stdout", self.stderr: "stderr"}
+        self.reading = True
+        self.exit_seq = 0
+        #: A spare's shim (``--ephemeral 1``) ends with its first daemon's connection until a ``P``.
+        self.ephemeral = False
+        for fd in (self.stdout, self.stderr, self.stdin):
+            os.set_blocking(fd, False)
+        try:  # room for a burst, as the daemon gave its workers' pipes before shims (roost/daemon/processes)
+            fcntl.fcntl(self.stdout, F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:
+            pass
+        listener.setblocking(False)
+        self.pidfd = os.pidfd_open(self.pid)
+        for fd, name in ((listener.fileno(), "accept"), (self.stdout, "stdout"), (self.stderr, "stderr"),
+                         (self.pidfd, "exit")):
+            self._watch(fd, IN, name)
+
+    # -- the agent's side -------------------------------------------------------------------------------
+    def on_stdout(self, data: bytes) -> None:
+        lines = (self.partial + data).split(b"\n")
+        self.partial = b""
+        for i, line in enumerate(lines):
+            last = i == len(lines) - 1
+            if self.oversize is not None:
+                size, head, tail = self.oversize
+                self.oversize = [size + len(line), head, (tail + line)[-OVERSIZE_KEEP:]]  # type: ignore[operator]
+                if not last:
+                    size, head, tail = self.oversize
+                    self.kept.add(b"O", b" %d %s %s" % (size, head.hex().encode() or b"-",  # type: ignore[union-attr]
+                                                     tail.hex().encode() or b"-"), size + 1)  # type: ignore[union-attr]
+                    self.oversize = None
+            elif last:
+                if len(line) > self.line_max:
+                    self.oversize = [len(line), line[:OVERSIZE_KEEP], line[-OVERSIZE_KEEP:]]
+                else:
+                    self.partial = line
+            elif len(line) > self.line_max:
+                self.kept.add(b"O", b" %d %s %s" % (len(line), line[:OVERSIZE_KEEP].hex().encode(),
+                                                 line[-OVERSIZE_KEEP:].hex().encode()), len(line) + 1)
+            else:
+                self.kept.add(b"L", b" " + line, len(line) + 1)
+
+    def on_stderr(self, data: bytes) -> None:
+        self.kept.add(b"S", b" %d\n" % len(data) + data, len(data))
+        *lines, self.err_partial = (self.err_partial + data).split(b"\n")
+        self.err_partial = self.err_partial[-STDERR_LINE:]
+        for line in lines[-STDERR_TAIL:]:
+            if text := line[:STDERR_LINE].decode(errors="replace").rstrip():
+                self.tail.append(text)
+
+    def exited(self) -> None:
+        """The agent is gone: the exit goes out once its pipes are read (or PIPE_GRACE passed)."""
+        if text := self.err_partial[:STDERR_LINE].decode(errors="replace").rstrip():
+            self.tail.append(text)
+        if self.partial:
+            self.kept.add(b"L", b" " + self.partial, len(self.partial))
+            self.partial = b""
+        body = ('{"rc": %d, "stderr": [%s]}' % (self.rc or 0, ", ".join(quote(line) for line in self.tail))).encode()
+        self.exit_seq = self.kept.add(b"E", b" " + body)
+        for fd in (self.stdout, self.stderr):
+            self._drop(fd)
+        self.pipes.clear()
+        self.grace_until = None
+
+    def _drop(self, fd: int) -> None:
+        if self.names.pop(fd, None) is not None:
+            self.poll.unregister(fd)
+
+    def write_stdin(self) -> None:
+        if self.stdin < 0:
+            self.stdin_buf.clear()
+            return
+        try:
+            while self.stdin_buf:
+                n = os.write(self.stdin, self.stdin_buf)
+                del self.stdin_buf[:n]
+        except BlockingIOError:
+            pass
+        except OSError:  # the agent closed its stdin: what it would have read goes nowhere
+            self.stdin_buf.clear()
+        self._watch(self.stdin, OUT if self.stdin_buf else 0, "stdin")
+        if not self.stdin_buf and self.stdin_closing:
+            self._drop(self.stdin)
+            os.close(self.stdin)
+            self.stdin = -1
+
+    def _watch(self, fd: int, events: int, name: str) -> None:
+        """Watch ``fd`` for ``events`` (none: not at all) under ``name``."""
+        if not events:
+            self._drop(fd)
+        elif fd in self.names:
+            self.poll.modify(fd, events)
+        else:
+            self.poll.register(fd, events)
+            self.names[fd] = name
+
+    # -- the daemon's side ------------------------------------------------------------------------------
+    def accept(self) -> None:
+        try:
+            fd, _ = self.listener._accept()
+        except OSError:
+            return
+        if self.conn is not None:  # a new daemon: the old connection is dead or about to be
+            self._drop(self.conn.fileno())
+            self.conn.close()
+        conn = _socket.socket(fileno=fd)
+        conn.setblocking(False)
+        self.conn, self.inbuf, self.out = conn, b"", bytearray()
+        hello = '{"roost_shim": %d, "job": %s, "shim_pid": %d, "worker_pid": %d, "worker_start": %d, "acked": %d}' % (
+            VERSION, quote(self.job), os.getpid(), self.pid, self.start, self.kept.acked)
+        self.out += hello.encode() + b"\n"
+        self.sent = self.kept.acked
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Queue the frames this connection has not had (up to a few hundred KiB at a time)."""
+        if self.conn is None:
+            return
+        if self.kept.gap_bytes and self.kept.gap_seq > self.sent:  # first, how much it will never have
+            self.out += b"D %d %d\n" % (self.kept.gap_seq, self.kept.gap_bytes)
+            self.sent = self.kept.gap_seq
+        frames = self.kept.frames
+        # Their seqs run on by one from the oldest kept: the first not sent is found, not searched for.
+        at = max(0, self.sent + 1 - frames[0][0]) if frames else 0
+        while at < len(frames) and len(self.out) <= 1 << 18:
+            seq, frame, _ = frames[at]
+            self.out += frame
+            self.sent = seq
+            at += 1
+        events = IN | (OUT if self.out else 0)
+        if len(self.stdin_buf) > STDIN_HELD:
+            events &= ~IN
+        self._watch(self.conn.fileno(), events, "conn")
+
+    def _lost(self) -> None:
+        assert self.conn is not None
+        self._drop(self.conn.fileno())
+        self.conn.close()
+        self.conn, self.out = None, bytearray()
+        if self.ephemeral:  # a spare no job took: nobody will want it, its agent and it go now
+            try:
+                os.killpg(self.pid, _signal.SIGKILL)
+            except OSError:
+                pass
+            self.rc = self.rc if self.rc is not None else -9
+            self.exit_seq = self.kept.acked = max(self.exit_seq, self.kept.seq, 1)
+
+    def on_conn(self, mask: int) -> None:
+        assert self.conn is not None
+        if mask & OUT and self.out:
+            try:
+                del self.out[:self.conn.send(self.out)]
+            except BlockingIOError:
+                pass
+            except OSError:
+                return self._lost()
+        if mask & (IN | GONE):
+            try:
+                data = self.conn.recv(READ)
+            except BlockingIOError:
+                data = None
+            except OSError:
+                data = b""
+            if data == b"":
+                return self._lost()
+            if data:
+                self.inbuf += data
+                self._commands()
+
+    def _commands(self) -> None:
+        while True:
+            nl = self.inbuf.find(b"\n")
+            if nl < 0:
+                return
+            head = self.inbuf[:nl].split()
+            if head and head[0] == b"I":
+                n = int(head[1])
+                if len(self.inbuf) < nl + 1 + n:
+                    return
+                self.stdin_buf += self.inbuf[nl + 1:nl + 1 + n]
+                self.inbuf = self.inbuf[nl + 1 + n:]
+                self.write_stdin()
+                continue
+            self.inbuf = self.inbuf[nl + 1:]
+            if head and head[0] == b"A":
+                self.kept.ack(int(head[1]))
+            elif head and head[0] == b"C":
+                self.stdin_closing = True
+                self.write_stdin()
+            elif head and head[0] == b"P":  # a job took it: it outlives the daemon from now on
+                self.ephemeral = False
+
+    def _pace(self) -> None:
+        """Read the agent's output while nobody is connected (the oldest goes past the bound), or while
+        a connected daemon has acknowledged enough of it; else leave it in the pipe, so the agent
+        waits for the daemon as it would on a pipe of its own, and nothing is dropped."""
+        reading = self.conn is None or self.kept.size < self.kept.keep // 2
+        if reading != self.reading:
+            self.reading = reading
+            if not reading:
+                self.grace_until = None
+            for fd, name in self.pipes.items():
+                self._watch(fd, IN if reading else 0, name)
+
+    # -- the loop ---------------------------------------------------------------------------------------
+    def run(self) -> int:
+        while not (self.exit_seq and self.kept.acked >= self.exit_seq):
+            timeout = -1.0 if self.grace_until is None else max(0.0, self.grace_until - time.monotonic())
+            for fd, mask in self.poll.poll(timeout):
+                name = self.names.get(fd)
+                if name == "accept":
+                    self.accept()
+                elif name == "conn":
+                    self.on_conn(mask)
+                elif name == "stdin":
+                    self.write_stdin()
+                elif name in ("stdout", "stderr"):
+                    try:
+                        data = os.read(fd, READ)
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        self._drop(fd)
+                        self.pipes.pop(fd, None)
+                    else:
+                        (self.on_stdout if name == "stdout" else self.on_stderr)(data)
+                elif name == "exit":
+                    self._drop(fd)
+                    self.rc = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            self._pace()
+            if self.rc is not None and not self.exit_seq:
+                if self.reading and self.grace_until is None:
+                    self.grace_until = time.monotonic() + PIPE_GRACE  # counted only while its pipes are read
+                if not self.pipes or (self.reading and time.monotonic() >= self.grace_until):  # type: ignore[operator]
+                    self.exited()
+            self._refresh()
+        return 0
+
+
+def main(args: list[str]) -> int:
+    """``shim.py --fd N --job ID --keep BYTES --line-max BYTES --mark MARK --socket PATH [--ephemeral 1]
+    -- ARGV...``"""
+    split = args.index("--")
+    opts = dict(zip(args[:split:2], args[1:split:2]))
+    listener = _socket.socket(fileno=int(opts["--fd"]))
+    os.set_inheritable(listener.fileno(), False)  # the agent gets none of the shim's descriptors
+    try:
+        shim = Shim(listener, opts["--job"], int(opts["--keep"]), int(opts["--line-max"]), args[split + 1:],
+                    opts["--mark"], read_environment())
+    except OSError as exc:  # the agent could not start: the daemon's connection hears why, then EOF
+        fd, _ = listener._accept()
+        error = f"{exc.strerror or exc}: {exc.filename or (args[split + 1] if len(args) > split + 1 else '')}"
+        _socket.socket(fileno=fd).sendall(('{"roost_shim": %d, "error": %s}' % (VERSION, quote(error))).encode() + b"\n")
+        return 1
+    shim.ephemeral = opts.get("--ephemeral") == "1"
+    try:
+        return shim.run()
+    finally:
+        try:
+            os.unlink(opts["--socket"])
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
