@@ -1,0 +1,57 @@
+"""`roost stop` reaches a job's worker while no daemon runs (docs/reliability.md, "Workers that
+outlive the daemon"): the agent mid-turn under its shim is ended, no daemon is started for it, and
+the next daemon records the job as stopped by a person, with the reason, not as failed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from roost.client import daemon_running
+from roost.daemon.processes.offline_stop import StopMark
+
+from conftest import DaemonHarness, pid_alive, shims_of
+
+
+def roost(daemon: DaemonHarness, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "roost.cli", *args], env=daemon.env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_roost_stop_after_a_daemon_crash_ends_the_agent_and_the_next_daemon_records_it_stopped(
+        daemon: DaemonHarness) -> None:
+    job = daemon.spawn("say before\nwait-for held\nsay after")
+    daemon.at_gate(job, "held")
+    pid = daemon.show(job)["pid"]
+    shim = json.loads((daemon.paths.state_dir / "workers" / f"{job}.json").read_text())["shim"]["pid"]
+    daemon.kill()
+    done = roost(daemon, "stop", job)
+    assert done.returncode == 0, done.stderr
+    assert f"ended its worker (pid {pid})" in done.stdout and "no roost daemon runs" in done.stdout
+    assert not pid_alive(pid) and not pid_alive(shim), "the agent and its shim are gone"
+    assert not daemon_running(daemon.paths.socket), "no daemon was started to do it"
+    assert job in StopMark.load_all(daemon.paths.state_dir)
+    daemon.start()
+    row = daemon.wait_state(job, "stopped")
+    assert row["reason"] == "stopped by a person while no daemon ran (roost stop)" and row["pid"] is None
+    states = [e["data"] for e in daemon.timeline(job) if e["kind"] == "state"]
+    assert states[-1] == {"state": "stopped", "by": "person", "reason": row["reason"]}
+    assert StopMark.load_all(daemon.paths.state_dir) == {}, "the mark is recorded, then gone"
+    assert "after" not in [e["data"]["text"] for e in daemon.timeline(job) if e["kind"] == "text"]
+    assert daemon.call("send", job=job, text="say back")["outcome"] == "restarted"
+    assert daemon.wait_state(job, "idle")["last_text"] == "back"
+
+
+def test_roost_stop_with_no_daemon_and_no_worker_on_record_says_so(daemon: DaemonHarness) -> None:
+    job = daemon.spawn("say done")
+    daemon.wait_state(job, "idle")
+    daemon.call("close", job=job)
+    daemon.wait_for(lambda: not (daemon.paths.state_dir / "workers" / f"{job}.json").exists(),
+                    what="its worker's record to go")
+    daemon.kill()
+    done = roost(daemon, "stop", job)
+    assert done.returncode == 2 and f"no worker of job {job} is on record" in done.stderr
+    assert "nothing to stop" in done.stderr and done.stdout == ""
+    assert roost(daemon, "stop", "--tree", job).returncode == 1
+    assert not daemon_running(daemon.paths.socket) and not shims_of(daemon.paths.state_dir)
