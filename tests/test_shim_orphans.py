@@ -5,6 +5,7 @@ connection, and a starting daemon ends those whose socket has no record beside i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from roost.daemon.processes.shim_link import SHIM_PROGRAM, listen
+from roost.daemon.processes.process import open_process
+from roost.daemon.processes.shim_link import SHIM_PROGRAM, ShimRecord, listen
 from roost.daemon.storage.recovery import kill_stale_workers
+from roost.drivers.base import Launch
 
 from conftest import pid_alive
 
@@ -153,3 +156,29 @@ def test_a_starting_daemon_ends_a_shim_whose_socket_has_no_record(tmp_path: Path
     kill_stale_workers(state)
     shim.ended()
     assert not shim.path.exists()
+
+
+@pytest.mark.parametrize("written", [True, False])
+async def test_a_shim_outlives_its_daemon_only_once_its_record_is_written(tmp_path: Path, written: bool) -> None:
+    """``open_process`` keeps the shim (``P``) after writing its record; a record that cannot be
+    written (here a directory is in its way) leaves a shim that ends with its daemon's connection."""
+    record = tmp_path / "state" / "workers" / "j.json"
+    if not written:
+        (record / "in-the-way").mkdir(parents=True)
+    process = await open_process("j", Launch(argv=[sys.executable, "-c", "import sys; sys.stdin.read()"],
+                                             env={}, cwd="/", record=record))
+    try:
+        process.link.close()  # as the daemon's death would
+        if written:
+            assert ShimRecord.load(record) == process.record
+            conn = socket.socket(socket.AF_UNIX)
+            conn.connect(process.record.socket)  # the next daemon reaches it, and its worker
+            assert json.loads(conn.makefile("rb").readline())["worker_pid"] == process.pid
+            conn.close()
+        deadline = time.monotonic() + 30
+        while not written and (pid_alive(process.record.shim_pid) or pid_alive(process.pid)):
+            assert time.monotonic() < deadline, "the shim and its worker ended with the connection"
+            await asyncio.sleep(0.01)
+    finally:
+        process.tree.kill_now()
+        process.record.kill()

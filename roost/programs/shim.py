@@ -30,7 +30,7 @@ No roost import, and only the interpreter's built-in modules (``_socket``, ``sel
 ``os.posix_spawn``; not ``subprocess``, ``selectors``, ``socket`` or ``json``, which would double
 what it holds): it is run by path (``python -I -S``), so a running shim never changes under an
 upgrade of roost, and it stays small (docs/performance.md). For the same reason it is one file
-(about 445 lines): a program run by path can import nothing of its own package.
+(about 500 lines): a program run by path can import nothing of its own package.
 """
 
 from __future__ import annotations
