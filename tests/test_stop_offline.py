@@ -4,12 +4,20 @@ the next daemon records the job as stopped by a person, with the reason, not as 
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from roost.client import daemon_running
 from roost.daemon.processes.offline_stop import StopMark
+from roost.daemon.storage.index import JobIndex
+from roost.daemon.storage.recovery import recover
+from roost.daemon.storage.store import Store
+from roost.models import Job, State
 
 from conftest import DaemonHarness, pid_alive, shims_of
 
@@ -55,3 +63,32 @@ def test_roost_stop_with_no_daemon_and_no_worker_on_record_says_so(daemon: Daemo
     assert "nothing to stop" in done.stderr and done.stdout == ""
     assert roost(daemon, "stop", "--tree", job).returncode == 1
     assert not daemon_running(daemon.paths.socket) and not shims_of(daemon.paths.state_dir)
+
+
+@pytest.mark.parametrize("state", [State.STARTING, State.WORKING, State.IDLE])
+def test_a_stop_mark_whose_worker_never_reached_the_jobs_record_stops_a_start_or_turn_under_way(
+        tmp_path: Path, state: State) -> None:
+    """The daemon died after writing the worker's record and before the job's (its pid): the stop
+    still holds for a job that was starting or in a turn (not requeued, not failed); a job with
+    nothing under way keeps its state. A mark about another worker than the job's is not read."""
+    store = Store(tmp_path / "roost.db")
+    try:
+        store.save_job(Job(id="j1", title="t", driver="builtin", cwd="/w", state=state, created_at=1.0))
+        store.save_job(Job(id="j2", title="t", driver="builtin", cwd="/w", state=State.WORKING, created_at=2.0,
+                           pid=4321))
+        (tmp_path / "workers").mkdir()  # where the worker's record was
+        for job_id in ("j1", "j2"):
+            StopMark(job_id, 1234, 5, 900.0, "stopped by a person while no daemon ran (roost stop)").save(tmp_path)
+        index = JobIndex()
+        try:
+            out = recover(store, index, lambda: 1000.0, tmp_path)
+        finally:
+            gc.unfreeze()
+        j1, j2 = index.jobs.whole(["j1", "j2"])
+        assert j1.state == (State.IDLE if state == State.IDLE else State.STOPPED)
+        assert j1.reason == ("" if state == State.IDLE else "stopped by a person while no daemon ran (roost stop)")
+        assert "j1" not in out.queued and j1 not in out.lost
+        assert j2.state == State.FAILED and j2.pid is None, "another worker's mark: lost as before"
+        assert StopMark.load_all(tmp_path) == {}
+    finally:
+        store.close()

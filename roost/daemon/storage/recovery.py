@@ -83,22 +83,28 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
                 job.approvals, back, job.approval_back = [], job.approval_back, ""
                 if job.state == State.WAITING and back and back != job.state.value:  # else it waits on its question
                     set_state(job, State(back), "approval-settled", note="its approvals went with its worker")
-            if job.pid is not None:
-                mark = marks.get(job.id)
-                mark = mark if mark is not None and mark.pid == job.pid else None  # else about another worker
-                stopped = mark is not None and job.stoppable()
+            # A person's `roost stop` while no daemon ran: of this worker, or of one whose pid never
+            # reached the job's record (its start was under way).
+            mark = marks.get(job.id)
+            mark = mark if mark is not None and job.pid in (None, mark.pid) else None
+            stopped = mark is not None and job.stoppable()
+            if mark is not None and job.pid is None and not stopped:
+                mark = None
+            had_worker = job.pid is not None
+            if had_worker:
                 if job.provider_running > 0:  # the agent's own subagents went with its worker
                     for data in ended_with_worker(store.subagent_words(job.id), "the daemon restarted"):
                         note(job, "subagent", **data)
                     job.provider_running = 0
                 job.pid, job.live = None, None
                 job.reaped = True
-                if stopped and mark is not None:
-                    set_state(job, State.STOPPED, "stop", by="person", reason=mark.reason)
-                    store.drop_messages(job.id, now)  # a stopped job takes none of what waits for it
-                elif mark is not None:  # no turn ran: its worker is closed, the job keeps its state
-                    note(job, "closed", reason=mark.reason)
-                elif job.state in TURN_STATES:
+            if stopped and mark is not None:
+                set_state(job, State.STOPPED, "stop", by="person", reason=mark.reason)
+                store.drop_messages(job.id, now)  # a stopped job takes none of what waits for it
+            elif mark is not None:  # no turn ran: its worker is closed, the job keeps its state
+                note(job, "closed", reason=mark.reason)
+            elif had_worker:
+                if job.state in TURN_STATES:
                     set_state(job, State.FAILED, "failure", reason="the daemon restarted while its turn ran")
                     note(job, "error", message="worker lost: the daemon restarted during the turn")
                     out.lost.append(job)
