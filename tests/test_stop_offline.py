@@ -92,3 +92,33 @@ def test_a_stop_mark_whose_worker_never_reached_the_jobs_record_stops_a_start_or
         assert StopMark.load_all(tmp_path) == {}
     finally:
         store.close()
+
+
+def test_roost_stop_all_stops_every_turn_with_a_daemon_and_without_one(daemon: DaemonHarness) -> None:
+    """With a daemon: every job in a turn (or queued, or waiting) is stopped, an idle one is not.
+    After a crash: every worker on record is ended, and the next daemon records each job stopped."""
+    idle = daemon.spawn("say idle")
+    daemon.wait_state(idle, "idle")
+    held = [daemon.spawn(f"wait-for a{i}") for i in range(2)]
+    for i, job in enumerate(held):
+        daemon.at_gate(job, f"a{i}")
+    done = roost(daemon, "stop", "--all")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("stopped 2 jobs: ") and set(done.stdout.split()[3:]) == set(held)
+    assert [daemon.show(job)["state"] for job in held] == ["stopped", "stopped"]
+    assert daemon.show(idle)["state"] == "idle"
+    assert roost(daemon, "stop", "--all", "--tree").returncode == 1 and roost(daemon, "stop").returncode == 1
+
+    crashed = [daemon.spawn(f"wait-for b{i}") for i in range(2)]
+    for i, job in enumerate(crashed):
+        daemon.at_gate(job, f"b{i}")
+    pids = [daemon.show(job)["pid"] for job in crashed]
+    daemon.kill()
+    done = roost(daemon, "stop", "--all")
+    assert done.returncode == 0, done.stderr
+    assert all(f"ended its worker (pid {pid})" in done.stdout for pid in pids)
+    assert not any(pid_alive(pid) for pid in pids) and not shims_of(daemon.paths.state_dir)
+    daemon.start()
+    for job in crashed:
+        assert daemon.wait_state(job, "stopped")["reason"].startswith("stopped by a person while no daemon ran")
+    assert daemon.show(idle)["state"] == "idle"

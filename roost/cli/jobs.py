@@ -1,17 +1,15 @@
-"""The commands that act on one job: spawn, send, stop, close, pin and unpin, archive and
+"""The commands that act on one job: spawn, send, close, pin and unpin, archive and
 unarchive, rename, detach, label; and what agents call about themselves (report, children)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 
 import click
 
-from roost import paths as paths_mod
 from roost.cli.common import Ctx, errors, fail, pass_ctx, say
-from roost.client import UNREACHABLE, job_identity, probe
+from roost.client import job_identity
 from roost.models import record_json
 
 
@@ -82,52 +80,6 @@ def send(ctx: Ctx, job_id: str, text: str) -> None:
     denied = f" (not an answer: it denied {', '.join(result['approvals'])} with your text as the reason)" \
         if result["outcome"] == "denied" else ""
     say(f"{result['outcome']}: {job_id}{denied}")
-
-
-@click.command()
-@click.argument("job_id")
-@click.option("--tree", is_flag=True, help="Also every running job below it, nested too.")
-@pass_ctx
-def stop(ctx: Ctx, job_id: str, tree: bool) -> None:
-    """Stop a job's turn (and with --tree its whole tree). With no daemon running, its worker is
-    ended where a past daemon left it, and the next daemon records the job as stopped."""
-    paths = paths_mod.resolve()
-    error = probe(paths.socket)
-    if error is not None and error.code == UNREACHABLE:
-        return stop_offline(paths, job_id, tree)
-    result = ctx.call("stop", job=job_id, tree=tree)
-    n = result["stopped"]
-    if n == 0:
-        say(f"{job_id} was already stopped" if result.get("already") else "nothing was running")
-    else:
-        own = result.get("subagents", 0)
-        say(f"stopped {n} job{'s' if n != 1 else ''}: {' '.join(result['ids'])}"
-            + (f" (and {own} subagent{'s' if own != 1 else ''} of the agent's own)" if own else ""))
-
-
-def stop_offline(paths: paths_mod.Paths, job_id: str, tree: bool) -> None:
-    """`roost stop` with no daemon (roost/daemon/processes/offline_stop.py), the daemon's lock held
-    meanwhile so that none starts under it; never starting one: it may be what crashed."""
-    from roost.daemon.processes.offline_stop import stop_without_daemon  # only here: most stops find a daemon
-
-    if job_identity()[0] is not None:
-        fail("no roost daemon answers: a job's stop waits for one")
-    if tree:
-        fail("no roost daemon answers, and the jobs below this one are known to it only: "
-             f"`roost stop {job_id}` ends this job's worker without it")
-    paths.ensure()
-    fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fail("a roost daemon holds its lock but does not answer; try again in a moment")
-        try:
-            say(f"no roost daemon runs; {stop_without_daemon(paths.state_dir, job_id)}")
-        except LookupError as exc:
-            fail(f"no roost daemon runs, and {exc}: nothing to stop", 2)
-    finally:
-        os.close(fd)
 
 
 @click.command()

@@ -66,6 +66,12 @@ class StopMark:
                 path.unlink(missing_ok=True)
 
 
+def jobs_on_record(state_dir: Path) -> list[str]:
+    """The jobs whose workers a past daemon wrote down (a spare's record names no job)."""
+    folder = record_path(state_dir, "x").parent
+    return sorted(p.stem for p in folder.glob("*.json") if not p.stem.startswith("spare-")) if folder.is_dir() else []
+
+
 def stop_without_daemon(state_dir: Path, job_id: str, reason: str = REASON) -> str:
     """End the worker of ``job_id`` that a past daemon left under its shim; what was done, in words.
     Raises LookupError when no running worker of the job is on record."""
