@@ -89,16 +89,17 @@ def socket_for(job_id: str, launch: Launch) -> Path:
 async def open_process(job_id: str, launch: Launch, tail_env: dict[str, str] | None = None,
                        ephemeral: bool = False) -> Process:
     """Start ``launch`` under a shim with a new mark, the shim's record written at ``launch.record``.
-    ``tail_env`` goes last in its environment (a spare's room for its job's variables); an
-    ``ephemeral`` shim (a spare's) ends with this daemon unless a job takes it. Raises
-    OSError (a missing binary, a bad cwd) for the caller to report."""
+    ``tail_env`` goes last in its environment (a spare's room for its job's variables). The shim
+    outlives this daemon only once its record is written (``keep``): until then, and for good
+    when it cannot be written or is ``ephemeral`` (a spare's, until a job takes it), it ends
+    with this daemon. Raises OSError (a missing binary, a bad cwd) for the caller to report."""
     loop = asyncio.get_running_loop()
     floor, mark = boot_ticks(), WorkerTree.new_mark()
     path = socket_for(job_id, launch)
     sock = listen(path)
     try:
         # The agent's environment goes on the shim's stdin: the shim's own names no job (it is not the worker).
-        shim = subprocess.Popen(shim_argv(sock, path, job_id, mark, launch.argv, ephemeral), cwd=launch.cwd,
+        shim = subprocess.Popen(shim_argv(sock, path, job_id, mark, launch.argv), cwd=launch.cwd,
                                 env={}, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=[sock.fileno()],
                                 start_new_session=True)
     finally:
@@ -122,8 +123,8 @@ async def open_process(job_id: str, launch: Launch, tail_env: dict[str, str] | N
     proc = read_proc(shim.pid)
     record = ShimRecord(tree, shim.pid, proc.start if proc else 0, str(path), launch.env.get("ROOST_TOKEN", ""),
                         launch.adoptable)
-    if launch.record is not None:
-        save_record(record, launch.record)
+    if launch.record is not None and save_record(record, launch.record) and not ephemeral:
+        link.keep()
     return Process(link.worker_pid, tree, record, link, shim)
 
 
@@ -143,12 +144,16 @@ def adopt_opener(record: ShimRecord, committed: int) -> Opener:
     return adopt
 
 
-def save_record(record: ShimRecord, path: Path) -> None:
-    """Write the shim's record down for a later daemon; a failure is logged, the worker runs."""
+def save_record(record: ShimRecord, path: Path) -> bool:
+    """Write the shim's record down for a later daemon; a failure is logged (the worker runs, but
+    ends with this daemon: nobody could find it after), and answered False."""
     try:
         record.save(path)
-    except OSError as exc:  # the worker runs; only a later daemon cannot re-adopt or kill it
-        log.warning("job %s: cannot write down its worker at %s: %s", record.tree.job, path, exc)
+    except OSError as exc:
+        log.warning("job %s: cannot write down its worker at %s (it ends with this daemon): %s",
+                    record.tree.job, path, exc)
+        return False
+    return True
 
 
 def _reap(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited: "asyncio.Future[int]") -> None:
