@@ -60,8 +60,9 @@ class Shim:
     def ended(self, timeout: float = 30) -> None:
         """The shim ended (within ``timeout``, a bound for a loaded machine), its worker with it."""
         self.proc.wait(timeout)
-        if self.pid_file.exists():
-            worker = int(self.pid_file.read_text())
+        said = self.pid_file.read_text() if self.pid_file.exists() else ""
+        if said:  # else it was ended before it wrote its pid down
+            worker = int(said)
             deadline = time.monotonic() + timeout
             while pid_alive(worker):
                 assert time.monotonic() < deadline, "the worker was killed with its shim"
