@@ -41,8 +41,8 @@ from typing import Any, Callable, Mapping
 
 from roost.drivers import limits
 from roost.drivers.approvals import claude_what, words
-from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
-                                inherited_env, line_field, text_of)
+from roost.drivers.base import (SNAPSHOT_ENTRIES, Adapter, Driver, Launch, LaunchContext, existing_cwd,
+                                find_agent_program, inherited_env, line_field, newest, text_of)
 from roost.drivers.subagents import SubagentTracker
 from roost.drivers.usage import ClaudeSpend, budget_guard, claude_session_base
 from roost.models import Job
@@ -139,10 +139,10 @@ class ClaudeAdapter(Adapter):
 
     It keeps the turn in flight (the run token of the prompt, or OWN for a turn Claude Code began
     itself) and ends it once, at the ``result`` frame. A permission request does not end it: it is an
-    ``approval`` event, answered by the ``approval_answer`` that names it.
+    ``approval`` event, answered by the ``approval_answer`` that names it. What it knows survives a
+    restart of the daemon (``snapshot``), but for the permission requests pending: a job with one is
+    not re-adopted.
     """
-
-    survives_restart = False
 
     def __init__(self, session: str | None, cwd: str = "", config_dir: str = "",
                  spend: ClaudeSpend | None = None) -> None:
@@ -178,6 +178,39 @@ class ClaudeAdapter(Adapter):
 
     def bind(self, emit: Callable[[dict[str, Any]], None], write: Callable[[bytes], None]) -> None:
         self._emit, self._write = emit, write
+
+    # -- across a restart of the daemon ---------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The turn in flight, its tool calls and subagents, and the running totals spent; not the
+        daemon's own requests in flight (their askers went with it) nor pending permission requests."""
+        return {"session": self.session, "run": "own" if self.run is OWN else self.run,
+                "after_own": self.after_own, "aborting": self.aborting, "retries": self.retries,
+                "said": self.said, "notified": self.notified, "tasks": newest(self.tasks),
+                "tools": newest({k: list(v) for k, v in self.tools.items()}),
+                "titles": newest(self.subagents.titles), "background": sorted(self.subagents.background)[-SNAPSHOT_ENTRIES:],
+                "seen": None if self.spend.seen is None else dict(list(self.spend.seen.items())[-SNAPSHOT_ENTRIES:]),
+                "results": self.spend.results, "context": dict(self.context)}
+
+    def restore(self, state: dict[str, Any], run: Any = None) -> None:
+        """As ``snapshot`` wrote it; ready (only a worker that answered is re-adopted)."""
+        self.ready = True
+        self.session = state.get("session") or self.session
+        self.run = OWN if state.get("run") == "own" else state.get("run")
+        if self.run is None:  # the prompt went to Claude Code after the last line committed
+            self.run = run
+        self.after_own, self.aborting = state.get("after_own"), bool(state.get("aborting"))
+        self.retries = int(state.get("retries") or 0)
+        self.said, self.notified = bool(state.get("said")), bool(state.get("notified"))
+        self.tasks = {str(k): str(v) for k, v in (state.get("tasks") or {}).items()}
+        self.tools = {str(k): (str(v[0]), v[1]) for k, v in (state.get("tools") or {}).items()
+                      if isinstance(v, list) and len(v) == 2}
+        self.subagents.titles = {str(k): str(v) for k, v in (state.get("titles") or {}).items()}
+        self.subagents.background = {str(k) for k in state.get("background") or ()}
+        if "seen" in state:
+            seen = state.get("seen")
+            self.spend.seen = None if seen is None else {str(m): dict(row) for m, row in seen.items()}
+        self.spend.results = int(state.get("results") or 0)
+        self.context = {str(k): int(v) for k, v in (state.get("context") or {}).items()}
 
     def _control(self, request_id: str, request: dict[str, Any]) -> bytes:
         return encode({"type": "control_request", "request_id": request_id, "request": request})
