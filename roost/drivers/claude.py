@@ -42,7 +42,7 @@ from typing import Any, Callable, Mapping
 from roost.drivers import limits
 from roost.drivers.approvals import claude_what, words
 from roost.drivers.base import (SNAPSHOT_ENTRIES, Adapter, Driver, Launch, LaunchContext, existing_cwd,
-                                find_agent_program, inherited_env, line_field, newest, text_of)
+                                find_agent_program, inherited_env, kept, line_field, newest, text_of)
 from roost.drivers.subagents import SubagentTracker
 from roost.drivers.usage import ClaudeSpend, budget_guard, claude_session_base
 from roost.models import Job
@@ -186,7 +186,7 @@ class ClaudeAdapter(Adapter):
         return {"session": self.session, "run": "own" if self.run is OWN else self.run,
                 "after_own": self.after_own, "aborting": self.aborting, "retries": self.retries,
                 "said": self.said, "notified": self.notified, "tasks": newest(self.tasks),
-                "tools": newest({k: list(v) for k, v in self.tools.items()}),
+                "tools": {k: [name, kept(args)] for k, (name, args) in list(self.tools.items())[-SNAPSHOT_ENTRIES:]},
                 "titles": newest(self.subagents.titles), "background": sorted(self.subagents.background)[-SNAPSHOT_ENTRIES:],
                 "seen": None if self.spend.seen is None else dict(list(self.spend.seen.items())[-SNAPSHOT_ENTRIES:]),
                 "results": self.spend.results, "context": dict(self.context)}
