@@ -16,7 +16,7 @@ from roost.daemon.processes.spare import Spares
 from roost.daemon.processes.process import Worker, adopt_opener
 from roost.daemon.processes.shim_link import ShimRecord
 from roost.drivers import driver_for
-from roost.drivers.base import LaunchContext
+from roost.drivers.base import DriverError, LaunchContext
 from roost.models import Job
 from roost.paths import Paths
 
@@ -71,7 +71,10 @@ def adopt_factory(paths: Paths, config: Callable[[], Config]) -> AdoptFactory:
         adapter = driver.adapter(job)
         live = job.live or {}
         turn = live.get("turn") or {}
-        adapter.restore(live.get("adapter") or {}, None if turn.get("kind") == "own" else turn.get("run"))
+        try:
+            adapter.restore(live.get("adapter") or {}, None if turn.get("kind") == "own" else turn.get("run"))
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # a record changed by hand
+            raise DriverError(f"what its adapter knew cannot be read back from the job's record: {exc!r}") from None
         return Worker(job.id, launch, adapter, paths.job_log(job.id), on_event=on_event, on_exit=on_exit,
                       opener=adopt_opener(record, committed))
 
