@@ -20,13 +20,12 @@ def line(frame: dict[str, Any]) -> bytes:
     return json.dumps(frame).encode()
 
 
-def pi_usage(n: int) -> dict[str, Any]:
-    return {"input": 100, "output": 8, "cost": {"total": 0.001}}
+PI_USAGE = {"input": 100, "output": 8, "cost": {"total": 0.001}}
 
 
 def pi_message(text: str, n: int) -> dict[str, Any]:
     return {"type": "message_end", "message": {"role": "assistant", "content": [{"type": "text", "text": text}],
-                                               "usage": pi_usage(n), "provider": "fake", "model": "fake-model",
+                                               "usage": PI_USAGE, "provider": "fake", "model": "fake-model",
                                                "timestamp": 1000 + n, "responseId": f"r{n}"}}
 
 
@@ -85,7 +84,8 @@ def started(make: Callable[[], Adapter], kind: str) -> tuple[Adapter, list[dict[
     adapter.bind(emitted.append, lambda data: None)
     if kind == "claude":  # ready: its get_state answered
         adapter.encode({"type": "get_state", "id": "g1"})
-        adapter.decode(line({"type": "control_response", "response": {"subtype": "success", "request_id": "roost-init"}}))
+        answer = {"subtype": "success", "request_id": "roost-init"}
+        adapter.decode(line({"type": "control_response", "response": answer}))
     adapter.encode({"type": "prompt", "id": "p1", "run": 1, "message": "go"})
     return adapter, emitted
 
@@ -148,7 +148,8 @@ async def test_pis_error_waiting_to_settle_is_settled_by_the_restored_adapter() 
     emitted: list[dict[str, Any]] = []
     after.bind(lambda event: (emitted.append(event), settled.set()), lambda data: None)
     await asyncio.wait_for(settled.wait(), 5)
-    assert [(e["type"], e["run"], e["outcome"], e["error"]) for e in emitted] == [("turn_end", 1, "failed", "overloaded")]
+    assert [(e["type"], e["run"], e["outcome"], e["error"]) for e in emitted] == [
+        ("turn_end", 1, "failed", "overloaded")]
 
 
 def test_claudes_restored_adapter_answers_get_state_itself_with_its_turn() -> None:

@@ -137,7 +137,8 @@ async def test_a_workers_step_is_committed_whole_with_its_seq_and_snapshot_or_no
     worker.on_event([{"type": "text", "text": "one\n"}, {"type": "text", "text": "two\n"}])
     await rig.settle()
     assert texts(rig, job_id) == [] and acks == []
-    assert (stored(rig, job_id)["live"] or {}).get("seq", 0) == 0 and "adapter" not in (stored(rig, job_id)["live"] or {})
+    live = stored(rig, job_id)["live"] or {}
+    assert live.get("seq", 0) == 0 and "adapter" not in live
     watched.fail_at = None
     rig.sup.engine.retry_stalled()
     await rig.settle()

@@ -1,5 +1,5 @@
 """The Claude Code driver: one long-lived ``claude -p`` per job, speaking stream-json both ways.
-(One adapter for one protocol, about 450 lines; its approvals' shapes are in ``drivers/approvals.py``,
+(One adapter for one protocol, about 480 lines; its approvals' shapes are in ``drivers/approvals.py``,
 its usage in ``drivers/usage.py``, its limits' words in ``drivers/limits.py``.)
 
 What it relies on, measured with Claude Code 2.1.328 against a fake Messages API (docs/agents.md):
@@ -185,32 +185,24 @@ class ClaudeAdapter(Adapter):
         daemon's own requests in flight (their askers went with it) nor pending permission requests."""
         return {"session": self.session, "run": "own" if self.run is OWN else self.run,
                 "after_own": self.after_own, "aborting": self.aborting, "retries": self.retries,
-                "said": self.said, "notified": self.notified, "tasks": newest(self.tasks),
+                "said": self.said, "notified": self.notified, "tasks": newest(self.tasks), "context": self.context,
                 "tools": {k: [name, kept(args)] for k, (name, args) in list(self.tools.items())[-SNAPSHOT_ENTRIES:]},
-                "titles": newest(self.subagents.titles), "background": sorted(self.subagents.background)[-SNAPSHOT_ENTRIES:],
-                "seen": None if self.spend.seen is None else dict(list(self.spend.seen.items())[-SNAPSHOT_ENTRIES:]),
-                "results": self.spend.results, "context": dict(self.context)}
+                "subagents": self.subagents.snapshot(), "spend": self.spend.snapshot()}
 
     def restore(self, state: dict[str, Any], run: Any = None) -> None:
         """As ``snapshot`` wrote it; ready (only a worker that answered is re-adopted)."""
-        self.ready = True
-        self.session = state.get("session") or self.session
-        self.run = OWN if state.get("run") == "own" else state.get("run")
-        if self.run is None:  # the prompt went to Claude Code after the last line committed
-            self.run = run
+        self.ready, self.session = True, state.get("session") or self.session
+        saved = state.get("run")  # None, with the record's turn in flight: its prompt went after the last line
+        self.run = OWN if saved == "own" else run if saved is None else saved
         self.after_own, self.aborting = state.get("after_own"), bool(state.get("aborting"))
         self.retries = int(state.get("retries") or 0)
         self.said, self.notified = bool(state.get("said")), bool(state.get("notified"))
         self.tasks = {str(k): str(v) for k, v in (state.get("tasks") or {}).items()}
-        self.tools = {str(k): (str(v[0]), v[1]) for k, v in (state.get("tools") or {}).items()
-                      if isinstance(v, list) and len(v) == 2}
-        self.subagents.titles = {str(k): str(v) for k, v in (state.get("titles") or {}).items()}
-        self.subagents.background = {str(k) for k in state.get("background") or ()}
-        if "seen" in state:
-            seen = state.get("seen")
-            self.spend.seen = None if seen is None else {str(m): dict(row) for m, row in seen.items()}
-        self.spend.results = int(state.get("results") or 0)
         self.context = {str(k): int(v) for k, v in (state.get("context") or {}).items()}
+        self.tools = {str(k): (str(v[0]), v[1]) for k, v in (state.get("tools") or {}).items() if len(v) == 2}
+        self.subagents.restore(state.get("subagents") or {})
+        if "spend" in state:
+            self.spend.restore(state["spend"])
 
     def _control(self, request_id: str, request: dict[str, Any]) -> bytes:
         return encode({"type": "control_request", "request_id": request_id, "request": request})
