@@ -20,7 +20,8 @@ from roost.drivers.base import DriverError, LaunchContext
 from roost.models import Job
 from roost.paths import Paths
 
-EventSink = Callable[[dict[str, Any]], None]
+#: Takes one step of a worker's events (roost/daemon/engine/worker_events.py ``sinks``).
+EventSink = Callable[[list[dict[str, Any]]], None]
 ExitSink = Callable[[int, list[str]], Awaitable[None]]
 
 

@@ -225,11 +225,11 @@ class Worker:
     def _gather(self, step: Callable[[], Any]) -> Any:
         """Run one step of the adapter (decode a line, encode a command) and hand on together what it
         emitted meanwhile and what it returned (a list of events), as one step."""
-        self._gathered = []
+        outer, self._gathered = self._gathered, []
         try:
             out = step()
         finally:
-            gathered, self._gathered = self._gathered, None
+            gathered, self._gathered = self._gathered, outer
         self._step(gathered + (out if isinstance(out, list) else []))
         return out
 
