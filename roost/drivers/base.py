@@ -57,8 +57,8 @@ class Launch:
     session: str | None = None
     #: Where the worker's tree is written down while it runs; None: nowhere (a test's own worker).
     record: Path | None = None
-    #: Whether a later daemon may take the running worker over (its adapter keeps nothing in memory
-    #: that a new daemon would lack); the worker sets it from ``Adapter.survives_restart``.
+    #: Whether a later daemon may take the running worker over (its adapter keeps nothing in memory,
+    #: or writes it down and restores it); the worker sets it from ``Adapter.survives_restart``.
     adoptable: bool = False
 
 
