@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import pytest
@@ -14,6 +15,8 @@ from roost.drivers.base import SNAPSHOT_ENTRIES, SNAPSHOT_MAX, SNAPSHOT_VALUE, A
 from roost.drivers.claude import ClaudeAdapter
 from roost.drivers.pi import PiAdapter
 from roost.drivers.usage import ClaudeSpend
+
+from test_pi_driver import pi_bin  # noqa: F401  (a fixture)
 
 
 def line(frame: dict[str, Any]) -> bytes:
@@ -192,3 +195,21 @@ def test_snapshots_stay_within_their_bound_keeping_values_at_it_and_noting_those
     [tool] = after.decode(line({"type": "user", "message": {"content": [
         {"type": "tool_result", "tool_use_id": "t199", "content": "written"}]}}))
     assert tool["name"] == "Write" and "too big" in tool["args"] and tool["result"] == "written"
+
+
+@pytest.mark.pi
+def test_a_snapshot_that_cannot_be_read_back_fails_the_adoption_saying_so(tmp_path, pi_bin) -> None:  # noqa: F811
+    """A record changed by hand: the adoption is refused with a DriverError that says why (the engine
+    then kills the old worker and fails the job, roost/daemon/engine/adopt.py), not a handler's crash."""
+    from roost.config.parse import parse_config
+    from roost.daemon.processes.launch import adopt_factory
+    from roost.drivers.base import DriverError
+    from roost.models import Job
+    from roost.paths import resolve
+
+    config = parse_config(f'[drivers.pi]\ncommand = {json.dumps(str(pi_bin))}\n', tmp_path / "roost.toml")
+    adopt = adopt_factory(resolve({"ROOST_HOME": str(tmp_path / "home")}), lambda: config)
+    job = Job(id="j1", title="t", driver="pi", cwd=str(tmp_path),
+              live={"seq": 3, "phase": "ready", "turn": None, "adapter": ["not", "an", "object"]})
+    with pytest.raises(DriverError, match="what its adapter knew cannot be read back from the job's record"):
+        adopt(job, SimpleNamespace(token="t"), 3, lambda events: None, None)  # type: ignore[arg-type]

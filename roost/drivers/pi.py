@@ -154,7 +154,7 @@ class PiAdapter(Adapter):
         if self.run is None:  # the prompt went to pi after the last line committed
             self.run = run
         self.started, self.aborting = bool(state.get("started")), bool(state.get("aborting"))
-        self.error = state.get("error")
+        self.error = None if state.get("error") is None else str(state["error"])
         window = state.get("context_window")
         self.context_window = window if isinstance(window, int) else None
         args = state.get("tool_args")
