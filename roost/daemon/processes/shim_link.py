@@ -62,7 +62,7 @@ class ShimRecord:
     shim_start: int
     socket: str
     token: str
-    #: Whether its driver's adapter keeps nothing in memory that a new daemon would lack.
+    #: Whether a new daemon can speak for its worker (its adapter keeps nothing, or restores what it knew).
     adoptable: bool
 
     def save(self, path: Path) -> None:

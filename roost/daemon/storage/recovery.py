@@ -137,8 +137,9 @@ def _to_recover(job: Facts) -> bool:
 def adoptable(index: JobIndex, state_dir: Path) -> list[tuple[str, ShimRecord]]:
     """The jobs whose workers a new daemon takes over: on this machine, ready when the last daemon
     wrote the record (not starting, not being closed), no approval pending, a driver whose adapter
-    keeps nothing in memory, and a shim that is still the one started (its record, found by the
-    job's id, names its pid and start time, this boot, and the job's worker)."""
+    keeps nothing in memory or restores what it knew (all but Codex's), and a shim that is still the
+    one started (its record, found by the job's id, names its pid and start time, this boot, and the
+    job's worker)."""
     boot, out = boot_id(), []
     for job in index.jobs.whole([f.id for f in index.jobs.every_fact() if f.pid is not None]):
         if job.host or job.approvals or (job.live or {}).get("phase") != "ready":
