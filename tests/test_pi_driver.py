@@ -486,7 +486,8 @@ def test_a_silent_server_flags_pis_job_stalled_and_max_turn_time_fails_its_turn(
     assert row["reason"].startswith("the turn has run 6s, over max_turn_time = 6s: roost aborted it"), row["reason"]
     assert 6 <= took < 25, f"failed {took:.1f}s in, not at max_turn_time"
     assert row["stall"] == "" and "the worker aborted its turn by itself" not in str(daemon.timeline(job))
-    [end] = timeline(daemon, job, "turn_end")[-1:]
+    # The state is the deadline's; the turn's end is written when pi answers the abort, which may come after.
+    [end] = daemon.wait_for(lambda: timeline(daemon, job, "turn_end")[-1:], timeout=START, what="the turn's end")
     assert end["note"] == "over max_turn_time" and end["by"] == "daemon"
 
 
