@@ -12,7 +12,7 @@ from typing import Any, Callable
 import pytest
 
 from roost.drivers.base import SNAPSHOT_ENTRIES, SNAPSHOT_MAX, SNAPSHOT_VALUE, Adapter
-from roost.drivers.claude import ClaudeAdapter
+from roost.drivers.claude_stream import ClaudeAdapter
 from roost.drivers.pi import PiAdapter
 from roost.drivers.usage import ClaudeSpend
 

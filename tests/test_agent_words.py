@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from roost.drivers.base import DriverError, find_agent_program
-from roost.drivers.claude import ClaudeAdapter
+from roost.drivers.claude_stream import ClaudeAdapter
 from roost.drivers.codex import CodexAdapter
 from roost.drivers.limits import codex_error, reset_from_words
 from roost.drivers.pi import PiAdapter

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from roost.drivers.claude import ClaudeAdapter
+from roost.drivers.claude_stream import ClaudeAdapter
 from roost.protocol import MAX_FRAME
 from roost.worker_protocol import OVERSIZE_KEEP, Oversize
 

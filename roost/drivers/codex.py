@@ -33,7 +33,7 @@ from roost.drivers.usage import codex_call
 from roost.drivers.approvals import bounded, codex_file_what, words
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env, line_field)
-from roost.drivers.claude import MCP_NAME, after_retries, mcp_config
+from roost.drivers.mcp import MCP_NAME, mcp_config
 from roost.models import Job
 from roost.protocol import encode, loads
 from roost.worker_protocol import Oversize, approval, approval_withdrawn, note, response, text_events, turn_end
@@ -377,7 +377,7 @@ class CodexAdapter(Adapter):
             return [turn_end(run, "aborted"), *answers]
         if status == "failed":
             error = _error_text(turn.get("error") or {})
-            return [turn_end(run, "failed", error=f"Codex's turn failed{after_retries(self.retries)}: {error}")]
+            return [turn_end(run, "failed", error=f"Codex's turn failed{limits.after_retries(self.retries)}: {error}")]
         return [turn_end(run, "ok")]
 
 

@@ -128,3 +128,8 @@ def pi_gave_up(error: str, now: float) -> dict[str, Any] | None:
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def after_retries(count: int) -> str:
+    """How a failed turn's reason says the agent retried its model call first (shared with Codex)."""
+    return f" after {count} retr{'y' if count == 1 else 'ies'}" if count else ""
