@@ -11,7 +11,6 @@ import click
 from roost import paths as paths_mod
 from roost.cli.common import Ctx, fail, pass_ctx, say
 from roost.client import UNREACHABLE, Client, ClientError, probe, start_daemon
-from roost.proctree import read_proc
 from roost.rules.counts import WorkCounts, work_parts
 
 
@@ -89,6 +88,8 @@ def _stop(paths: paths_mod.Paths, close_all: bool) -> int | None:
 
 def _alive(pid: int) -> bool:
     """Whether the process still runs (a zombie does not: it let go of the lock)."""
+    from roost.proctree import read_proc  # `daemon stop` only: proctree loads asyncio, 19 ms of `daemon status`
+
     proc = read_proc(pid)
     return proc is not None and proc.state not in ("Z", "X")
 
