@@ -21,10 +21,9 @@ from roost.daemon.engine.book import Book
 from roost.daemon.engine.run_queue import RunQueue
 from roost.daemon.engine.slot import Slot
 from roost.daemon.storage.index import JobIndex
-from roost.models import Job
+from roost.models import JOB_FIELDS, Job
 
-_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Job))
-_READ = operator.attrgetter(*_FIELDS)
+_READ = operator.attrgetter(*JOB_FIELDS)
 #: The record's lists and dicts, copied one level (records replace theirs whole); the driver profile,
 #: shared by records and never changed, is kept as it is.
 _CONTAINERS = tuple(i for i, f in enumerate(dataclasses.fields(Job))
@@ -36,7 +35,7 @@ class Before:
     """One job's live value as it was before a message: enough to put every part of it back."""
 
     job: Job
-    #: The record's fields, in ``_FIELDS`` order.
+    #: The record's fields, in ``JOB_FIELDS`` order.
     fields: list[Any]
     slot: Any
     slot_fields: dict[str, Any] | None
@@ -101,7 +100,7 @@ class Journal:
         job, queue, index = before.job, self.queue, self.index
         for step in reversed(before.extra):
             step()
-        for name, value in zip(_FIELDS, before.fields):
+        for name, value in zip(JOB_FIELDS, before.fields):
             setattr(job, name, value)
         if before.known:
             index.update(job)  # its ancestors' counts follow the record back

@@ -23,7 +23,7 @@ import sqlite3
 import sys
 from typing import Any
 
-from roost.models import Job, State
+from roost.models import STATES_BY_VALUE, Job, State
 
 #: What a brief reads of a record, in one pass over its JSON (SQLite before 3.45 parses the
 #: whole text again for every json_extract, and a record carries up to 16 KiB of last text).
@@ -110,8 +110,6 @@ def upgrade(db: sqlite3.Connection) -> None:
         db.execute("DROP TABLE job_briefs")
 
 
-_STATES = {s.value: s for s in State}
-
 
 class Brief:
     """What the index knows of a job whose record is still in the store: the ``Job`` fields it
@@ -125,7 +123,7 @@ class Brief:
     def __init__(self, row: tuple[Any, ...]) -> None:
         (self.id, self.parent, state, self.created_at, self.archived_at, self.depth, self.pid,
          self.title, self.approvals, cwd, self.worktree) = row
-        self.state = _STATES[state]
+        self.state = STATES_BY_VALUE[state]
         self.cwd = sys.intern(cwd)  # a few directories among 100k jobs
 
     @property
