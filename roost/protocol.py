@@ -175,7 +175,7 @@ OPS: dict[str, dict[str, Arg]] = {
     "list": {"limit": Arg((int,), bounds=(1, 1000)), "cursor": _OPT_ID, "roots": _BOOL,
              "states": Arg((list,), items=str, cap=bounds.NAME_MAX), "under": _OPT_ID, "archived": _BOOL,
              "full": _BOOL, "newest_first": _BOOL, "archived_only": _BOOL,
-             "match": Arg((str,), cap=bounds.TITLE_MAX), "lines": _BOOL, "stream": _BOOL},
+             "match": Arg((str,), cap=bounds.TITLE_MAX), "lines": _BOOL},
     "children": {"job": _OPT_ID, "limit": Arg((int,), bounds=(1, 1000)), "cursor": _OPT_ID},
     "report": {"status": Arg((str,), required=True, choices=REPORT_STATUSES), "text": _STR},
     "logs": {"job": _ID, "limit": Arg((int,), bounds=(1, 2000)), "before": _SEQ, "after": _SEQ},

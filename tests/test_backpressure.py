@@ -21,7 +21,6 @@ import pytest
 from conftest import DaemonHarness
 
 from roost.daemon.server.connection import Connection
-from roost.daemon.server.handlers import STREAM_AHEAD, Stream
 from roost.protocol import MAX_FRAME, PROTOCOL_VERSION, QUEUE_BYTES
 from test_protocol_frames import seed
 
@@ -199,61 +198,3 @@ def test_out_of_file_descriptors_pauses_accepting_says_so_once_and_resumes(daemo
     waiting.close()
     for client in held:
         client.close()
-
-
-# -- a streamed reply ---------------------------------------------------------------------------------------
-async def test_a_streamed_reply_makes_a_part_only_when_the_client_has_room_and_stops_when_it_leaves(pair):
-    """``Stream``: with a client that does not read, no more than STREAM_AHEAD bytes wait when the
-    next part is made (each asserts it as it is made); reading takes every part, in order; once
-    the client is gone, no part is made."""
-    conn, peer = pair
-    part = {"text": "x" * (300 * 1024)}
-    made: list[int] = []
-
-    def parts(count: int):
-        for i in range(count):
-            assert conn.queued_bytes <= STREAM_AHEAD, f"part {i} made with {conn.queued_bytes} bytes waiting"
-            made.append(i)
-            yield {**part, "n": i}
-
-    sending = asyncio.ensure_future(Stream(parts(40)).send(conn, 9))
-    loop = asyncio.get_running_loop()
-    got: list[int] = []
-    data = b""
-    while len(got) < 40:
-        data += await asyncio.wait_for(loop.sock_recv(peer, 1 << 16), 10)
-        *lines, data = data.split(b"\n")
-        got += [json.loads(line)["result"]["n"] for line in lines]
-        assert len(made) - len(got) <= 8, "parts are made as the client takes them, not all at once"
-    assert got == list(range(40))
-    await asyncio.wait_for(sending, 10)
-
-    made.clear()
-    leaving = asyncio.ensure_future(Stream(parts(1000)).send(conn, 10))
-    await asyncio.wait_for(loop.sock_recv(peer, 1 << 16), 10)
-    peer.close()
-    await asyncio.wait_for(leaving, 10)
-    assert len(made) < 20, f"{len(made)} parts made for a client that left"
-
-
-async def test_a_stream_lets_others_run_between_its_parts_however_fast_the_client_reads(pair):
-    conn, peer = pair
-    ticks: list[int] = []
-    between: list[int] = []
-
-    async def ticker() -> None:
-        while True:
-            ticks.append(1)
-            await asyncio.sleep(0)
-
-    def parts():
-        for i in range(50):
-            between.append(len(ticks))
-            yield {"n": i}  # small: the client always has room
-
-    running = asyncio.ensure_future(ticker())
-    try:
-        await asyncio.wait_for(Stream(parts()).send(conn, 3), 10)
-    finally:
-        running.cancel()
-    assert all(b > a for a, b in zip(between, between[1:])), "the ticker ran between every two parts"

@@ -5,7 +5,6 @@ connections that never say hello and refuses connections past its cap."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 
@@ -110,36 +109,6 @@ def test_listing_thousands_of_long_records_pages_under_the_frame_limit(seeded, f
     assert max(client.sizes) < MAX_FRAME
     assert pages > 3, "the byte budget, not the limit, ended the pages"
     client.close()
-
-
-def test_a_streamed_listing_sends_every_page_for_one_request_as_paging_would(seeded):
-    """``list`` with ``stream``: one request, a frame per page (each under the frame limit, the
-    last with ``next`` null), the same lines as asking page by page; another client is answered
-    while the stream is under way."""
-    client, other = seeded.raw(), seeded.raw()
-    paged: list[str] = []
-    cursor = None
-    while True:
-        page = client.call("list", limit=1000, cursor=cursor, lines=True)
-        paged += page["lines"]
-        if (cursor := page["next"]) is None:
-            break
-    client.sizes.clear()
-    client.send({"id": 7, "op": "list", "args": {"limit": 1000, "lines": True, "stream": True}})
-    streamed: list[str] = []
-    first = client.reply(7)
-    assert other.call("show", job="s00001")["id"] == "s00001", "another client is answered meanwhile"
-    frames = [first]
-    while frames[-1]["result"]["next"] is not None:
-        frames.append(client.reply(7))
-    for frame in frames:
-        assert frame["ok"], frame
-        streamed += frame["result"]["lines"]
-    assert streamed == paged and [json.loads(line)["id"] for line in streamed] == [f"s{i:05d}" for i in range(3000)]
-    assert len(frames) > 3 and max(client.sizes) < MAX_FRAME
-    assert frames[0]["result"]["total"] == 3000 and all(f["result"]["total"] is None for f in frames[1:])
-    client.close()
-    other.close()
 
 
 def test_slim_rows_carry_the_peek_line_and_show_the_whole_record(seeded):

@@ -50,7 +50,7 @@ def write_json_array(pages: Iterable[list[str]], out: TextIO) -> int:
 def full_records(client: Client, archived: bool) -> Iterator[list[str]]:
     """Every job's full record (what `show` gives) as its JSON line, or every archived job's,
     oldest first, a page of lines at a time (one page in memory)."""
-    for page in client.pages("list", lines=True, stream=True, archived_only=archived or None, limit=LIST_PAGE):
+    for page in client.pages("list", lines=True, archived_only=archived or None, limit=LIST_PAGE):
         yield page["lines"]
 
 

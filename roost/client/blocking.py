@@ -137,15 +137,7 @@ class Client:
     def pages(self, op: str, timeout: float = DEFAULT_TIMEOUT, **args: Any) -> Iterator[dict[str, Any]]:
         """Every page of ``list``, ``children`` or ``logs`` (see ``next_page``), one request per page. The next
         page is asked for as soon as a page arrives, so the daemon builds it while the caller
-        works on this one (the two take turns otherwise). ``list`` with ``stream`` asks once: the
-        daemon sends each page when the one before is on its way (docs/protocols.md)."""
-        if args.get("stream"):  # one request, its pages as the daemon makes them (``list`` only)
-            req_id = self._send(op, args, timeout)
-            while True:
-                page = self._answer(req_id, op, timeout)
-                yield page
-                if not page.get("next"):
-                    return
+        works on this one (the two take turns otherwise)."""
         next_args: dict[str, Any] | None = args
         req_id = self._send(op, args, timeout)
         while next_args is not None:

@@ -52,8 +52,6 @@ class Connection:
         self.queued_bytes = 0
         self._queue: deque[bytes] = deque()
         self._wake = asyncio.Event()
-        #: Set each time the writer has handed the socket what it took (and when it ends): ``room``.
-        self._written = asyncio.Event()
         self._closing = False
         #: The cut-off of a closing connection's writer; cancelled once it is done, so a closed
         #: connection leaves no timer to wake the daemon.
@@ -126,28 +124,16 @@ class Connection:
                 while self._queue:
                     self.writer.write(self._take())
                     await self.writer.drain()
-                    self._written.set()
                 if self._closing:
                     break
         except (ConnectionError, OSError):
             pass
         finally:
-            self._closing = True
-            self._written.set()
             self._queue.clear()
             self.queued_bytes = 0
             self.writer.close()
             if self._cutoff is not None:
                 self._cutoff.cancel()
-
-    async def room(self, ahead: int) -> bool:
-        """Wait until at most ``ahead`` bytes wait to be written to this client (a streamed reply
-        makes its next part only then, so a reader that stops holds up its stream, not the
-        daemon's memory); False once the connection is closing: the rest is not wanted."""
-        while self.queued_bytes > ahead and not self._closing:
-            self._written.clear()
-            await self._written.wait()
-        return not self._closing
 
     def close(self, grace: float = CLOSE_GRACE) -> None:
         """Take no more frames, write what is queued, then close; a peer that does not read them

@@ -8,11 +8,10 @@ awaitable, so the sync reads and the async commands look the same here.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 from roost import __version__
 from roost.daemon.server import authority
@@ -21,7 +20,7 @@ from roost.daemon.git import review, worktrees
 from roost.daemon.storage import usage_report
 from roost.daemon.storage.search import SEARCH_LIMIT
 from roost.models import State
-from roost.protocol import (LIST_LIMIT, LOGS_LIMIT, MAX_FRAME, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode,
+from roost.protocol import (LIST_LIMIT, LOGS_LIMIT, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode,
                             parse_request)
 
 if TYPE_CHECKING:
@@ -58,27 +57,6 @@ class Request:
         return self.conn.job
 
 
-#: Bytes of a streamed reply that may wait for the client before the next part is made: a page.
-STREAM_AHEAD = MAX_FRAME
-
-
-@dataclass
-class Stream:
-    """A reply in parts, each its own frame with the request's id (``list`` with ``stream``): the
-    next part is made only once the client has room for it (at most ``STREAM_AHEAD`` bytes
-    waiting), so the daemon makes a page while the client reads the one before, and a client that
-    stops reading holds up its own stream only. The last part says it is the last (``next`` null)."""
-
-    parts: Iterator[Any]
-
-    async def send(self, conn: Connection, req_id: Any) -> None:
-        for part in self.parts:
-            conn.reply(req_id, part)
-            await asyncio.sleep(0)  # others' requests and events between two parts, however fast this client reads
-            if not await conn.room(STREAM_AHEAD):
-                return  # the client is gone: the rest is not made
-
-
 Handler = Callable[[Context, Request], Any]
 HANDLERS: dict[str, Handler] = {}
 
@@ -106,10 +84,7 @@ async def handle_line(ctx: Context, conn: Connection, line: bytes) -> None:
         result = HANDLERS[op](ctx, Request(conn, req_id, op, args))
         if inspect.isawaitable(result):
             result = await result
-        if isinstance(result, Stream):
-            await result.send(conn, req_id)
-        else:
-            conn.reply(req_id, result)
+        conn.reply(req_id, result)
     except ProtocolError as exc:
         conn.fail(req_id if req_id is not None else exc.req_id, exc)
     except Exception as exc:  # a bug must not take the daemon down; say what happened
@@ -237,20 +212,7 @@ def list_page(ctx: Context, req: Request) -> Any:
     if unknown:
         raise ProtocolError(ErrorCode.BAD_ARGS, f"list: unknown state {unknown[0]!r} "
                                                 f"(known: {', '.join(sorted(_STATES))})")
-    args = {"limit": LIST_LIMIT, **req.args}
-    if args.pop("stream", False):
-        return Stream(_list_pages(ctx, args))
-    return ctx.supervisor.list_page(**args)
-
-
-def _list_pages(ctx: Context, args: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every page of ``list`` from ``args``' cursor on, each made when it is taken."""
-    while True:
-        page = ctx.supervisor.list_page(**args)
-        yield page
-        if page["next"] is None:
-            return
-        args = {**args, "cursor": page["next"]}
+    return ctx.supervisor.list_page(**{"limit": LIST_LIMIT, **req.args})
 
 
 @handles("children")
