@@ -16,7 +16,6 @@ import importlib.util
 import json
 import math
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -24,13 +23,15 @@ from typing import Any, Callable
 from roost.config import Config, ConfigError, DriverProfile, HostSettings
 from roost.drivers import driver_for
 from roost.drivers.base import Launch
-from roost.hosts.bundle import bundle, package_file
+from roost.daemon.processes.remote_worker import remote_opener
+from roost.daemon.processes.shim_link import KEEP
+from roost.hosts.bundle import bundle, package_file, shim_file
 from roost.hosts.link import HostDown, Link
 from roost.hosts.remote import PYTHON
 from roost.models import Job
 from roost.paths import Paths, resolve
 from roost.proctree import MARK_VAR
-from roost.protocol import ErrorCode, ProtocolError
+from roost.protocol import MAX_FRAME, ErrorCode, ProtocolError
 
 #: The host name that means this machine (for a child of a remote job that should run here).
 LOCAL = "local"
@@ -90,7 +91,7 @@ async def prepare(job: Job | None, config: Config, host_socket: Callable[[str], 
     try:
         link = link_for(settings, host_socket)
         await link.ensure()
-        worker.launch = await _remote_launch(link, job, worker.launch)
+        await _remote_shim(link, job, worker, config.host_lost_after)
     except HostDown as exc:
         return str(exc)
     except OSError as exc:  # ssh itself cannot be run (not installed, no file descriptors left)
@@ -98,21 +99,25 @@ async def prepare(job: Job | None, config: Config, host_socket: Callable[[str], 
     return None
 
 
-async def _remote_launch(link: Link, job: Job, local: Launch) -> Launch:
-    """``local`` moved to the host: its setup written there (with the files it needs shipped), the argv
-    a session over the master."""
+async def _remote_shim(link: Link, job: Job, worker: Any, lost_after: float) -> None:
+    """The worker's local launch moved to the host: its setup written there (with the files it needs
+    shipped: the worker side, roost's shim), and the worker opened there under the shim
+    (roost/daemon/processes/remote_worker.py) instead of here."""
+    local: Launch = worker.launch
     files = [f for f in map(package_file, local.argv) if f is not None]
     moved = _mover(link.remote_dir)
     env = {k: moved(v) for k, v in local.env.items() if os.environ.get(k) != v and k != MARK_VAR}
     env["ROOST_SOCKET"] = link.remote_socket
     shipped = None if link.host.command else bundle()
     runner = list(link.host.command) or [link.host.python, f"{link.remote_dir}/{shipped.name}"]  # type: ignore[union-attr]
-    setup = {"argv": [PYTHON if arg == sys.executable else moved(arg) for arg in local.argv], "env": env,
-             "cwd": job.cwd, "pythonpath": runner[-1] if shipped else ""}
-    path = await link.write_setup(job.id, json.dumps(setup).encode(), [*files, *([shipped] if shipped else [])])
-    return Launch(argv=link.worker_argv("exec " + shlex.join([*runner, path])), env=dict(os.environ),
-                  cwd=str(_paths().runtime_dir), session=moved(local.session) if local.session else None,
-                  record=local.record)
+    shim = shim_file()
+    setup = {"job": job.id, "argv": [PYTHON if arg == sys.executable else moved(arg) for arg in local.argv],
+             "env": env, "cwd": job.cwd, "pythonpath": runner[-1] if shipped else "",
+             "shim": {"keep": KEEP, "line_max": MAX_FRAME}}
+    path = await link.write_setup(job.id, json.dumps(setup).encode(), [*files, shim, *([shipped] if shipped else [])])
+    worker.open = remote_opener(link, tuple(runner), path, f"{link.remote_dir}/{shim.name}", lambda: lost_after)
+    worker.launch = Launch(argv=local.argv, env=local.env, cwd=local.cwd,
+                           session=moved(local.session) if local.session else None, record=None)
 
 
 def ray_token(host: HostSettings) -> str:

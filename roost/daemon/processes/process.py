@@ -69,6 +69,9 @@ class Process:
     link: ShimLink
     #: The shim, when this daemon started it (reaped by a thread of its own); None when adopted.
     shim: subprocess.Popen[bytes] | None = None
+    #: A worker on an SSH host under a shim there (roost/daemon/processes/remote_worker.py): its
+    #: record's socket is the host's path, nothing of this machine's.
+    remote: bool = False
 
     @property
     def exited(self) -> "asyncio.Future[int]":
@@ -284,7 +287,7 @@ class Worker:
             self._link.release()
         if self.launch.record is not None:
             self.launch.record.unlink(missing_ok=True)
-        elif self.process is not None:  # a worker written down nowhere had a private directory for its socket
+        elif self.process is not None and not self.process.remote:  # a worker written down nowhere had a private directory for its socket
             shutil.rmtree(Path(self.process.record.socket).parent, ignore_errors=True)
 
     def detach(self) -> None:
