@@ -40,7 +40,7 @@ COMMANDS = ("--shim", "--relay", "--signal")
 GONE = 3
 #: The longest path a unix socket address holds (sun_path, with its NUL).
 SUN_PATH = 107
-HELLO_TIMEOUT = 10.0
+SHIM_HELLO_WAIT = 10.0
 READ = 1 << 16
 
 
@@ -141,7 +141,7 @@ def _hello(sock_path: str) -> dict[str, Any]:
     """The shim's hello (the worker's pid and start, or why it could not start it); the connection
     is left at once, so the shim keeps everything for the daemon's."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.settimeout(HELLO_TIMEOUT)
+    conn.settimeout(SHIM_HELLO_WAIT)
     try:
         with address_of(sock_path) as address:
             conn.connect(address)

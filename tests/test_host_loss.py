@@ -1,0 +1,106 @@
+"""The rule for a dropped SSH link (roost/rules/host_loss.py) and the retry loop that follows it
+(roost/daemon/processes/remote_worker.py ``Connector.again``), on a fake clock: the waits double up
+to the cap and never pass the deadline; at ``host_lost_after`` the reason names the host and how
+long it was lost; a host back without its shim is said so at once."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from roost.config import ConfigError, parse_config
+from roost.daemon.processes.remote_worker import Connector, ShimGone
+from roost.daemon.processes.shim_link import ShimError
+from roost.hosts.link import HostDown
+from roost.rules.host_loss import RETRY_MAX, after_failed_try, retry_delay
+
+
+def test_the_waits_double_up_to_the_cap_and_stop_at_the_deadline():
+    assert [retry_delay(i) for i in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    assert retry_delay(10_000) == RETRY_MAX
+    assert after_failed_try("h", 100.0, 100.0, 300.0, 0).wait == 1
+    assert after_failed_try("h", 100.0, 398.5, 300.0, 9).wait == pytest.approx(1.5)  # not past the deadline
+    verdict = after_failed_try("h", 100.0, 400.0, 300.0, 9, "host h unreachable: Connection refused")
+    assert verdict.reason == ("host h was lost for 5m (over host_lost_after = 300s): host h unreachable: "
+                              "Connection refused")
+    assert after_failed_try("box", 0.0, 2.5, 2.0, 1).reason.startswith("host box was lost for 2s")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+def _connector(clock: FakeClock, ensure, open_=None, lost_after: float = 20.0) -> Connector:
+    link = SimpleNamespace(host=SimpleNamespace(name="h"), ensure=ensure)
+    connector = Connector(link, ("python3", "w.pyz"), "/x/run/j.sock", lambda: lost_after,  # type: ignore[arg-type]
+                          clock=clock, sleep=clock.sleep)
+    if open_ is not None:
+        connector.open = open_  # type: ignore[method-assign]
+    return connector
+
+
+def test_a_link_down_past_host_lost_after_gives_up_with_the_reason():
+    clock = FakeClock()
+
+    async def down() -> None:
+        clock.now += 0.5  # each try takes a while (ssh's refusal)
+        raise HostDown("host h unreachable: Connection refused")
+
+    with pytest.raises(ShimError) as info:
+        asyncio.run(_connector(clock, down).again())
+    assert clock.waits == [1, 2, 4, 8, pytest.approx(2.5)]
+    assert str(info.value) == ("host h was lost for 20s (over host_lost_after = 20s): host h unreachable: "
+                               "Connection refused")
+
+
+def test_a_link_back_before_the_deadline_is_connected_again():
+    clock, tries = FakeClock(), []
+
+    async def flaky() -> None:
+        tries.append(clock.now)
+        if len(tries) < 3:
+            raise HostDown("host h unreachable: Connection timed out")
+
+    async def opened():
+        return "reader", "writer", {"shim_pid": 1}
+
+    assert asyncio.run(_connector(clock, flaky, opened).again()) == ("reader", "writer", {"shim_pid": 1})
+    assert clock.waits == [1, 2]
+
+
+def test_a_host_back_without_its_shim_fails_at_once():
+    clock = FakeClock()
+
+    async def up() -> None:
+        pass
+
+    async def gone():
+        raise ShimGone("its worker on h is gone (no shim listens at /x/run/j.sock)")
+
+    with pytest.raises(ShimError) as info:
+        asyncio.run(_connector(clock, up, gone).again())
+    assert clock.waits == [] and "its worker on h is gone" in str(info.value)
+    assert "a message resumes the job from its session" in str(info.value)
+
+
+def test_host_lost_after_is_a_positive_duration_and_a_typo_is_refused():
+    assert parse_config("host_lost_after = 45\n", "t").host_lost_after == 45.0
+    assert parse_config("", "t").host_lost_after == 300.0
+    for bad in ("host_lost_after = 0\n", 'host_lost_after = "soon"\n', "host_lost_afer = 5\n"):
+        with pytest.raises(ConfigError) as info:
+            parse_config(bad, "t")
+        assert info.value.key in ("host_lost_after", "host_lost_afer")
+    with pytest.raises(ConfigError) as info:
+        parse_config("host_lost_afer = 5\n", "t")
+    assert "did you mean 'host_lost_after'" in str(info.value)
