@@ -6,6 +6,9 @@ long it was lost; a host back without its shim is said so at once."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -104,3 +107,46 @@ def test_host_lost_after_is_a_positive_duration_and_a_typo_is_refused():
     with pytest.raises(ConfigError) as info:
         parse_config("host_lost_afer = 5\n", "t")
     assert "did you mean 'host_lost_after'" in str(info.value)
+
+
+def test_a_shim_link_opened_again_skips_what_it_had_and_loses_nothing(tmp_path):
+    """A real shim on this machine, its connection cut while the worker streams: the link's reconnect
+    (here a plain connect to the same socket, as the relay over a new master is) gets the rest once,
+    and what was written for the worker while it was cut is held and goes."""
+    from roost.daemon.processes.process import open_process
+    from roost.daemon.processes.shim_link import SHIM_HELLO_TIMEOUT, address_of, handshake
+    from roost.drivers.base import Launch
+    from test_shim import AGENT
+
+    lines, half, gate = 2000, 700, tmp_path / "gate"
+    reconnects: list[int] = []
+
+    async def run() -> list[bytes]:
+        process = await open_process("j1", Launch(argv=[sys.executable, str(AGENT), f"{lines} {half} {gate}"],
+                                                  env=dict(os.environ), cwd=str(tmp_path)))
+        link, path = process.link, Path(process.record.socket)
+
+        async def again():
+            reconnects.append(link.seen)
+            with address_of(path) as address:
+                reader, writer = await asyncio.open_unix_connection(address)
+            return reader, writer, await handshake(reader, writer, SHIM_HELLO_TIMEOUT)
+
+        link._reconnect = again
+        got: list[bytes] = []
+        while len(got) < half:
+            seq, line = await link.next_line()
+            got.append(line)
+            if len(got) == half // 2:
+                link.ack(seq)  # committed up to here: the shim forgets it
+        link._writer.transport.abort()  # the link drops
+        gate.touch()
+        while (item := await link.next_line()) is not None:
+            got.append(item[1])
+        assert await link.exited == 0
+        link.release()
+        return got
+
+    got = asyncio.run(run())
+    assert got == [b"line-%05d" % i for i in range(1, lines + 1)]
+    assert len(reconnects) == 1 and reconnects[0] >= 700

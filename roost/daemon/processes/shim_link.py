@@ -215,6 +215,14 @@ class ShimLink:
                     line = await self._reader.readline()
                 except OSError:
                     line = b""
+                data = b""
+                if line.endswith(b"\n") and line.startswith(b"S "):
+                    try:
+                        data = await self._reader.readexactly(int(line.split()[2]))
+                    except asyncio.IncompleteReadError as exc:
+                        data, line = exc.partial, b""
+                    except OSError:
+                        line = b""
                 if not line.endswith(b"\n"):  # the shim is gone (or cut a frame short), or the link to it
                     if self._reconnect is None or not await self._again():
                         rc = LINK_LOST if self._reconnect is not None else None
@@ -224,7 +232,6 @@ class ShimLink:
                 seq_text, _, body = rest.partition(b" ")
                 seq = int(seq_text)
                 if kind == b"S":
-                    data = await self._reader.readexactly(int(body))
                     if seq > self.seen:
                         self.seen = seq
                         self.on_stderr(data)
