@@ -42,6 +42,9 @@ def test_a_turn_goes_on_across_a_dropped_link_with_every_line_once_and_in_order(
     said = texts(daemon, job)
     assert said == "".join(f"line-{i:05d}\n" for i in range(1, LINES + 1))
     assert len(kinds(daemon, job, "turn_end")) == 1 and not kinds(daemon, job, "error")
+    notes = [n["message"] for n in kinds(daemon, job, "note")]
+    assert any("the link to its worker on h dropped: trying again" in n for n in notes), notes
+    assert any("the link to its worker on h is back after" in n for n in notes), notes
 
 
 def test_a_host_lost_past_host_lost_after_fails_its_job_saying_so(daemon_factory, tmp_path):

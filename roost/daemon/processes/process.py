@@ -201,6 +201,7 @@ class Worker:
         process = await self.open(self.job_id, self.launch)
         self.process, self.tree, self._link = process, process.tree, process.link
         process.link.on_stderr = self._on_stderr
+        process.link.on_note = lambda text: self._dispatch(note(text))
         self.adapter.bind(self._dispatch, self._write)
         self._tasks = [asyncio.create_task(self._read_stdout(process.link))]
         self._exit_task = asyncio.create_task(self._wait_exit(process.exited))

@@ -172,7 +172,7 @@ def remote_opener(link: Link, command: tuple[str, ...], setup_path: str, shim_pa
         except ShimError:
             await tree.end(grace=0)
             raise
-        shim = ShimLink(reader, writer, hello, 0, reconnect=connector.again)
+        shim = ShimLink(reader, writer, hello, 0, reconnect=connector.again, place=link.host.name)
         record = ShimRecord(tree, int(info["shim_pid"]), int(info["shim_start"]), socket_path,
                             launch.env.get("ROOST_TOKEN", ""), False)
         return Process(shim.worker_pid, tree, record, shim, remote=True)

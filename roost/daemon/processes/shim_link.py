@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator
@@ -168,7 +169,7 @@ class ShimLink:
     lines (``next_line``), stderr goes to ``on_stderr`` as it comes, the exit to ``exited``."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hello: dict[str, Any],
-                 committed: int, reconnect: Reconnect | None = None) -> None:
+                 committed: int, reconnect: Reconnect | None = None, place: str = "") -> None:
         self.hello = hello
         self.worker_pid = int(hello["worker_pid"])
         self.worker_start = int(hello["worker_start"])
@@ -181,6 +182,9 @@ class ShimLink:
         #: A remote worker's: a lost connection is opened again (bytes for the worker held meanwhile).
         self._reconnect = reconnect
         self._held = bytearray()
+        #: Where the shim runs (``host NAME``), for the notes about its link.
+        self.place = place
+        self.on_note: Callable[[str], None] = lambda text: None
         self.on_stderr: Callable[[bytes], None] = lambda data: None
         self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.exit_tail: list[str] = []
@@ -277,6 +281,8 @@ class ShimLink:
         the reason as the exit's words, when the shim cannot be reached again."""
         assert self._reconnect is not None
         self._writer.close()
+        self.on_note(f"the link to its worker on {self.place} dropped: trying again (the worker runs on there)")
+        lost = time.monotonic()
         try:
             self._reader, self._writer, hello = await self._reconnect()
         except ShimError as exc:
@@ -288,6 +294,7 @@ class ShimLink:
                               f"{self.worker_pid})"]
             return False
         log.info("a worker's shim (pid %d) is connected again, from seq %d", self.shim_pid, self.seen)
+        self.on_note(f"the link to its worker on {self.place} is back after {time.monotonic() - lost:.0f}s")
         self._writer.write(b"A %d\n" % self.acked + bytes(self._held))
         self._held.clear()
         return True
