@@ -23,20 +23,23 @@ from typing import Any, Callable
 from roost.config import Config, ConfigError, DriverProfile, HostSettings
 from roost.drivers import driver_for
 from roost.drivers.base import Launch
-from roost.daemon.processes.remote_worker import remote_opener
-from roost.daemon.processes.shim_link import KEEP
 from roost.hosts.bundle import bundle, package_file, shim_file
 from roost.hosts.link import HostDown, Link
 from roost.hosts.remote import PYTHON
 from roost.models import Job
 from roost.paths import Paths, resolve
 from roost.proctree import MARK_VAR
-from roost.protocol import MAX_FRAME, ErrorCode, ProtocolError
+from roost.protocol import ErrorCode, ProtocolError
 
 #: The host name that means this machine (for a child of a remote job that should run here).
 LOCAL = "local"
 
 _links: dict[str, Link] = {}
+
+#: The daemon's opener of a worker under a shim on an SSH host (roost/daemon/processes/remote_worker.py):
+#: (the link, the command that runs roost's far side there, the setup's path there, the shim's path
+#: there, ``host_lost_after``) -> what the worker starts with instead of a local process.
+RemoteOpener = Callable[[Link, tuple[str, ...], str, str, Callable[[], float]], Any]
 
 
 @functools.cache
@@ -73,11 +76,12 @@ def place(args: dict[str, Any], profile: DriverProfile, parent: Job | None, conf
 
 
 async def prepare(job: Job | None, config: Config, host_socket: Callable[[str], Path] | None,
-                  worker: Any) -> str | None:
+                  worker: Any, remote_opener: RemoteOpener | None = None) -> str | None:
     """Make a remote job's worker ready to start over its host's master (on a Ray host: as a relay to
     its actor, roost/hosts/ray_relay.py); the reason it cannot be,
     or None (also for a local job, or one gone: nothing to do). ``host_socket`` opens the socket
-    the daemon serves a host on (None: it serves none)."""
+    the daemon serves a host on (None: it serves none); ``remote_opener`` opens a worker under a
+    shim on an SSH host (None: this daemon runs none there)."""
     if job is None or not job.host:
         return None
     if host_socket is None:
@@ -88,10 +92,12 @@ async def prepare(job: Job | None, config: Config, host_socket: Callable[[str], 
         return f"host {job.host} is gone from the config: {exc.message}"
     if settings.kind == "ray":
         return _ray_launch(job, settings, host_socket, worker)
+    if remote_opener is None:
+        return f"host {job.host}: this daemon runs no workers on SSH hosts"
     try:
         link = link_for(settings, host_socket)
         await link.ensure()
-        await _remote_shim(link, job, worker, config.host_lost_after)
+        await _remote_shim(link, job, worker, config.host_lost_after, remote_opener)
     except HostDown as exc:
         return str(exc)
     except OSError as exc:  # ssh itself cannot be run (not installed, no file descriptors left)
@@ -99,7 +105,7 @@ async def prepare(job: Job | None, config: Config, host_socket: Callable[[str], 
     return None
 
 
-async def _remote_shim(link: Link, job: Job, worker: Any, lost_after: float) -> None:
+async def _remote_shim(link: Link, job: Job, worker: Any, lost_after: float, remote_opener: RemoteOpener) -> None:
     """The worker's local launch moved to the host: its setup written there (with the files it needs
     shipped: the worker side, roost's shim), and the worker opened there under the shim
     (roost/daemon/processes/remote_worker.py) instead of here."""
@@ -112,8 +118,7 @@ async def _remote_shim(link: Link, job: Job, worker: Any, lost_after: float) -> 
     runner = list(link.host.command) or [link.host.python, f"{link.remote_dir}/{shipped.name}"]  # type: ignore[union-attr]
     shim = shim_file()
     setup = {"job": job.id, "argv": [PYTHON if arg == sys.executable else moved(arg) for arg in local.argv],
-             "env": env, "cwd": job.cwd, "pythonpath": runner[-1] if shipped else "",
-             "shim": {"keep": KEEP, "line_max": MAX_FRAME}}
+             "env": env, "cwd": job.cwd, "pythonpath": runner[-1] if shipped else ""}
     path = await link.write_setup(job.id, json.dumps(setup).encode(), [*files, shim, *([shipped] if shipped else [])])
     worker.open = remote_opener(link, tuple(runner), path, f"{link.remote_dir}/{shim.name}", lambda: lost_after)
     worker.launch = Launch(argv=local.argv, env=local.env, cwd=local.cwd,

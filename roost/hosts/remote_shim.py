@@ -2,7 +2,7 @@
 
 Three commands the daemon runs on the host, each a session over the master:
 
-- ``--shim SETUP SHIM SOCKET``: start roost's shim (``SHIM``, shipped beside the bundle, run with
+- ``--shim SETUP SHIM SOCKET KEEP LINE_MAX``: start roost's shim (``SHIM``, shipped beside the bundle, run with
   this host's Python, ``-I -S``) detached from the ssh channel (a session of its own, no stdio of
   the channel), listening on ``SOCKET`` (owner-only, in roost's directory there), running the
   worker the setup names; print one JSON line (the shim's and the worker's pid and start, the
@@ -92,7 +92,7 @@ def end_leftover(tree_path: Path) -> None:
     tree_path.unlink(missing_ok=True)
 
 
-def launch(setup_path: str, shim_program: str, sock_path: str) -> int:
+def launch(setup_path: str, shim_program: str, sock_path: str, keep: str, line_max: str) -> int:
     setup = load_setup(Path(setup_path))
     tree_path = Path(sock_path).with_suffix(".tree")
     end_leftover(tree_path)
@@ -102,12 +102,11 @@ def launch(setup_path: str, shim_program: str, sock_path: str) -> int:
     env = {**os.environ, **{k: os.path.expanduser(v) for k, v in setup["env"].items()}}
     if setup.get("pythonpath"):
         env["PYTHONPATH"] = setup["pythonpath"]
-    shim_opts = setup["shim"]
     sock = listen(sock_path)
     try:
         shim = subprocess.Popen(
             [sys.executable, "-I", "-S", shim_program, "--fd", str(sock.fileno()), "--job", str(setup["job"]),
-             "--keep", str(shim_opts["keep"]), "--line-max", str(shim_opts["line_max"]), "--mark", mark,
+             "--keep", str(int(keep)), "--line-max", str(int(line_max)), "--mark", mark,
              "--socket", sock_path, "--", *argv],
             cwd=os.path.expanduser(setup["cwd"]), env={}, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, pass_fds=[sock.fileno()], start_new_session=True)
@@ -202,7 +201,7 @@ def signal_tree(tree_path: str, sig: int) -> int:
 
 def main(args: list[str]) -> int:
     if args[0] == "--shim":
-        return launch(args[1], args[2], args[3])
+        return launch(*args[1:6])
     if args[0] == "--relay":
         return relay(args[1])
     return signal_tree(args[1], int(args[2]))

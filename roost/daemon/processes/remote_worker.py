@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from roost.daemon.processes.process import Opener, Process
-from roost.daemon.processes.shim_link import SHIM_HELLO_TIMEOUT, ShimError, ShimLink, ShimRecord, handshake
+from roost.daemon.processes.shim_link import KEEP, SHIM_HELLO_TIMEOUT, ShimError, ShimLink, ShimRecord, handshake
 from roost.drivers.base import Launch
 from roost.hosts.link import HostDown, Link, last_line
 from roost.hosts.remote_shim import GONE, NOT_STARTED
@@ -152,7 +152,8 @@ def remote_opener(link: Link, command: tuple[str, ...], setup_path: str, shim_pa
     async def open_remote(job_id: str, launch: Launch) -> Process:
         try:
             await link.ensure()
-            rc, out, err = await link.run(shlex.join([*command, "--shim", setup_path, shim_path, socket_path]))
+            rc, out, err = await link.run(shlex.join([*command, "--shim", setup_path, shim_path, socket_path, str(KEEP),
+                                                      str(MAX_FRAME)]))
         except HostDown as exc:
             raise ShimError(str(exc)) from None
         if rc != 0:
