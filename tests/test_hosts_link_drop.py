@@ -34,8 +34,10 @@ def test_a_turn_goes_on_across_a_dropped_link_with_every_line_once_and_in_order(
     daemon.wait_for(lambda: f"line-{HALF:05d}\n" in texts(daemon, job), timeout=30, what="the first lines")
     pid, master = daemon.show(job)["pid"], master_pid(daemon)
     os.kill(master, signal.SIGKILL)  # the link drops; the rest of the lines come while it is down
+    dropped = time.monotonic()
     gate.touch()
     row = daemon.wait_state(job, "idle", "failed", timeout=60)
+    print(f"master killed to the turn's end: {time.monotonic() - dropped:.2f}s")
     assert row["state"] == "idle", row["reason"]
     assert row["pid"] == pid, "the same worker, its shim reached again"
     assert master_pid(daemon) != master

@@ -120,6 +120,8 @@ def launch(setup_path: str, shim_program: str, sock_path: str, keep: str, line_m
         shim.stdin.write(b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0" for k, v in env.items()))
     hello = _hello(sock_path)
     if "error" in hello or "worker_pid" not in hello:
+        with contextlib.suppress(OSError):
+            os.unlink(sock_path)  # a shim that could not start its worker leaves its socket
         print(f"cannot start {argv[0]} on this host: {hello.get('error', 'its shim did not answer')} (`roost hosts "
               f"check` says what a host lacks)", file=sys.stderr)
         return NOT_STARTED
