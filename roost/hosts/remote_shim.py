@@ -110,7 +110,9 @@ def launch(setup_path: str, shim_program: str, sock_path: str, keep: str, line_m
              "--socket", sock_path, "--", *argv],
             cwd=os.path.expanduser(setup["cwd"]), env={}, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, pass_fds=[sock.fileno()], start_new_session=True)
-    except OSError as exc:
+    except OSError as exc:  # its cwd is not there, say
+        with contextlib.suppress(OSError):
+            os.unlink(sock_path)
         print(f"cannot start {argv[0]} on this host: {exc.strerror}: {exc.filename}", file=sys.stderr)
         return NOT_STARTED
     finally:
@@ -120,8 +122,9 @@ def launch(setup_path: str, shim_program: str, sock_path: str, keep: str, line_m
         shim.stdin.write(b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0" for k, v in env.items()))
     hello = _hello(sock_path)
     if "error" in hello or "worker_pid" not in hello:
+        shim.kill()  # it said why, or said nothing in time: either way no worker of it runs
         with contextlib.suppress(OSError):
-            os.unlink(sock_path)  # a shim that could not start its worker leaves its socket
+            os.unlink(sock_path)
         print(f"cannot start {argv[0]} on this host: {hello.get('error', 'its shim did not answer')} (`roost hosts "
               f"check` says what a host lacks)", file=sys.stderr)
         return NOT_STARTED
