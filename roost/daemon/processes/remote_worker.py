@@ -69,9 +69,16 @@ class RemoteTree(WorkerTree):
         the job's next start there ends what is left)."""
         if self.link is None or not self.link.up:
             return True
-        rc, _, _ = await self.link.run(shlex.join([*self.command, "--signal", self.tree_path, "0"]),
-                                       timeout=SIGNAL_TIMEOUT)
-        return rc in (0, 255)
+        for _ in range(2):  # a master that dropped meanwhile: once more over a new one
+            rc, _, _ = await self.link.run(shlex.join([*self.command, "--signal", self.tree_path, "0"]),
+                                           timeout=SIGNAL_TIMEOUT)
+            if rc != 255:
+                return rc == 0
+            try:
+                await self.link.ensure()
+            except HostDown:
+                break
+        return True
 
 
 @dataclass
