@@ -150,3 +150,43 @@ def test_a_shim_link_opened_again_skips_what_it_had_and_loses_nothing(tmp_path):
     got = asyncio.run(run())
     assert got == [b"line-%05d" % i for i in range(1, lines + 1)]
     assert len(reconnects) == 1 and reconnects[0] >= 700
+
+
+ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n"
+
+
+def test_bytes_for_the_worker_while_its_link_is_down_are_held_up_to_the_bound(tmp_path, caplog):
+    """Written while the link is being opened again: held and sent once it is back, in order; a write
+    that would pass HELD_MAX is dropped, and the daemon's log says so."""
+    from roost.daemon.processes.process import open_process
+    from roost.daemon.processes.shim_link import HELD_MAX, SHIM_HELLO_TIMEOUT, address_of, handshake
+    from roost.drivers.base import Launch
+
+    async def run() -> list[bytes]:
+        process = await open_process("j2", Launch(argv=[sys.executable, "-c", ECHO], env=dict(os.environ),
+                                                  cwd=str(tmp_path)))
+        link, path, back = process.link, Path(process.record.socket), asyncio.Event()
+
+        async def again():
+            await back.wait()
+            with address_of(path) as address:
+                reader, writer = await asyncio.open_unix_connection(address)
+            return reader, writer, await handshake(reader, writer, SHIM_HELLO_TIMEOUT)
+
+        link._reconnect = again
+        link.write(b"one\n")
+        got = [(await link.next_line())[1]]
+        link._writer.transport.abort()  # the link drops
+        assert not link.is_closing()  # a worker's link being opened again takes writes
+        link.write(b"two\n")
+        link.write(b"x" * HELD_MAX + b"\n")
+        link.write(b"three\n")
+        back.set()
+        got += [(await link.next_line())[1] for _ in range(2)]
+        link.close_stdin()
+        assert await link.exited == 0
+        link.release()
+        return got
+
+    assert asyncio.run(run()) == [b"one", b"two", b"three"]
+    assert any("dropped while its link is down" in r.getMessage() for r in caplog.records)
