@@ -153,7 +153,7 @@ class Job:
         """The record as plain JSON-able data (state as its string). Copies the dict fields
         one level deep, which is all they have; dataclasses.asdict's deep copy was most of the
         cost of a row (bench/run.py rows)."""
-        data = {name: getattr(self, name) for name in _JOB_FIELDS}
+        data = {name: getattr(self, name) for name in JOB_FIELDS}
         data["state"] = self.state.value
         for name in ("driver_opts", "labels", "usage"):
             data[name] = dict(data[name])
@@ -164,8 +164,8 @@ class Job:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Job":
         """Rebuild a record, ignoring keys this version does not know (a row's derived ones)."""
-        values = dict(data) if data.keys() <= _KNOWN else {k: v for k, v in data.items() if k in _KNOWN}
-        values["state"] = _STATES.get(values.get("state", "starting")) or State(values["state"])
+        values = dict(data) if data.keys() <= JOB_KEYS else {k: v for k, v in data.items() if k in JOB_KEYS}
+        values["state"] = STATES_BY_VALUE.get(values.get("state", "starting")) or State(values["state"])
         return cls(**values)
 
     @property
@@ -180,9 +180,11 @@ def worker_is_up(pid: int | None, reaped: bool) -> bool:
     return pid is not None and not reaped
 
 
-_JOB_FIELDS = tuple(f.name for f in fields(Job))
-_KNOWN = frozenset(_JOB_FIELDS)
-_STATES = {s.value: s for s in State}
+#: A record's fields in ``Job``'s order, as a set, and its states by their values: what reading a
+#: stored record checks it against (here and roost/daemon/storage/records.py).
+JOB_FIELDS = tuple(f.name for f in fields(Job))
+JOB_KEYS = frozenset(JOB_FIELDS)
+STATES_BY_VALUE = {s.value: s for s in State}
 
 
 def peek_text(text: str) -> str:

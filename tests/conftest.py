@@ -331,6 +331,25 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def shims_of(state_dir: Path) -> list[int]:
+    """The live shims whose sockets are in ``state_dir`` (by the ``--socket`` of their command
+    lines, so that other tests' shims on this machine are not counted)."""
+    where = str(state_dir / "workers") + "/"
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--socket" in argv and any(a.endswith(b"shim.py") for a in argv) and pid_alive(int(entry.name)):
+            sock = argv[argv.index(b"--socket") + 1].decode(errors="replace")
+            if sock.startswith(where):
+                out.append(int(entry.name))
+    return out
+
+
 def require_agent(what: str, missing: str | None) -> None:
     """Skip a test of a real agent that is not installed here (``missing`` says why), but fail it
     under CI, where `.ci/run` installs every agent the tests drive: those tests never skip there."""

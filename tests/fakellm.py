@@ -24,6 +24,9 @@ delivered):
 - ``LATER <seconds> ...``: the echo, sent only after that many seconds (at most SLOW_LIMIT): a
   subagent that answers after its parent's turn ended; ``LATER <seconds> CALL ...``: that call, as
   late (a subagent that asks for a permission after its parent's turn ended).
+- ``HOLD <tag> <the rest>``: the rest, as its own prompt, but the answer after a tool's result waits
+  until the test calls ``release(tag)`` (``held(tag)`` says it waits): a turn held mid-way for as long
+  as the test needs, with no sleep (a restart of the daemon in the middle of it).
 - anything else: ``echo: <its first line>``.
 
 It records every request body, so a test can assert what history reached the model.
@@ -75,6 +78,11 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         self.fake.record(body)
         prompt, tool_results = self.fake.turn_of(body)
         word, _, rest = prompt.strip().partition(" ")
+        if word == "HOLD":
+            tag, _, prompt = rest.partition(" ")
+            if tool_results:
+                self.fake.hold(tag)
+            word, _, rest = prompt.strip().partition(" ")
         if word == "LATER" and rest.partition(" ")[2].startswith("CALL ") and not tool_results:
             time.sleep(min(float(rest.split(" ", 1)[0] or 0), SLOW_LIMIT))
             word, _, rest = rest.partition(" ")[2].partition(" ")
@@ -189,6 +197,9 @@ class FakeLLM:
         #: When each 429 was sent (monotonic) and the reset it named, in seconds.
         self.limits: list[tuple[float, float]] = []
         self.lock = threading.Lock()
+        #: ``HOLD`` tags: the gate each waits on, and the tags whose answer waits (or waited).
+        self.gates: dict[str, threading.Event] = {}
+        self.holding: set[str] = set()
         handler = type("Handler", (self.handler,), {"fake": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
@@ -221,6 +232,24 @@ class FakeLLM:
     def record_limit(self, seconds: float) -> None:
         with self.lock:
             self.limits.append((time.monotonic(), seconds))
+
+    def _gate(self, tag: str) -> threading.Event:
+        with self.lock:
+            return self.gates.setdefault(tag, threading.Event())
+
+    def hold(self, tag: str) -> None:
+        """Wait until ``release(tag)`` (at most SLOW_LIMIT * 2: a test that forgot fails, not hangs)."""
+        gate = self._gate(tag)
+        with self.lock:
+            self.holding.add(tag)
+        gate.wait(SLOW_LIMIT * 2)
+
+    def held(self, tag: str) -> bool:
+        with self.lock:
+            return tag in self.holding
+
+    def release(self, tag: str) -> None:
+        self._gate(tag).set()
 
     def bodies_with(self, needle: str) -> list[dict[str, Any]]:
         """The requests whose last user message contains ``needle``."""

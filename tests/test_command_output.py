@@ -20,11 +20,12 @@ from typing import Callable
 
 import pytest
 
+from roost.daemon.storage.recovery import kill_stale_workers
 from roost.programs.turn_output import NEAR
 from roost.protocol import ENTRY_MAX
 
 from command_output_agent import flood_lines
-from conftest import LEAKY_ENV, DaemonHarness, pid_alive
+from conftest import LEAKY_ENV, DaemonHarness, pid_alive, shims_of
 from faults.test_disk_full import small_disk  # noqa: F401  (a fixture: a 3 MB tmpfs)
 
 AGENT = Path(__file__).resolve().parent / "command_output_agent.py"
@@ -307,3 +308,5 @@ def test_a_turn_that_fills_the_disk_waits_and_lands_whole_once_it_frees(small_di
         assert kept(daemon, job) == b"".join(flood_lines(400_000)), "every byte, once, in order"
     finally:
         daemon.stop()
+        kill_stale_workers(daemon.paths.state_dir)  # what a stop that fell back to SIGTERM left running
+    daemon.wait_for(lambda: not shims_of(daemon.paths.state_dir), what="no shim of this home left")

@@ -121,3 +121,27 @@ async def test_a_failed_commit_writes_nothing_and_puts_memory_back(rig: Rig) -> 
     await rig.settle()
     assert texts(rig, job_id) == [f"piece {n}\n" for n in range(BURST)]
     assert stored(rig, job_id) == rig.job(job_id).to_dict()
+
+
+async def test_a_workers_step_is_committed_whole_with_its_seq_and_snapshot_or_not_at_all(rig: Rig) -> None:
+    """One line of pi's may give several events (a text and its call's usage): they are one message,
+    so a store that refuses the second refuses the first and the line's seq with them, and a daemon
+    re-adopting the worker then gets the whole line again; never the first twice nor the second lost."""
+    job_id = await rig.spawn("work")
+    worker = rig.worker(job_id)
+    acks: list[int] = []
+    worker.ack = acks.append  # type: ignore[attr-defined]
+    worker.line_seq, worker.adapter_state = 7, {"run": 1, "said": "two"}  # type: ignore[attr-defined]
+    watched = watch(rig)
+    watched.fail_at = 2  # the second event's timeline entry hits a full disk
+    worker.on_event([{"type": "text", "text": "one\n"}, {"type": "text", "text": "two\n"}])
+    await rig.settle()
+    assert texts(rig, job_id) == [] and acks == []
+    live = stored(rig, job_id)["live"] or {}
+    assert live.get("seq", 0) == 0 and "adapter" not in live
+    watched.fail_at = None
+    rig.sup.engine.retry_stalled()
+    await rig.settle()
+    assert texts(rig, job_id) == ["one\n", "two\n"] and acks == [7]
+    live = stored(rig, job_id)["live"]
+    assert live["seq"] == 7 and live["adapter"] == {"run": 1, "said": "two"}

@@ -94,7 +94,7 @@ async def test_a_worker_line_with_odd_json_is_malformed_and_reading_goes_on(tmp_
         pass
 
     launch = Launch(argv=[sys.executable, "-c", WRITER], env={}, cwd=str(tmp_path))
-    worker = Worker("j1", launch, adapter(), tmp_path / "j1.log", events.append, on_exit)
+    worker = Worker("j1", launch, adapter(), tmp_path / "j1.log", events.extend, on_exit)  # each step: a list
     await worker.start()
     await asyncio.wait_for(worker.exited.wait(), 30)
     worker.release()  # what the engine does once the exit is committed: the shim ends

@@ -180,7 +180,9 @@ def test_stop_mid_turn_aborts_pi_and_keeps_its_worker(pi_daemon, fake):
 
 
 @pytest.mark.pi
-def test_the_daemon_sigkilled_mid_turn_leaves_no_pi_and_the_job_failed_and_resumable(pi_daemon, fake):
+def test_pis_whose_shims_went_with_a_sigkilled_daemon_are_killed_and_their_jobs_failed_and_resumable(pi_daemon, fake):
+    """pi is re-adopted across a restart like any worker (tests/test_readopt_agents.py); one whose shim
+    is gone cannot be: its pi is killed, its turn failed, and a message resumes it from its session."""
     daemon = pi_daemon()
     idle = daemon.spawn("remember the word egret", driver="pi")
     idle_row = daemon.wait_state(idle, "idle", timeout=START)
@@ -188,7 +190,11 @@ def test_the_daemon_sigkilled_mid_turn_leaves_no_pi_and_the_job_failed_and_resum
     daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(busy)["state"] == "working", timeout=START,
                     what="pi streaming the slow answer")
     busy_pid = daemon.show(busy)["pid"]
+    shims = [json.loads((daemon.paths.state_dir / "workers" / f"{job}.json").read_text())["shim"]["pid"]
+             for job in (idle, busy)]
     daemon.kill()
+    for shim in shims:
+        os.kill(shim, signal.SIGKILL)
     daemon.start()
     daemon.wait_for(lambda: not pid_alive(busy_pid) and not pid_alive(idle_row["pid"]), what="the old pis to be gone")
     rows = {r["id"]: r for r in daemon.rows()}
@@ -200,9 +206,10 @@ def test_the_daemon_sigkilled_mid_turn_leaves_no_pi_and_the_job_failed_and_resum
 
 
 @pytest.mark.pi
-def test_a_daemon_stopped_with_sigterm_closes_pi_which_it_cannot_re_adopt(pi_daemon, fake):
-    """pi's adapter keeps its turn in memory, so its worker is not left running for the next daemon
-    (docs/reliability.md): a stop closes it as before, mid-turn or idle, and it resumes from its session."""
+def test_a_full_stop_of_the_daemon_closes_pi_and_a_message_resumes_it_from_its_session(pi_daemon, fake):
+    """``roost daemon stop --all`` closes pi, mid-turn or idle (a plain stop leaves it running for the
+    next daemon: tests/test_readopt_agents.py): its turn failed "the daemon shut down during its turn",
+    the idle one reaped and resumed from its session."""
     daemon = pi_daemon()
     idle = daemon.spawn("remember the word egret", driver="pi")
     idle_row = daemon.wait_state(idle, "idle", timeout=START)
@@ -210,7 +217,7 @@ def test_a_daemon_stopped_with_sigterm_closes_pi_which_it_cannot_re_adopt(pi_dae
     daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(busy)["state"] == "working", timeout=START,
                     what="pi streaming the slow answer")
     busy_pid = daemon.show(busy)["pid"]
-    daemon.stop(keep_workers=True)
+    daemon.stop()
     assert not pid_alive(busy_pid) and not pid_alive(idle_row["pid"])
     daemon.start()
     rows = {r["id"]: r for r in daemon.rows()}
@@ -479,7 +486,8 @@ def test_a_silent_server_flags_pis_job_stalled_and_max_turn_time_fails_its_turn(
     assert row["reason"].startswith("the turn has run 6s, over max_turn_time = 6s: roost aborted it"), row["reason"]
     assert 6 <= took < 25, f"failed {took:.1f}s in, not at max_turn_time"
     assert row["stall"] == "" and "the worker aborted its turn by itself" not in str(daemon.timeline(job))
-    [end] = timeline(daemon, job, "turn_end")[-1:]
+    # The state is the deadline's; the turn's end is written when pi answers the abort, which may come after.
+    [end] = daemon.wait_for(lambda: timeline(daemon, job, "turn_end")[-1:], timeout=START, what="the turn's end")
     assert end["note"] == "over max_turn_time" and end["by"] == "daemon"
 
 

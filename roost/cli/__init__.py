@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "daemon": ("roost.cli.daemon", "daemon"),
     "spawn": ("roost.cli.jobs", "spawn"),
     "send": ("roost.cli.jobs", "send"),
-    "stop": ("roost.cli.jobs", "stop"),
+    "stop": ("roost.cli.stop", "stop"),
     "close": ("roost.cli.jobs", "close"),
     "pin": ("roost.cli.jobs", "pin"),
     "unpin": ("roost.cli.jobs", "unpin"),

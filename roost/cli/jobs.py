@@ -1,4 +1,4 @@
-"""The commands that act on one job: spawn, send, stop, close, pin and unpin, archive and
+"""The commands that act on one job: spawn, send, close, pin and unpin, archive and
 unarchive, rename, detach, label; and what agents call about themselves (report, children)."""
 
 from __future__ import annotations
@@ -80,22 +80,6 @@ def send(ctx: Ctx, job_id: str, text: str) -> None:
     denied = f" (not an answer: it denied {', '.join(result['approvals'])} with your text as the reason)" \
         if result["outcome"] == "denied" else ""
     say(f"{result['outcome']}: {job_id}{denied}")
-
-
-@click.command()
-@click.argument("job_id")
-@click.option("--tree", is_flag=True, help="Also every running job below it, nested too.")
-@pass_ctx
-def stop(ctx: Ctx, job_id: str, tree: bool) -> None:
-    """Stop a job's turn (and with --tree its whole tree)."""
-    result = ctx.call("stop", job=job_id, tree=tree)
-    n = result["stopped"]
-    if n == 0:
-        say(f"{job_id} was already stopped" if result.get("already") else "nothing was running")
-    else:
-        own = result.get("subagents", 0)
-        say(f"stopped {n} job{'s' if n != 1 else ''}: {' '.join(result['ids'])}"
-            + (f" (and {own} subagent{'s' if own != 1 else ''} of the agent's own)" if own else ""))
 
 
 @click.command()

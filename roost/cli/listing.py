@@ -29,28 +29,29 @@ SUBTREE_ROWS = 100
 LIST_PAGE = 1000
 
 
-def write_json_array(lines: Iterable[str], out: TextIO) -> int:
-    """Write one JSON array, one record a line, as the lines come; returns how many.
+def write_json_array(pages: Iterable[list[str]], out: TextIO) -> int:
+    """Write one JSON array, one record a line, a page of lines at a time; returns how many.
 
     The lines are the daemon's (``list`` with ``lines``: each record's ``record_json``, encoded
     once there as ASCII-only JSON, which escapes every control character and lone surrogate, so
     job text in it can never act on a terminal). One line per record lets line tools work on
-    the output, and writing them as they come keeps one page in memory."""
+    the output, and writing each page as it comes keeps one page in memory (one write a page:
+    a write a line was half the CLI's time for 110k records)."""
     count = 0
     out.write("[")
-    for line in lines:
-        out.write(",\n" if count else "\n")
-        out.write(line)
-        count += 1
+    for lines in pages:
+        if lines:
+            out.write((",\n" if count else "\n") + ",\n".join(lines))
+            count += len(lines)
     out.write("\n]\n" if count else "]\n")
     return count
 
 
-def full_records(client: Client, archived: bool) -> Iterator[str]:
+def full_records(client: Client, archived: bool) -> Iterator[list[str]]:
     """Every job's full record (what `show` gives) as its JSON line, or every archived job's,
-    oldest first, one page in memory at a time."""
+    oldest first, a page of lines at a time (one page in memory)."""
     for page in client.pages("list", lines=True, archived_only=archived or None, limit=LIST_PAGE):
-        yield from page["lines"]
+        yield page["lines"]
 
 
 def recent_rows(client: Client) -> tuple[list[dict[str, Any]], int]:

@@ -57,8 +57,8 @@ class Launch:
     session: str | None = None
     #: Where the worker's tree is written down while it runs; None: nowhere (a test's own worker).
     record: Path | None = None
-    #: Whether a later daemon may take the running worker over (its adapter keeps nothing in memory
-    #: that a new daemon would lack); the worker sets it from ``Adapter.survives_restart``.
+    #: Whether a later daemon may take the running worker over (its adapter keeps nothing in memory,
+    #: or writes it down and restores it); the worker sets it from ``Adapter.survives_restart``.
     adoptable: bool = False
 
 
@@ -66,10 +66,23 @@ class Adapter:
     """Translates the worker protocol to an agent's own stdio. This one is the identity:
     for workers that speak the worker protocol natively (the built-in agent, the command driver)."""
 
-    #: Whether a daemon that did not start the worker can speak for it: true for the identity; an
-    #: adapter that keeps what it learned in memory (pi, Claude Code, Codex) says False, and its
-    #: worker is not re-adopted after a restart of the daemon (docs/reliability.md).
+    #: Whether a daemon that did not start the worker can speak for it: true for the identity, and for
+    #: an adapter that writes down what it learned (``snapshot``) and takes it back (``restore``): pi's,
+    #: Claude Code's. One that cannot (Codex's) says False, and its worker is not re-adopted after a
+    #: restart of the daemon (docs/reliability.md, "Workers that outlive the daemon").
     survives_restart = True
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """What the adapter knows now, as a small JSON object (at most about SNAPSHOT_MAX bytes), or
+        None when it keeps nothing (the identity). The daemon takes it after each step whose events it
+        commits and writes it down with the step's line (``Job.live``), so a daemon that re-adopts the
+        worker ``restore``s the adapter as it was right after the last committed line."""
+        return None
+
+    def restore(self, state: dict[str, Any], run: Any = None) -> None:
+        """Take back what ``snapshot`` wrote down (before ``bind``; the lines after it come again).
+        ``run``: the prompt's run token of the turn the daemon's record has in flight (None: none, or
+        one of the agent's own), for a prompt written to the agent after the last snapshot."""
 
     def bind(self, emit: Callable[[dict[str, Any]], None], write: Callable[[bytes], None]) -> None:
         """Called once the agent runs. An adapter that answers some commands itself, or decides
@@ -104,6 +117,28 @@ class Adapter:
         control sequences; the agent's startup noise left out); at most the last five."""
         lines = (failure_line(line, self.stderr_noise) for line in stderr_tail)
         return [line for line in lines if line][-5:]
+
+
+#: About how many bytes an adapter's snapshot may take (``kept`` cuts what it holds of the agent's words).
+SNAPSHOT_MAX = 64 * 1024
+#: The most entries of one kind (tool calls in flight, subagents) a snapshot keeps; the most bytes of one value.
+SNAPSHOT_ENTRIES = 16
+SNAPSHOT_VALUE = 2000
+
+
+def kept(value: Any) -> Any:
+    """``value`` as a snapshot keeps it: itself when its JSON is at most SNAPSHOT_VALUE bytes, else a note
+    saying it was too big (what the agent's tool call said shows on the timeline, cut, after a restart)."""
+    try:
+        size = len(json.dumps(value))
+    except (TypeError, ValueError):
+        return "(not kept across the daemon's restart)"
+    return value if size <= SNAPSHOT_VALUE else f"({size} bytes, too big to keep across the daemon's restart)"
+
+
+def newest(entries: dict[str, Any]) -> dict[str, Any]:
+    """The newest SNAPSHOT_ENTRIES of a dict (insertion order), each value ``kept``."""
+    return {k: kept(v) for k, v in list(entries.items())[-SNAPSHOT_ENTRIES:]}
 
 
 def line_field(data: bytes, name: str, last: bool = False) -> Any:

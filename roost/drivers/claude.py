@@ -1,5 +1,5 @@
 """The Claude Code driver: one long-lived ``claude -p`` per job, speaking stream-json both ways.
-(One adapter for one protocol, about 450 lines; its approvals' shapes are in ``drivers/approvals.py``,
+(One adapter for one protocol, about 480 lines; its approvals' shapes are in ``drivers/approvals.py``,
 its usage in ``drivers/usage.py``, its limits' words in ``drivers/limits.py``.)
 
 What it relies on, measured with Claude Code 2.1.328 against a fake Messages API (docs/agents.md):
@@ -41,8 +41,8 @@ from typing import Any, Callable, Mapping
 
 from roost.drivers import limits
 from roost.drivers.approvals import claude_what, words
-from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
-                                inherited_env, line_field, text_of)
+from roost.drivers.base import (SNAPSHOT_ENTRIES, Adapter, Driver, Launch, LaunchContext, existing_cwd,
+                                find_agent_program, inherited_env, kept, line_field, newest, text_of)
 from roost.drivers.subagents import SubagentTracker
 from roost.drivers.usage import ClaudeSpend, budget_guard, claude_session_base
 from roost.models import Job
@@ -139,10 +139,10 @@ class ClaudeAdapter(Adapter):
 
     It keeps the turn in flight (the run token of the prompt, or OWN for a turn Claude Code began
     itself) and ends it once, at the ``result`` frame. A permission request does not end it: it is an
-    ``approval`` event, answered by the ``approval_answer`` that names it.
+    ``approval`` event, answered by the ``approval_answer`` that names it. What it knows survives a
+    restart of the daemon (``snapshot``), but for the permission requests pending: a job with one is
+    not re-adopted.
     """
-
-    survives_restart = False
 
     def __init__(self, session: str | None, cwd: str = "", config_dir: str = "",
                  spend: ClaudeSpend | None = None) -> None:
@@ -178,6 +178,31 @@ class ClaudeAdapter(Adapter):
 
     def bind(self, emit: Callable[[dict[str, Any]], None], write: Callable[[bytes], None]) -> None:
         self._emit, self._write = emit, write
+
+    # -- across a restart of the daemon ---------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The turn in flight, its tool calls and subagents, and the running totals spent; not the
+        daemon's own requests in flight (their askers went with it) nor pending permission requests."""
+        return {"session": self.session, "run": "own" if self.run is OWN else self.run,
+                "after_own": self.after_own, "aborting": self.aborting, "retries": self.retries,
+                "said": self.said, "notified": self.notified, "tasks": newest(self.tasks), "context": self.context,
+                "tools": {k: [name, kept(args)] for k, (name, args) in list(self.tools.items())[-SNAPSHOT_ENTRIES:]},
+                "subagents": self.subagents.snapshot(), "spend": self.spend.snapshot()}
+
+    def restore(self, state: dict[str, Any], run: Any = None) -> None:
+        """As ``snapshot`` wrote it; ready (only a worker that answered is re-adopted)."""
+        self.ready, self.session = True, state.get("session") or self.session
+        saved = state.get("run")  # None, with the record's turn in flight: its prompt went after the last line
+        self.run = OWN if saved == "own" else run if saved is None else saved
+        self.after_own, self.aborting = state.get("after_own"), bool(state.get("aborting"))
+        self.retries = int(state.get("retries") or 0)
+        self.said, self.notified = bool(state.get("said")), bool(state.get("notified"))
+        self.tasks = {str(k): str(v) for k, v in (state.get("tasks") or {}).items()}
+        self.context = {str(k): int(v) for k, v in (state.get("context") or {}).items()}
+        self.tools = {str(k): (str(v[0]), v[1]) for k, v in (state.get("tools") or {}).items() if len(v) == 2}
+        self.subagents.restore(state.get("subagents") or {})
+        if "spend" in state:
+            self.spend.restore(state["spend"])
 
     def _control(self, request_id: str, request: dict[str, Any]) -> bytes:
         return encode({"type": "control_request", "request_id": request_id, "request": request})

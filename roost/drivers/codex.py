@@ -109,6 +109,9 @@ class CodexAdapter(Adapter):
     ``approval`` event, answered by the ``approval_answer`` that names it.
     """
 
+    #: Not re-adopted after a restart of the daemon: the turn hangs on JSON-RPC requests in flight
+    #: (``calls``: a callback each, the ``turn/start`` whose answer names Codex's turn among them) that
+    #: cannot be written down, and Codex answers each only once (docs/reliability.md).
     survives_restart = False
 
     stderr_noise = STARTUP_NOISE

@@ -24,8 +24,8 @@ from typing import Any, Callable, Mapping
 
 from roost.drivers import limits
 from roost.drivers.usage import pi_call
-from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
-                                inherited_env, line_field, text_of)
+from roost.drivers.base import (SNAPSHOT_VALUE, Adapter, Driver, Launch, LaunchContext, existing_cwd,
+                                find_agent_program, inherited_env, kept, line_field, newest, text_of)
 from roost.models import Job
 from roost.protocol import encode, loads
 from roost.worker_protocol import Oversize, note, response, text_events, turn_end
@@ -106,10 +106,9 @@ class PiAdapter(Adapter):
     """Worker protocol in, pi RPC out; pi's event stream in, worker-protocol events out.
 
     It keeps the turn in flight (the run token the daemon gave the prompt) and ends it exactly once,
-    at pi's final ``agent_end``.
+    at pi's final ``agent_end``. What it knows survives a restart of the daemon (``snapshot``): an
+    error still waiting to settle is settled again from the restart on.
     """
-
-    survives_restart = False
 
     def __init__(self, provider: str, model: str, retry: bool, settle: float = SETTLE_SECONDS) -> None:
         self.provider = provider
@@ -139,6 +138,27 @@ class PiAdapter(Adapter):
 
     def bind(self, emit: Callable[[dict[str, Any]], None], write: Callable[[bytes], None]) -> None:
         self._emit, self._write = emit, write
+        if self.run is not None and self.error is not None and self.timer is None:  # restored mid-settle
+            self.timer = asyncio.get_running_loop().call_later(self.settle, self._settled)
+
+    # -- across a restart of the daemon ---------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The turn in flight and what it waits on; not the ids of the daemon's own requests (a new
+        daemon asks anew) nor pi's model (its get_state at adoption says it again)."""
+        return {"run": self.run, "started": self.started, "aborting": self.aborting,
+                "error": None if self.error is None else self.error[:SNAPSHOT_VALUE],
+                "context_window": self.context_window, "tool_args": newest(self.tool_args)}
+
+    def restore(self, state: dict[str, Any], run: Any = None) -> None:
+        self.run = state.get("run")
+        if self.run is None:  # the prompt went to pi after the last line committed
+            self.run = run
+        self.started, self.aborting = bool(state.get("started")), bool(state.get("aborting"))
+        self.error = None if state.get("error") is None else str(state["error"])
+        window = state.get("context_window")
+        self.context_window = window if isinstance(window, int) else None
+        args = state.get("tool_args")
+        self.tool_args = {str(k): kept(v) for k, v in args.items()} if isinstance(args, dict) else {}
 
     # -- commands from the daemon ---------------------------------------------------------------
     def encode(self, command: dict[str, Any]) -> bytes:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from roost.drivers.base import SNAPSHOT_ENTRIES, newest
+
 #: How much of a subagent's prompt, progress or result one event carries.
 TEXT_MAX = 4000
 
@@ -25,6 +27,14 @@ class SubagentTracker:
     def __init__(self) -> None:
         self.titles: dict[str, str] = {}
         self.background: set[str] = set()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The newest subagents running, for a daemon that re-adopts the worker (``Adapter.snapshot``)."""
+        return {"titles": newest(self.titles), "background": sorted(self.background)[-SNAPSHOT_ENTRIES:]}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self.titles = {str(k): str(v) for k, v in (state.get("titles") or {}).items()}
+        self.background = {str(k) for k in state.get("background") or ()}
 
     def start(self, ident: str, call: Mapping[str, Any], background: bool) -> list[dict[str, Any]]:
         prompt = str(call.get("prompt") or "")

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from roost.drivers.base import SNAPSHOT_ENTRIES
 from roost.worker_protocol import TOKEN_KINDS, call_usage
 
 #: Claude Code's names for a model's running figures, by roost's token kind.
@@ -86,6 +87,18 @@ class ClaudeSpend:
         #: The totals last counted, per model; None until known (see claude_session_base).
         self.seen = base
         self.results = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        """The totals last counted (a few models'), for a daemon that re-adopts the worker: its next
+        result's calls are counted from them, not from the session file's older base."""
+        seen = None if self.seen is None else dict(list(self.seen.items())[-SNAPSHOT_ENTRIES:])
+        return {"seen": seen, "results": self.results}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        seen = state.get("seen")
+        self.seen = None if seen is None else {
+            str(m): {str(k): v for k, v in row.items() if isinstance(v, (int, float))} for m, row in seen.items()}
+        self.results = int(state.get("results") or 0)
 
     def calls(self, frame: Mapping[str, Any], session: str | None) -> list[dict[str, Any]]:
         totals = claude_figures(frame.get("modelUsage"))

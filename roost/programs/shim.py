@@ -14,16 +14,23 @@ shim to the daemon, one frame a line:
 - ``E SEQ JSON``: the agent exited (``rc``, its last ``stderr`` lines).
 
 And the daemon to the shim: ``I N`` + N bytes (for the agent's stdin), ``C`` (close its stdin),
-``A SEQ`` (everything up to SEQ is committed: forget it), ``P`` (a spare's shim, started with
-``--ephemeral 1``, now serves a job: until then it ends, killing its agent, when its daemon goes). What is not acknowledged is kept, at most
+``A SEQ`` (everything up to SEQ is committed: forget it), ``P`` (keep running without a daemon: the
+daemon starts every shim with ``--ephemeral 1`` and sends ``P`` once the shim's record is written
+down — a spare's, once a job took it; until then the shim ends, killing its agent, when its first
+connection goes). What is not acknowledged is kept, at most
 ``--keep`` bytes (the newest; what goes is counted in one ``D`` frame), and sent again, once, to the
 next daemon that connects. The shim ends once its agent's exit is acknowledged.
+
+No shim is left that nobody can reach (an orphan): one that no daemon connected within
+``--orphan-after`` seconds, or, while no daemon is connected, whose socket path no longer leads to
+its socket (the file removed, the state directory gone: checked when a connection drops and every
+``--orphan-after`` seconds while none is there, never while one is), kills its agent and ends.
 
 No roost import, and only the interpreter's built-in modules (``_socket``, ``select``'s epoll,
 ``os.posix_spawn``; not ``subprocess``, ``selectors``, ``socket`` or ``json``, which would double
 what it holds): it is run by path (``python -I -S``), so a running shim never changes under an
 upgrade of roost, and it stays small (docs/performance.md). For the same reason it is one file
-(about 445 lines): a program run by path can import nothing of its own package.
+(about 500 lines): a program run by path can import nothing of its own package.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ STDIN_HELD = 8 << 20
 #: The spare's room variable must stay last in the agent's environment (roost/daemon/processes/spare.py).
 ROOM_VAR = "ROOST_SPARE_ROOM"
 MARK_VAR = "ROOST_WORKER_MARK"
+#: Seconds within which a daemon must connect, and how often the socket is checked while none is.
+ORPHAN_AFTER = 60.0
 
 
 def quote(text: str) -> str:
@@ -143,8 +152,9 @@ GONE = select.EPOLLHUP | select.EPOLLERR
 
 class Shim:
     def __init__(self, listener: _socket.socket, job: str, keep: int, line_max: int, argv: list[str], mark: str,
-                 given: dict[str, str]) -> None:
+                 given: dict[str, str], where: "Where") -> None:
         self.listener = listener
+        self.where = where
         self.job = job
         self.line_max = line_max
         self.kept = Kept(keep)
@@ -286,6 +296,7 @@ class Shim:
         conn = _socket.socket(fileno=fd)
         conn.setblocking(False)
         self.conn, self.inbuf, self.out = conn, b"", bytearray()
+        self.where.connected = True
         hello = '{"roost_shim": %d, "job": %s, "shim_pid": %d, "worker_pid": %d, "worker_start": %d, "acked": %d}' % (
             VERSION, quote(self.job), os.getpid(), self.pid, self.start, self.kept.acked)
         self.out += hello.encode() + b"\n"
@@ -317,13 +328,18 @@ class Shim:
         self._drop(self.conn.fileno())
         self.conn.close()
         self.conn, self.out = None, bytearray()
-        if self.ephemeral:  # a spare no job took: nobody will want it, its agent and it go now
-            try:
-                os.killpg(self.pid, _signal.SIGKILL)
-            except OSError:
-                pass
-            self.rc = self.rc if self.rc is not None else -9
-            self.exit_seq = self.kept.acked = max(self.exit_seq, self.kept.seq, 1)
+        self.where.next_check = time.monotonic() + self.where.every
+        if self.ephemeral or not self.where.reachable():  # nobody will want it: its agent and it go now
+            self.end_alone()
+
+    def end_alone(self) -> None:
+        """Kill the agent's session and end without a daemon's acknowledgement."""
+        try:
+            os.killpg(self.pid, _signal.SIGKILL)
+        except OSError:
+            pass
+        self.rc = self.rc if self.rc is not None else -9
+        self.exit_seq = self.kept.acked = max(self.exit_seq, self.kept.seq, 1)
 
     def on_conn(self, mask: int) -> None:
         assert self.conn is not None
@@ -385,7 +401,8 @@ class Shim:
     # -- the loop ---------------------------------------------------------------------------------------
     def run(self) -> int:
         while not (self.exit_seq and self.kept.acked >= self.exit_seq):
-            timeout = -1.0 if self.grace_until is None else max(0.0, self.grace_until - time.monotonic())
+            due = [t for t in (self.grace_until, None if self.conn else self.where.next_check) if t is not None]
+            timeout = max(0.0, min(due) - time.monotonic()) if due else -1.0
             for fd, mask in self.poll.poll(timeout):
                 name = self.names.get(fd)
                 if name == "accept":
@@ -407,6 +424,11 @@ class Shim:
                 elif name == "exit":
                     self._drop(fd)
                     self.rc = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            if self.conn is None and time.monotonic() >= self.where.next_check:
+                self.where.next_check = time.monotonic() + self.where.every
+                if not self.where.connected or not self.where.reachable():  # nobody connected in time, or can
+                    self.end_alone()
+                    break
             self._pace()
             if self.rc is not None and not self.exit_seq:
                 if self.reading and self.grace_until is None:
@@ -417,18 +439,45 @@ class Shim:
         return 0
 
 
+class Where:
+    """The socket's path, and whether it still leads to this shim's socket (the file the daemon
+    bound before starting it: its device and inode), so that a daemon can reach the shim."""
+
+    def __init__(self, path: str, every: float) -> None:
+        self.path = path
+        self.every = every
+        self.connected = False
+        self.next_check = time.monotonic() + every
+        self.id = self._id()
+
+    def _id(self) -> "tuple[int, int] | None":
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def reachable(self) -> bool:
+        return self.id is not None and self._id() == self.id
+
+
 def main(args: list[str]) -> int:
     """``shim.py --fd N --job ID --keep BYTES --line-max BYTES --mark MARK --socket PATH [--ephemeral 1]
-    -- ARGV...``"""
+    [--orphan-after SECONDS] -- ARGV...``"""
     split = args.index("--")
     opts = dict(zip(args[:split:2], args[1:split:2]))
     listener = _socket.socket(fileno=int(opts["--fd"]))
     os.set_inheritable(listener.fileno(), False)  # the agent gets none of the shim's descriptors
+    where = Where(opts["--socket"], float(opts.get("--orphan-after", ORPHAN_AFTER)))
     try:
         shim = Shim(listener, opts["--job"], int(opts["--keep"]), int(opts["--line-max"]), args[split + 1:],
-                    opts["--mark"], read_environment())
+                    opts["--mark"], read_environment(), where)
     except OSError as exc:  # the agent could not start: the daemon's connection hears why, then EOF
-        fd, _ = listener._accept()
+        listener.settimeout(where.every)  # nobody connects: it ends all the same
+        try:
+            fd, _ = listener._accept()
+        except OSError:
+            return 1
         error = f"{exc.strerror or exc}: {exc.filename or (args[split + 1] if len(args) > split + 1 else '')}"
         _socket.socket(fileno=fd).sendall(('{"roost_shim": %d, "error": %s}' % (VERSION, quote(error))).encode() + b"\n")
         return 1
@@ -436,10 +485,11 @@ def main(args: list[str]) -> int:
     try:
         return shim.run()
     finally:
-        try:
-            os.unlink(opts["--socket"])
-        except OSError:
-            pass
+        if where.reachable():  # a path that leads elsewhere now is another's socket
+            try:
+                os.unlink(opts["--socket"])
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import pytest
 from roost.client import ClientError
 from roost.daemon.storage.store import Store
 
-from conftest import DaemonHarness
+from conftest import DaemonHarness, shims_of
 
 ROUNDS = 12
 
@@ -54,3 +54,5 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged(daemon_factory) -> 
     assert acknowledged <= set(rows)
     claimed = [r for r in rows.values() if r["state"] in ("starting", "working") and not r["worker_up"]]
     assert claimed == [], "no job claims a turn that nothing runs"
+    daemon.stop()
+    daemon.wait_for(lambda: not shims_of(daemon.paths.state_dir), what="no shim of this home left (no orphan)")

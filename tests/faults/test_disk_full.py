@@ -127,6 +127,7 @@ def small_disk(tmp_path: Path):
 
 
 def test_a_real_disk_that_fills_and_frees(small_disk: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from roost.daemon.storage.recovery import kill_stale_workers
     from tests.conftest import LEAKY_ENV, DaemonHarness
 
     home = small_disk / "home"
@@ -154,6 +155,7 @@ def test_a_real_disk_that_fills_and_frees(small_disk: Path, monkeypatch: pytest.
         daemon.wait_for(lambda: "after" in daemon.texts(job), timeout=15, what="the message after the disk freed")
     finally:
         daemon.stop()
+        kill_stale_workers(daemon.paths.state_dir)  # what a stop that fell back to SIGTERM left running
 
 
 async def test_a_batch_whose_commit_fails_is_put_back_whole_for_every_job(rig: tuple[Rig, FullDisk]) -> None:

@@ -46,7 +46,8 @@ def on_adopt(eng: EngineApi, job: Job, msg: Adopt) -> None:
     now = eng.monotonic()
     turn = turn_of(live.get("turn"))
     slot = Slot(worker=worker, token=msg.record.token, ready_timeout=0.0, phase=Phase.READY, turn=turn, seq=committed,
-                idle_since=None if turn else now, turn_started_at=now if turn else None, last_event_at=now)
+                adapter=live.get("adapter"), idle_since=None if turn else now, turn_started_at=now if turn else None,
+                last_event_at=now)
     eng.slots[job.id] = slot
     eng.timeline(job, "worker", pid=job.pid, adopted=True)
     eng.spawn_task(_adopt(eng, job.id, worker, msg.record))

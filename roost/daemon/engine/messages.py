@@ -263,10 +263,15 @@ class Resynced(WorkerMessage):
 
 @dataclass
 class Event(WorkerMessage):
-    event: dict[str, Any]
-    #: The sequence number of the worker's line it came from (its shim's; 0: none): once committed,
+    """The events of one step of the worker (a line of its stdout, a command its adapter took, an
+    adapter's timer): one message, so they are committed with its line's seq all or none."""
+
+    events: list[dict[str, Any]]
+    #: The sequence number of the worker's last line read (its shim's; 0: none): once committed,
     #: the shim is told it may forget the line (roost/daemon/processes/shim_link.py).
     seq: int = 0
+    #: The adapter's snapshot right after the step (None: it keeps nothing), written with the seq.
+    state: dict[str, Any] | None = None
 
 
 @dataclass

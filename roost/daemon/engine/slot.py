@@ -120,6 +120,9 @@ class Slot:
     #: The sequence number of the worker's last line whose events are applied (its shim's): written
     #: with the record (``Job.live``), so a daemon that re-adopts the worker takes nothing twice.
     seq: int = 0
+    #: Its adapter's snapshot after that line (None: an adapter that keeps nothing), written with it:
+    #: what a re-adopting daemon's adapter is restored from (roost/drivers/base.py ``Adapter.snapshot``).
+    adapter: dict[str, Any] | None = None
 
 
 def live_of(slot: Slot | None) -> dict[str, Any] | None:
@@ -127,10 +130,13 @@ def live_of(slot: Slot | None) -> dict[str, Any] | None:
     if slot is None:
         return None
     turn = slot.turn
-    return {"seq": slot.seq, "phase": slot.phase.value, "turn": None if turn is None else {
+    live = {"seq": slot.seq, "phase": slot.phase.value, "turn": None if turn is None else {
         "run": turn.run, "kind": turn.kind, "ids": list(turn.ids), "state_before": turn.state_before.value,
         "text_before": turn.text_before, "report": list(turn.report) if turn.report else None,
         "ending": [turn.ending.why, turn.ending.by] if turn.ending else None}}
+    if slot.adapter is not None:
+        live["adapter"] = slot.adapter
+    return live
 
 
 def turn_of(data: dict[str, Any] | None) -> Turn | None:

@@ -181,6 +181,8 @@ def on_abort_answer(eng: EngineApi, job: Job, msg: AbortAnswer) -> None:
 
 
 def on_event(eng: EngineApi, job: Job, msg: Event) -> None:
+    """One step of the worker, its events in one savepoint with its line's seq and its adapter's
+    snapshot: a later daemon that re-adopts the worker gets exactly the lines not committed again."""
     slot = eng.current(job, msg)
     if slot is None:
         return
@@ -189,7 +191,14 @@ def on_event(eng: EngineApi, job: Job, msg: Event) -> None:
         slot.seq = seq
         eng.save_quietly(job)
         eng.effect(lambda: worker.ack(seq))
-    event = without_lone_surrogates(msg.event)
+    if msg.state is not None:
+        slot.adapter = msg.state
+        eng.save_quietly(job)
+    for event in msg.events:
+        _on_one(eng, job, slot, without_lone_surrogates(event))
+
+
+def _on_one(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> None:
     kind = event.get("type")
     if kind in ("text", "tool", "turn_end"):  # a real event: the agent is past what it retried
         limits.clear_notice(eng, job)

@@ -58,10 +58,13 @@ def begin_start(eng: EngineApi, job: Job) -> Placed:
 
 
 def sinks(eng: EngineApi, job_id: str, holder: list[Any]) -> tuple[Any, Any]:
-    """What a worker calls with its events (each with the sequence number of its line) and its exit."""
+    """What a worker calls with each step's events (a list, or a test's one event), and its exit. A step
+    is one message, with the sequence number of its line and its adapter's snapshot after it."""
 
-    def on_event(event: dict[str, Any]) -> None:
-        eng.post(job_id, Event(holder[0], event, getattr(holder[0], "line_seq", 0)))
+    def on_event(events: list[dict[str, Any]] | dict[str, Any]) -> None:
+        worker = holder[0]
+        eng.post(job_id, Event(worker, events if isinstance(events, list) else [events],
+                               getattr(worker, "line_seq", 0), getattr(worker, "adapter_state", None)))
 
     async def on_exit(returncode: int, tail: list[str]) -> None:
         eng.post(job_id, Exited(holder[0], returncode, tail))

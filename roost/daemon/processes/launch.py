@@ -16,11 +16,12 @@ from roost.daemon.processes.spare import Spares
 from roost.daemon.processes.process import Worker, adopt_opener
 from roost.daemon.processes.shim_link import ShimRecord
 from roost.drivers import driver_for
-from roost.drivers.base import LaunchContext
+from roost.drivers.base import DriverError, LaunchContext
 from roost.models import Job
 from roost.paths import Paths
 
-EventSink = Callable[[dict[str, Any]], None]
+#: Takes one step of a worker's events (roost/daemon/engine/worker_events.py ``sinks``).
+EventSink = Callable[[list[dict[str, Any]]], None]
 ExitSink = Callable[[int, list[str]], Awaitable[None]]
 
 
@@ -58,7 +59,8 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
 
 def adopt_factory(paths: Paths, config: Callable[[], Config]) -> AdoptFactory:
     """The handle of a worker a past daemon started, taken over through its shim's socket: the job's
-    driver and adapter as a fresh start would have them, the token it runs with. Raises ConfigError
+    driver as a fresh start would have it, its adapter restored from the job's record (what it knew
+    after the last line committed), the token it runs with. Raises ConfigError
     or DriverError (its profile is gone from the config) for the engine to report."""
 
     def adopt(job: Job, record: ShimRecord, committed: int, on_event: EventSink, on_exit: ExitSink) -> WorkerHandle:
@@ -66,7 +68,15 @@ def adopt_factory(paths: Paths, config: Callable[[], Config]) -> AdoptFactory:
         driver = driver_for(profile.kind)
         ctx = LaunchContext(socket=paths.socket, token=record.token, sessions_dir=paths.sessions_dir,
                             state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
-        return Worker(job.id, driver.launch(job, ctx), driver.adapter(job), paths.job_log(job.id), on_event=on_event,
-                      on_exit=on_exit, opener=adopt_opener(record, committed))
+        launch = driver.launch(job, ctx)
+        adapter = driver.adapter(job)
+        live = job.live or {}
+        turn = live.get("turn") or {}
+        try:
+            adapter.restore(live.get("adapter") or {}, None if turn.get("kind") == "own" else turn.get("run"))
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # a record changed by hand
+            raise DriverError(f"what its adapter knew cannot be read back from the job's record: {exc!r}") from None
+        return Worker(job.id, launch, adapter, paths.job_log(job.id), on_event=on_event, on_exit=on_exit,
+                      opener=adopt_opener(record, committed))
 
     return adopt

@@ -38,7 +38,8 @@ from roost.proctree import WorkerTree, boot_id, boot_ticks, read_proc
 from roost.protocol import MAX_FRAME, encode
 from roost.worker_protocol import Oversize, describe_exit, note, response
 
-EventHandler = Callable[[dict[str, Any]], None]
+#: Takes one step's events (a list; a test's worker may hand on one event alone).
+EventHandler = Callable[[list[dict[str, Any]]], None]
 ExitHandler = Callable[[int, list[str]], Awaitable[None]]
 
 
@@ -92,16 +93,17 @@ def socket_for(job_id: str, launch: Launch) -> Path:
 async def open_process(job_id: str, launch: Launch, tail_env: dict[str, str] | None = None,
                        ephemeral: bool = False) -> Process:
     """Start ``launch`` under a shim with a new mark, the shim's record written at ``launch.record``.
-    ``tail_env`` goes last in its environment (a spare's room for its job's variables); an
-    ``ephemeral`` shim (a spare's) ends with this daemon unless a job takes it. Raises
-    OSError (a missing binary, a bad cwd) for the caller to report."""
+    ``tail_env`` goes last in its environment (a spare's room for its job's variables). The shim
+    outlives this daemon only once its record is written (``keep``): until then, and for good
+    when it cannot be written or is ``ephemeral`` (a spare's, until a job takes it), it ends
+    with this daemon. Raises OSError (a missing binary, a bad cwd) for the caller to report."""
     loop = asyncio.get_running_loop()
     floor, mark = boot_ticks(), WorkerTree.new_mark()
     path = socket_for(job_id, launch)
     sock = listen(path)
     try:
         # The agent's environment goes on the shim's stdin: the shim's own names no job (it is not the worker).
-        shim = subprocess.Popen(shim_argv(sock, path, job_id, mark, launch.argv, ephemeral), cwd=launch.cwd,
+        shim = subprocess.Popen(shim_argv(sock, path, job_id, mark, launch.argv), cwd=launch.cwd,
                                 env={}, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=[sock.fileno()],
                                 start_new_session=True)
     finally:
@@ -125,8 +127,8 @@ async def open_process(job_id: str, launch: Launch, tail_env: dict[str, str] | N
     proc = read_proc(shim.pid)
     record = ShimRecord(tree, shim.pid, proc.start if proc else 0, str(path), launch.env.get("ROOST_TOKEN", ""),
                         launch.adoptable)
-    if launch.record is not None:
-        save_record(record, launch.record)
+    if launch.record is not None and save_record(record, launch.record) and not ephemeral:
+        link.keep()
     return Process(link.worker_pid, tree, record, link, shim)
 
 
@@ -146,12 +148,16 @@ def adopt_opener(record: ShimRecord, committed: int) -> Opener:
     return adopt
 
 
-def save_record(record: ShimRecord, path: Path) -> None:
-    """Write the shim's record down for a later daemon; a failure is logged, the worker runs."""
+def save_record(record: ShimRecord, path: Path) -> bool:
+    """Write the shim's record down for a later daemon; a failure is logged (the worker runs, but
+    ends with this daemon: nobody could find it after), and answered False."""
     try:
         record.save(path)
-    except OSError as exc:  # the worker runs; only a later daemon cannot re-adopt or kill it
-        log.warning("job %s: cannot write down its worker at %s: %s", record.tree.job, path, exc)
+    except OSError as exc:
+        log.warning("job %s: cannot write down its worker at %s (it ends with this daemon): %s",
+                    record.tree.job, path, exc)
+        return False
+    return True
 
 
 def _reap(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited: "asyncio.Future[int]") -> None:
@@ -184,6 +190,10 @@ class Worker:
         self.returncode: int | None = None
         #: The sequence number of the stdout line being handed on (its events carry it: ``ack``).
         self.line_seq = 0
+        #: The adapter's snapshot right after the step being handed on (its events carry it).
+        self.adapter_state: dict[str, Any] | None = None
+        #: While a line is decoded or a command encoded: what the adapter emits, handed on with the rest.
+        self._gathered: list[dict[str, Any]] | None = None
         self._ids = itertools.count(1)
         self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -201,8 +211,8 @@ class Worker:
         process = await self.open(self.job_id, self.launch)
         self.process, self.tree, self._link = process, process.tree, process.link
         process.link.on_stderr = self._on_stderr
-        process.link.on_note = lambda text: self._dispatch(note(text))
-        self.adapter.bind(self._dispatch, self._write)
+        process.link.on_note = lambda text: self._emit(note(text))
+        self.adapter.bind(self._emit, self._write)
         self._tasks = [asyncio.create_task(self._read_stdout(process.link))]
         self._exit_task = asyncio.create_task(self._wait_exit(process.exited))
 
@@ -211,28 +221,51 @@ class Worker:
         while (item := await link.next_line()) is not None:
             self.line_seq, line = item
             if isinstance(line, Dropped):
-                events = [note(f"{line.size} bytes of the worker's output were dropped: its shim keeps the "
-                               f"newest {KEEP} bytes while no daemon takes them")]
+                self._step([note(f"{line.size} bytes of the worker's output were dropped: its shim keeps the "
+                                 f"newest {KEEP} bytes while no daemon takes them")])
             else:
-                events = self.adapter.oversize(line) if isinstance(line, Oversize) else self.adapter.decode(line)
-            for event in events:
-                self._dispatch(event)
+                decode = self.adapter.oversize if isinstance(line, Oversize) else self.adapter.decode
+                self._gather(lambda: decode(line))  # type: ignore[arg-type]
             read += 1
             if read % YIELD_EVERY == 0:  # a burst of buffered lines must not keep everyone else waiting
                 await asyncio.sleep(0)
         self._stdout_done = True
 
-    def _dispatch(self, event: dict[str, Any]) -> None:
-        """A response goes to the request waiting for it; anything else to the daemon. Nothing
-        after stdout ended: an adapter's late timer must not speak for a worker that is gone."""
+    def _gather(self, step: Callable[[], Any]) -> Any:
+        """Run one step of the adapter (decode a line, encode a command) and hand on together what it
+        emitted meanwhile and what it returned (a list of events), as one step."""
+        outer, self._gathered = self._gathered, []
+        try:
+            out = step()
+        finally:
+            gathered, self._gathered = self._gathered, outer
+        self._step(gathered + (out if isinstance(out, list) else []))
+        return out
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        """An event the adapter says on its own: part of the step under way, or a step of its own (a timer's)."""
+        if self._gathered is not None:
+            self._gathered.append(event)
+        else:
+            self._step([event])
+
+    def _step(self, events: list[dict[str, Any]]) -> None:
+        """One step's events: a response goes to the request waiting for it; the rest to the daemon as
+        one message, with the line's seq and the adapter's snapshot after the step, so the daemon
+        commits the line whole or not at all (docs/reliability.md). Nothing after stdout ended: an
+        adapter's late timer must not speak for a worker that is gone."""
         if self._stdout_done or self.detached:
             return
-        if event.get("type") == "response":
-            fut = self._waiters.pop(str(event.get("id")), None)
+        rest = []
+        for event in events:
+            fut = self._waiters.pop(str(event.get("id")), None) if event.get("type") == "response" else None
             if fut is not None and not fut.done():
                 fut.set_result(event)
-                return
-        self.on_event(event)
+            else:
+                rest.append(event)
+        if rest:
+            self.adapter_state = self.adapter.snapshot()
+            self.on_event(rest)
 
     def _write(self, data: bytes) -> None:
         """Bytes an adapter sends the agent on its own; dropped once stdin is closed."""
@@ -324,7 +357,7 @@ class Worker:
         if size > MAX_FRAME:
             raise CommandTooLarge(f"a {command.get('type')} command of {size} bytes is over the {MAX_FRAME}-byte "
                              f"frame limit of the worker protocol")
-        self._link.write(self.adapter.encode(command))
+        self._link.write(self._gather(lambda: self.adapter.encode(command)))
 
     def _signal_tree(self, sig: int) -> None:
         """Signal the worker and everything of its tree, also once the worker itself has exited

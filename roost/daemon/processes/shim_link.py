@@ -63,7 +63,7 @@ class ShimRecord:
     shim_start: int
     socket: str
     token: str
-    #: Whether its driver's adapter keeps nothing in memory that a new daemon would lack.
+    #: Whether a new daemon can speak for its worker (its adapter keeps nothing, or restores what it knew).
     adoptable: bool
 
     def save(self, path: Path) -> None:
@@ -128,13 +128,13 @@ def listen(path: Path) -> socket.socket:
     return sock
 
 
-def shim_argv(sock: socket.socket, path: Path, job_id: str, mark: str, argv: list[str],
-              ephemeral: bool = False) -> list[str]:
-    """The shim's command line; an ``ephemeral`` one (a spare's) ends with its daemon's connection
-    until ``ShimLink.keep``."""
+def shim_argv(sock: socket.socket, path: Path, job_id: str, mark: str, argv: list[str]) -> list[str]:
+    """The shim's command line. Every shim starts ``--ephemeral``: it ends, with its worker, when
+    its first daemon's connection goes, until ``ShimLink.keep`` — sent once its record is written
+    down, so that no shim outlives the daemon unless a later one can find it."""
     return [sys.executable, "-I", "-S", str(SHIM_PROGRAM), "--fd", str(sock.fileno()), "--job", job_id,
             "--keep", str(KEEP), "--line-max", str(MAX_FRAME), "--mark", mark, "--socket", str(path),
-            *(["--ephemeral", "1"] if ephemeral else []), "--", *argv]
+            "--ephemeral", "1", "--", *argv]
 
 
 async def handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
@@ -332,7 +332,7 @@ class ShimLink:
         self._send(b"C\n")
 
     def keep(self) -> None:
-        """A spare's shim now serves a job: it outlives this daemon like any worker's."""
+        """Its record is written down (a spare's: a job took it): it outlives this daemon."""
         self._send(b"P\n")
 
     def is_closing(self) -> bool:

@@ -221,10 +221,9 @@ class Spares:
         tree = dataclasses.replace(spare.process.tree, job=job_id)
         record = dataclasses.replace(spare.process.record, tree=tree, token=launch.env.get("ROOST_TOKEN", ""),
                                      adoptable=launch.adoptable)
-        if launch.record is not None:
-            save_record(record, launch.record)
+        if launch.record is not None and save_record(record, launch.record):
+            spare.process.link.keep()  # a job's worker, written down: it outlives the daemon
         spare.record.unlink(missing_ok=True)
-        spare.process.link.keep()  # a job's worker now: it outlives the daemon
         spare.process.link.write(encode(frame))
         self.failures = 0
         return dataclasses.replace(spare.process, tree=tree, record=record)

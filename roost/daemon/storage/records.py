@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, ValuesView
-from dataclasses import fields
 from typing import Any, Union
 
 import orjson
 
 from roost.daemon.storage.briefs import Brief
-from roost.models import Job, State
+from roost.models import JOB_FIELDS, JOB_KEYS, STATES_BY_VALUE, Job
 
 #: A job as the index walks it: the record when loaded, else its brief (same field names).
 Facts = Union[Job, Brief]
@@ -31,10 +30,7 @@ DataReader = Callable[[list[str]], dict[str, tuple[dict[str, Any], int]]]
 _BATCH = 900
 
 
-_JOB_FIELDS = [f.name for f in fields(Job)]
-_KNOWN = frozenset(_JOB_FIELDS)
-_STATE_AT = _JOB_FIELDS.index("state")
-_STATES = {s.value: s for s in State}
+_STATE_AT = JOB_FIELDS.index("state")
 #: Distinct ``driver_opts`` kept to share among records read (a few profiles, usually).
 _OPTS_KEPT = 256
 
@@ -47,8 +43,8 @@ def parse_record(job_id: str, record: str, shared: dict[str, Any]) -> Job:
     if not isinstance(data, dict) or data.get("id") != job_id:
         raise ValueError("not a record of this job")
     try:  # by position: matching 38 keyword names json made afresh was most of from_dict's time
-        values = [data[name] for name in _JOB_FIELDS]
-        values[_STATE_AT] = _STATES[values[_STATE_AT]]
+        values = [data[name] for name in JOB_FIELDS]
+        values[_STATE_AT] = STATES_BY_VALUE[values[_STATE_AT]]
         job = Job(*values)
     except KeyError:  # a record from before a field was added (or without a state): its defaults
         job = Job.from_dict(data)
@@ -69,7 +65,7 @@ def record_data(job_id: str, record: str, shared: dict[str, Any]) -> dict[str, A
         data = orjson.loads(record)  # a third of json's time
     except ValueError:  # what json reads and orjson does not (NaN, a lone surrogate's escape)
         data = json.loads(record)
-    if type(data) is dict and data.keys() == _KNOWN and data["id"] == job_id and data["state"] in _STATES:
+    if type(data) is dict and data.keys() == JOB_KEYS and data["id"] == job_id and data["state"] in STATES_BY_VALUE:
         return data
     return parse_record(job_id, record, shared).to_dict()
 

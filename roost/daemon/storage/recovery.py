@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import gc
 import logging
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from roost.daemon.processes.shim_link import ShimRecord
+from roost.daemon.processes.offline_stop import StopMark
+from roost.daemon.processes.shim_link import ShimRecord, address_of
 from roost.daemon.storage.index import JobIndex
 from roost.daemon.storage.records import Facts
 from roost.daemon.storage.store import Store
@@ -55,7 +57,8 @@ def load_records(store: Store, index: JobIndex) -> None:
 
 def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir: Path) -> Recovered:
     load_records(store, index)
-    out = Recovered(adopt=adoptable(index, state_dir))
+    marks = StopMark.load_all(state_dir)  # `roost stop` while no daemon ran (offline_stop.py)
+    out = Recovered(adopt=[(job_id, r) for job_id, r in adoptable(index, state_dir) if job_id not in marks])
     kill_stale_workers(state_dir, keep={job_id for job_id, _ in out.adopt})
     kept = {job_id for job_id, _ in out.adopt}
     now = clock()
@@ -80,13 +83,27 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
                 job.approvals, back, job.approval_back = [], job.approval_back, ""
                 if job.state == State.WAITING and back and back != job.state.value:  # else it waits on its question
                     set_state(job, State(back), "approval-settled", note="its approvals went with its worker")
-            if job.pid is not None:
+            # A person's `roost stop` while no daemon ran: of this worker, or of one whose pid never
+            # reached the job's record (its start was under way).
+            mark = marks.get(job.id)
+            mark = mark if mark is not None and job.pid in (None, mark.pid) else None
+            stopped = mark is not None and job.stoppable()
+            if mark is not None and job.pid is None and not stopped:
+                mark = None
+            had_worker = job.pid is not None
+            if had_worker:
                 if job.provider_running > 0:  # the agent's own subagents went with its worker
                     for data in ended_with_worker(store.subagent_words(job.id), "the daemon restarted"):
                         note(job, "subagent", **data)
                     job.provider_running = 0
                 job.pid, job.live = None, None
                 job.reaped = True
+            if stopped and mark is not None:
+                set_state(job, State.STOPPED, "stop", by="person", reason=mark.reason)
+                store.drop_messages(job.id, now)  # a stopped job takes none of what waits for it
+            elif mark is not None:  # no turn ran: its worker is closed, the job keeps its state
+                note(job, "closed", reason=mark.reason)
+            elif had_worker:
                 if job.state in TURN_STATES:
                     set_state(job, State.FAILED, "failure", reason="the daemon restarted while its turn ran")
                     note(job, "error", message="worker lost: the daemon restarted during the turn")
@@ -106,6 +123,7 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
                 job.updated_at = now
                 store.save_job(job)
                 index.update(job)
+    StopMark.clear(state_dir)  # recorded (or about a worker no job claims any more)
     out.queued.sort(key=lambda job_id: (index.jobs[job_id].created_at, job_id))
     return out
 
@@ -119,8 +137,9 @@ def _to_recover(job: Facts) -> bool:
 def adoptable(index: JobIndex, state_dir: Path) -> list[tuple[str, ShimRecord]]:
     """The jobs whose workers a new daemon takes over: on this machine, ready when the last daemon
     wrote the record (not starting, not being closed), no approval pending, a driver whose adapter
-    keeps nothing in memory, and a shim that is still the one started (its record, found by the
-    job's id, names its pid and start time, this boot, and the job's worker)."""
+    keeps nothing in memory or restores what it knew (all but Codex's), and a shim that is still the
+    one started (its record, found by the job's id, names its pid and start time, this boot, and the
+    job's worker)."""
     boot, out = boot_id(), []
     for job in index.jobs.whole([f.id for f in index.jobs.every_fact() if f.pid is not None]):
         if job.host or job.approvals or (job.live or {}).get("phase") != "ready":
@@ -142,8 +161,11 @@ def kill_stale_workers(state_dir: Path, keep: set[str] = frozenset()) -> None:  
     if not folder.is_dir():
         return
     boot = boot_id()
+    named = set()  # the sockets records name (a spare's keeps its name when a job takes it)
     for path in sorted(folder.glob("*.json")):
         if path.stem in keep:
+            if (kept := ShimRecord.load(path)) is not None:
+                named.add(Path(kept.socket))
             continue
         tree = WorkerTree.load(path)
         if tree is not None and tree.boot == boot and not tree.kill_now():
@@ -153,3 +175,21 @@ def kill_stale_workers(state_dir: Path, keep: set[str] = frozenset()) -> None:  
             shim.kill()
             Path(shim.socket).unlink(missing_ok=True)
         path.unlink(missing_ok=True)
+    for sock in sorted(set(folder.glob("*.sock")) - named):
+        end_unrecorded_shim(sock)
+
+
+def end_unrecorded_shim(path: Path) -> None:
+    """A socket no record names: the shim (if one is there) was started by a daemon that
+    died before it wrote the record down, so it still ends with its first connection
+    (roost/programs/shim.py ``--ephemeral``). Connect and leave at once (it need not have answered
+    yet: the connection waits for it), and remove the socket; a shim no daemon ever reached ends by
+    itself within its bound."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.setblocking(False)
+        try:
+            with address_of(path) as address:
+                sock.connect(address)
+        except OSError:
+            pass  # nobody listens (another boot's file), or its backlog is full: its bound ends it
+    path.unlink(missing_ok=True)
