@@ -125,6 +125,7 @@ def test_a_shim_link_opened_again_skips_what_it_had_and_loses_nothing(tmp_path):
         process = await open_process("j1", Launch(argv=[sys.executable, str(AGENT), f"{lines} {half} {gate}"],
                                                   env=dict(os.environ), cwd=str(tmp_path)))
         link, path = process.link, Path(process.record.socket)
+        link.keep()  # as a worker written down is: it outlives a dropped connection
 
         async def again():
             reconnects.append(link.seen)
@@ -166,6 +167,7 @@ def test_bytes_for_the_worker_while_its_link_is_down_are_held_up_to_the_bound(tm
         process = await open_process("j2", Launch(argv=[sys.executable, "-c", ECHO], env=dict(os.environ),
                                                   cwd=str(tmp_path)))
         link, path, back = process.link, Path(process.record.socket), asyncio.Event()
+        link.keep()
 
         async def again():
             await back.wait()
