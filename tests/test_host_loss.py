@@ -192,3 +192,17 @@ def test_bytes_for_the_worker_while_its_link_is_down_are_held_up_to_the_bound(tm
 
     assert asyncio.run(run()) == [b"one", b"two", b"three"]
     assert any("dropped while its link is down" in r.getMessage() for r in caplog.records)
+
+
+def test_a_host_the_shim_cannot_run_on_is_refused_saying_why(monkeypatch, tmp_path, capsys):
+    import select
+
+    from roost.hosts import remote_shim
+
+    assert remote_shim.shim_runs_here() == ""  # this machine: Linux
+    monkeypatch.delattr(select, "epoll")
+    setup = tmp_path / "j.json"
+    setup.write_text('{"job": "j", "argv": ["true"], "env": {}, "cwd": "/"}')
+    assert remote_shim.launch(str(setup), "shim.py", str(tmp_path / "j.sock"), "1", "1") == remote_shim.NOT_STARTED
+    assert "roost's shim needs Linux (epoll and pidfds" in capsys.readouterr().err
+    assert not setup.exists() and not (tmp_path / "j.sock").exists()  # the setup (its token) read and removed

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -92,8 +93,19 @@ def end_leftover(tree_path: Path) -> None:
     tree_path.unlink(missing_ok=True)
 
 
+def shim_runs_here() -> str:
+    """Why roost's shim cannot run on this host ("" when it can): it waits on epoll and a pidfd."""
+    if hasattr(select, "epoll") and hasattr(os, "pidfd_open"):
+        return ""
+    return (f"roost's shim needs Linux (epoll and pidfds, Python 3.9+); this host is {sys.platform} with "
+            f"Python {sys.version.split()[0]}")
+
+
 def launch(setup_path: str, shim_program: str, sock_path: str, keep: str, line_max: str) -> int:
     setup = load_setup(Path(setup_path))
+    if why := shim_runs_here():
+        print(f"cannot start a worker on this host: {why}", file=sys.stderr)
+        return NOT_STARTED
     tree_path = Path(sock_path).with_suffix(".tree")
     end_leftover(tree_path)
     floor, mark = boot_ticks(), WorkerTree.new_mark()
