@@ -17,7 +17,7 @@ from roost.config import ConfigError, parse_config
 from roost.daemon.processes.remote_worker import Connector, ShimGone
 from roost.daemon.processes.shim_link import ShimError
 from roost.hosts.link import HostDown
-from roost.rules.host_loss import RETRY_MAX, after_failed_try, retry_delay
+from roost.rules.host_loss import RETRY_MAX, after_failed_try, retry_delay, shim_alone_after
 
 
 def test_the_waits_double_up_to_the_cap_and_stop_at_the_deadline():
@@ -29,6 +29,7 @@ def test_the_waits_double_up_to_the_cap_and_stop_at_the_deadline():
     assert verdict.reason == ("host h was lost for 5m (over host_lost_after = 300s): host h unreachable: "
                               "Connection refused")
     assert after_failed_try("box", 0.0, 2.5, 2.0, 1).reason.startswith("host box was lost for 2s")
+    assert (shim_alone_after(300), shim_alone_after(2)) == (330, 4)  # the shim there waits past the daemon's try
 
 
 class FakeClock:
@@ -45,7 +46,10 @@ class FakeClock:
 
 
 def _connector(clock: FakeClock, ensure, open_=None, lost_after: float = 20.0) -> Connector:
-    link = SimpleNamespace(host=SimpleNamespace(name="h"), ensure=ensure)
+    async def verify() -> None:
+        pass
+
+    link = SimpleNamespace(host=SimpleNamespace(name="h"), ensure=ensure, verify=verify)
     connector = Connector(link, ("python3", "w.pyz"), "/x/run/j.sock", lambda: lost_after,  # type: ignore[arg-type]
                           clock=clock, sleep=clock.sleep)
     if open_ is not None:
@@ -203,6 +207,6 @@ def test_a_host_the_shim_cannot_run_on_is_refused_saying_why(monkeypatch, tmp_pa
     monkeypatch.delattr(select, "epoll")
     setup = tmp_path / "j.json"
     setup.write_text('{"job": "j", "argv": ["true"], "env": {}, "cwd": "/"}')
-    assert remote_shim.launch(str(setup), "shim.py", str(tmp_path / "j.sock"), "1", "1") == remote_shim.NOT_STARTED
+    assert remote_shim.launch(str(setup), "shim.py", str(tmp_path / "j.sock"), "1", "1", "1") == remote_shim.NOT_STARTED
     assert "roost's shim needs Linux (epoll and pidfds" in capsys.readouterr().err
     assert not setup.exists() and not (tmp_path / "j.sock").exists()  # the setup (its token) read and removed

@@ -119,6 +119,20 @@ class Link:
             if not self.up:
                 await self._start()
 
+    async def verify(self) -> None:
+        """After a session over the master dropped: a master that does not answer on its control socket
+        is taken for gone (killed if it lingers) before its end is seen, so the next ``ensure``
+        starts a new one — a session over a dead control socket would connect on its own instead."""
+        async with self._lock:
+            if not self.up:
+                return
+            rc, _, _ = await self.run_local([*self.base(), "-O", "check", self.host.ssh], timeout=5)
+            if rc != 0 and self.master is not None:
+                if self.master.returncode is None:
+                    self.master.kill()
+                self.master, self.reason = None, f"host {self.host.name} unreachable: its connection ended"
+                self.shipped.clear()
+
     async def _start(self) -> None:
         self.control.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if len(str(self.control)) > MAX_CONTROL_PATH:

@@ -2,11 +2,13 @@
 
 Three commands the daemon runs on the host, each a session over the master:
 
-- ``--shim SETUP SHIM SOCKET KEEP LINE_MAX``: start roost's shim (``SHIM``, shipped beside the bundle, run with
+- ``--shim SETUP SHIM SOCKET KEEP LINE_MAX ALONE_AFTER``: start roost's shim (``SHIM``, shipped beside the bundle, run with
   this host's Python, ``-I -S``) detached from the ssh channel (a session of its own, no stdio of
   the channel), listening on ``SOCKET`` (owner-only, in roost's directory there), running the
   worker the setup names; print one JSON line (the shim's and the worker's pid and start, the
-  tree's mark) and return. The worker's tree is written beside the socket (``.tree``): a later
+  tree's mark) and return. With no daemon connected for ALONE_AFTER seconds the shim ends the
+  worker and itself (``--alone-ends``): a host lost for good, or a daemon that never came back,
+  leaves nothing running there for long. The worker's tree is written beside the socket (``.tree``): a later
   start of the same job ends what a past one left first (a job that failed while its host was lost).
 - ``--relay SOCKET``: copy stdin to the shim's socket and the socket to stdout, so the daemon
   speaks to the shim over a session; exit ``GONE`` when no shim listens there.
@@ -101,7 +103,7 @@ def shim_runs_here() -> str:
             f"Python {sys.version.split()[0]}")
 
 
-def launch(setup_path: str, shim_program: str, sock_path: str, keep: str, line_max: str) -> int:
+def launch(setup_path: str, shim_program: str, sock_path: str, keep: str, line_max: str, alone_after: str) -> int:
     setup = load_setup(Path(setup_path))
     if why := shim_runs_here():
         print(f"cannot start a worker on this host: {why}", file=sys.stderr)
@@ -119,7 +121,7 @@ def launch(setup_path: str, shim_program: str, sock_path: str, keep: str, line_m
         shim = subprocess.Popen(
             [sys.executable, "-I", "-S", shim_program, "--fd", str(sock.fileno()), "--job", str(setup["job"]),
              "--keep", str(int(keep)), "--line-max", str(int(line_max)), "--mark", mark,
-             "--socket", sock_path, "--", *argv],
+             "--socket", sock_path, "--orphan-after", str(float(alone_after)), "--alone-ends", "1", "--", *argv],
             cwd=os.path.expanduser(setup["cwd"]), env={}, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, pass_fds=[sock.fileno()], start_new_session=True)
     except OSError as exc:  # its cwd is not there, say
@@ -218,7 +220,7 @@ def signal_tree(tree_path: str, sig: int) -> int:
 
 def main(args: list[str]) -> int:
     if args[0] == "--shim":
-        return launch(*args[1:6])
+        return launch(*args[1:7])
     if args[0] == "--relay":
         return relay(args[1])
     return signal_tree(args[1], int(args[2]))

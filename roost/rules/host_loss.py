@@ -3,7 +3,8 @@
 A pure function of when the link was lost, the time now (the daemon's monotonic clock, passed in)
 and the config's ``host_lost_after``: while the host may still come back, how long to wait before
 the next try (1, 2, 4 … up to ``RETRY_MAX`` seconds, never past the deadline); once it is past,
-the reason its jobs fail with, naming the host and how long it was lost (docs/hosts.md#a-dropped-link).
+the reason its jobs fail with, naming the host and how long it was lost (docs/hosts.md#a-dropped-link);
+and how long the shim there waits for a daemon before it ends the worker itself.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ class Verdict:
 def retry_delay(attempt: int) -> float:
     """The wait after the ``attempt``-th failed try (0 the first): doubling, at most RETRY_MAX."""
     return min(RETRY_MAX, RETRY_FIRST * 2 ** min(attempt, 16))
+
+
+def shim_alone_after(lost_after: float) -> float:
+    """How long a worker's shim on the host runs on with no daemon connected before it ends the worker:
+    past the daemon's own deadline by up to one retry, so a daemon that still tries finds it there."""
+    return lost_after + min(RETRY_MAX, lost_after)
 
 
 def after_failed_try(host: str, lost_since: float, now: float, lost_after: float, attempt: int,

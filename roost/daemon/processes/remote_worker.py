@@ -31,7 +31,7 @@ from roost.hosts.link import HostDown, Link, last_line
 from roost.hosts.remote_shim import GONE, NOT_STARTED
 from roost.proctree import WorkerTree
 from roost.protocol import MAX_FRAME
-from roost.rules.host_loss import after_failed_try
+from roost.rules.host_loss import after_failed_try, shim_alone_after
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,7 @@ class Connector:
         log.warning("host %s: a worker's link dropped; trying again for %gs", host, self.lost_after())
         while True:
             try:
+                await self.link.verify()
                 await self.link.ensure()
                 return await self.open()
             except ShimGone as exc:
@@ -160,7 +161,7 @@ def remote_opener(link: Link, command: tuple[str, ...], setup_path: str, shim_pa
         try:
             await link.ensure()
             rc, out, err = await link.run(shlex.join([*command, "--shim", setup_path, shim_path, socket_path, str(KEEP),
-                                                      str(MAX_FRAME)]))
+                                                      str(MAX_FRAME), str(shim_alone_after(lost_after()))]))
         except HostDown as exc:
             raise ShimError(str(exc)) from None
         if rc != 0:
