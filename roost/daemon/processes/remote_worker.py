@@ -51,6 +51,13 @@ class RemoteTree(WorkerTree):
     command: tuple[str, ...] = ()
     tree_path: str = ""
 
+    def members(self, table: Any, session_known: bool = False) -> dict[int, int]:
+        """None here: its pids name processes of the host, never of this machine."""
+        return {}
+
+    def kill_now(self, deadline: float = 5.0) -> bool:
+        return True  # nothing of it runs here (``end`` reaches the host)
+
     def signal(self, sig: int, session_known: bool = False) -> int:
         """Signal the tree there (in the background: a session over the master)."""
         if self.link is not None and self.link.up:
