@@ -21,7 +21,7 @@ CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60, 
 
 @pytest.fixture
 async def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Rig:
-    async def no_transport(job: Any, config: Config, host_socket: Any, worker: Any) -> None:
+    async def no_transport(job: Any, config: Config, host_socket: Any, worker: Any, opener: Any = None) -> None:
         return None
 
     monkeypatch.setattr(placement, "prepare", no_transport)

@@ -185,6 +185,8 @@ class Config:
     max_live_workers: int = 16
     spare_workers: int = 1
     max_depth: int = 4
+    #: How long an SSH host's link may stay down, retried with back-off, before its jobs fail.
+    host_lost_after: float = 300.0
     #: Seconds an approval waits for a person before it is denied (0: it waits for ever).
     approval_timeout: float = 3600.0
     #: Stalls (roost/rules/stalls.py): a working job silent this long is flagged (0: never) ...
@@ -277,6 +279,7 @@ _TOP: dict[str, Check] = {
     "max_live_workers": _integer(0),
     "spare_workers": _integer(0, SPARE_WORKERS_MAX),
     "max_depth": _integer(1),
+    "host_lost_after": _seconds(positive=True),
     "approval_timeout": _seconds(),
     "stall_after": _seconds(),
     "max_turn_time": _seconds(),

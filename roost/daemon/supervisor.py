@@ -32,6 +32,7 @@ from roost.daemon.storage.store import Store
 from roost.daemon.engine import spend
 from roost.daemon.git import worktrees
 from roost.daemon.processes.launch import WorkerFactory, adopt_factory, process_factory
+from roost.daemon.processes.remote_worker import remote_opener
 from roost.hosts import placement
 from roost.hosts.placement import place
 from roost.drivers import driver_for
@@ -95,7 +96,8 @@ class Supervisor:
 
     async def _prepare_host(self, job_id: str, worker: Any) -> str | None:
         """A job on another host: its link, its launch there (roost/hosts/placement.py)."""
-        return await placement.prepare(self.index.get(job_id), self.config, self.engine.host_socket, worker)
+        return await placement.prepare(self.index.get(job_id), self.config, self.engine.host_socket, worker,
+                                       remote_opener)
 
     async def _ask(self, job_id: str, message: m.Message) -> Any:
         """Post a message to a job's mailbox and wait for its handler's answer."""

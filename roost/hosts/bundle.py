@@ -25,7 +25,7 @@ WORKER_SIDE = (
     "client/autostart.py",
     "programs/__init__.py", "programs/builtin_agent.py", "programs/command_worker.py",
     "programs/turn_output.py", "programs/worker_process.py",
-    "hosts/__init__.py", "hosts/remote.py",
+    "hosts/__init__.py", "hosts/remote.py", "hosts/remote_shim.py",
 )
 #: roost's own package on this machine: a launch's argument inside it names a file to ship.
 PACKAGE = Path(roost.__file__).parent
@@ -71,6 +71,12 @@ def package_file(arg: str) -> Bundle | None:
     if not path.is_absolute() or not path.is_relative_to(PACKAGE) or not path.is_file():
         return None
     return _shipped(path)
+
+
+def shim_file() -> Bundle:
+    """roost's shim (roost/programs/shim.py: the standard library only, run by path), for a host's
+    workers to run under (roost/hosts/remote_shim.py)."""
+    return _shipped(PACKAGE / "programs" / "shim.py")
 
 
 @functools.cache

@@ -71,6 +71,7 @@ def check(host: HostSettings, drivers: Iterable[DriverProfile] = ()) -> tuple[bo
     shipped = "" if host.command else f"{remote_dir_expr(host.dir)}/{bundle().name}"
     pis = _pi_programs(drivers)
     script = (f"v=$({runner} -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])' 2>/dev/null); echo python=$v; "
+              f"echo system=$(uname -s); "
               + (f"[ -f {shipped} ] && echo bundle=yes; " if shipped else
                  f"{runner} -c 'import roost.hosts.remote' 2>/dev/null && echo bundle=yes; ")
               + "".join(_pi_probe(i, command, path) for i, (command, path, _) in enumerate(pis)) + "echo end")
@@ -94,6 +95,10 @@ def check(host: HostSettings, drivers: Iterable[DriverProfile] = ()) -> tuple[bo
         lines.append(f"too old: python {found['python']} (roost's worker side needs {'.'.join(map(str, MIN_PYTHON))}+)")
     else:
         lines.append(f"python {found['python']}")
+    if found.get("system", "Linux") != "Linux":
+        ok = False
+        lines.append(f"not Linux: {found['system']} (roost's shim, which each worker there runs under, needs Linux: "
+                     f"epoll and pidfds)")
     if found.get("bundle"):
         lines.append("roost's worker side: " + ("installed (command)" if host.command else f"shipped ({bundle().name})"))
     elif host.command:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+import os
 import shlex
 import socket
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any, Coroutine, Sequence
 
 from roost.config import HostSettings
 from roost.hosts.bundle import Bundle
+from roost.proctree import read_proc
 
 #: How long connecting (and the first handshake) may take before the host counts as down.
 CONNECT_TIMEOUT = 15.0
@@ -35,8 +37,6 @@ CONNECT_TIMEOUT = 15.0
 RUN_TIMEOUT = 30.0
 #: A Unix socket path is at most 107 bytes; ssh binds the control socket at PATH + 17 more first.
 MAX_CONTROL_PATH = 90
-#: What a worker's local side prints when ssh fails (exit 255) so the job's reason says so.
-UNREACHABLE_SH = '"$@"; rc=$?; [ "$rc" -eq 255 ] && echo "host $0 unreachable" >&2; exit "$rc"'
 
 
 class HostDown(Exception):
@@ -97,7 +97,12 @@ class Link:
 
     @property
     def up(self) -> bool:
-        return self.master is not None and self.master.returncode is None
+        """Whether the master runs: also not when it was killed and asyncio has not reaped it yet
+        (a session over its dead socket would quietly connect on its own, past the master)."""
+        if self.master is None or self.master.returncode is not None:
+            return False
+        proc = read_proc(self.master.pid)
+        return proc is None and not os.path.isdir("/proc/self") or proc is not None and proc.state not in ("Z", "X")
 
     def base(self) -> list[str]:
         return ["ssh", *ssh_options(self.host), "-T", "-S", str(self.control), "-o", "BatchMode=yes",
@@ -108,15 +113,25 @@ class Link:
         """argv of one session over the master running ``command`` (a shell line) on the host."""
         return [*self.base(), "-o", "ControlMaster=no", self.host.ssh, command]
 
-    def worker_argv(self, command: str) -> list[str]:
-        """argv of a worker's local side: a session over the master, whose ssh failure says the host."""
-        return ["sh", "-c", UNREACHABLE_SH, self.host.name, *self.session(command)]
-
     async def ensure(self) -> None:
         """A master that is up, started when there is none (or it died); HostDown if it cannot be."""
         async with self._lock:
             if not self.up:
                 await self._start()
+
+    async def verify(self) -> None:
+        """After a session over the master dropped: a master that does not answer on its control socket
+        is taken for gone (killed if it lingers) before its end is seen, so the next ``ensure``
+        starts a new one — a session over a dead control socket would connect on its own instead."""
+        async with self._lock:
+            if not self.up:
+                return
+            rc, _, _ = await self.run_local([*self.base(), "-O", "check", self.host.ssh], timeout=5)
+            if rc != 0 and self.master is not None:
+                if self.master.returncode is None:
+                    self.master.kill()
+                self.master, self.reason = None, f"host {self.host.name} unreachable: its connection ended"
+                self.shipped.clear()
 
     async def _start(self) -> None:
         self.control.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

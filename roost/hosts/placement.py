@@ -16,7 +16,6 @@ import importlib.util
 import json
 import math
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -24,7 +23,7 @@ from typing import Any, Callable
 from roost.config import Config, ConfigError, DriverProfile, HostSettings
 from roost.drivers import driver_for
 from roost.drivers.base import Launch
-from roost.hosts.bundle import bundle, package_file
+from roost.hosts.bundle import bundle, package_file, shim_file
 from roost.hosts.link import HostDown, Link
 from roost.hosts.remote import PYTHON
 from roost.models import Job
@@ -36,6 +35,11 @@ from roost.protocol import ErrorCode, ProtocolError
 LOCAL = "local"
 
 _links: dict[str, Link] = {}
+
+#: The daemon's opener of a worker under a shim on an SSH host (roost/daemon/processes/remote_worker.py):
+#: (the link, the command that runs roost's far side there, the setup's path there, the shim's path
+#: there, ``host_lost_after``) -> what the worker starts with instead of a local process.
+RemoteOpener = Callable[[Link, tuple[str, ...], str, str, Callable[[], float]], Any]
 
 
 @functools.cache
@@ -72,11 +76,12 @@ def place(args: dict[str, Any], profile: DriverProfile, parent: Job | None, conf
 
 
 async def prepare(job: Job | None, config: Config, host_socket: Callable[[str], Path] | None,
-                  worker: Any) -> str | None:
+                  worker: Any, remote_opener: RemoteOpener | None = None) -> str | None:
     """Make a remote job's worker ready to start over its host's master (on a Ray host: as a relay to
     its actor, roost/hosts/ray_relay.py); the reason it cannot be,
     or None (also for a local job, or one gone: nothing to do). ``host_socket`` opens the socket
-    the daemon serves a host on (None: it serves none)."""
+    the daemon serves a host on (None: it serves none); ``remote_opener`` opens a worker under a
+    shim on an SSH host (None: this daemon runs none there)."""
     if job is None or not job.host:
         return None
     if host_socket is None:
@@ -87,10 +92,12 @@ async def prepare(job: Job | None, config: Config, host_socket: Callable[[str], 
         return f"host {job.host} is gone from the config: {exc.message}"
     if settings.kind == "ray":
         return _ray_launch(job, settings, host_socket, worker)
+    if remote_opener is None:
+        return f"host {job.host}: this daemon runs no workers on SSH hosts"
     try:
         link = link_for(settings, host_socket)
         await link.ensure()
-        worker.launch = await _remote_launch(link, job, worker.launch)
+        await _remote_shim(link, job, worker, config.host_lost_after, remote_opener)
     except HostDown as exc:
         return str(exc)
     except OSError as exc:  # ssh itself cannot be run (not installed, no file descriptors left)
@@ -98,21 +105,24 @@ async def prepare(job: Job | None, config: Config, host_socket: Callable[[str], 
     return None
 
 
-async def _remote_launch(link: Link, job: Job, local: Launch) -> Launch:
-    """``local`` moved to the host: its setup written there (with the files it needs shipped), the argv
-    a session over the master."""
+async def _remote_shim(link: Link, job: Job, worker: Any, lost_after: float, remote_opener: RemoteOpener) -> None:
+    """The worker's local launch moved to the host: its setup written there (with the files it needs
+    shipped: the worker side, roost's shim), and the worker opened there under the shim
+    (roost/daemon/processes/remote_worker.py) instead of here."""
+    local: Launch = worker.launch
     files = [f for f in map(package_file, local.argv) if f is not None]
     moved = _mover(link.remote_dir)
     env = {k: moved(v) for k, v in local.env.items() if os.environ.get(k) != v and k != MARK_VAR}
     env["ROOST_SOCKET"] = link.remote_socket
     shipped = None if link.host.command else bundle()
     runner = list(link.host.command) or [link.host.python, f"{link.remote_dir}/{shipped.name}"]  # type: ignore[union-attr]
-    setup = {"argv": [PYTHON if arg == sys.executable else moved(arg) for arg in local.argv], "env": env,
-             "cwd": job.cwd, "pythonpath": runner[-1] if shipped else ""}
-    path = await link.write_setup(job.id, json.dumps(setup).encode(), [*files, *([shipped] if shipped else [])])
-    return Launch(argv=link.worker_argv("exec " + shlex.join([*runner, path])), env=dict(os.environ),
-                  cwd=str(_paths().runtime_dir), session=moved(local.session) if local.session else None,
-                  record=local.record)
+    shim = shim_file()
+    setup = {"job": job.id, "argv": [PYTHON if arg == sys.executable else moved(arg) for arg in local.argv],
+             "env": env, "cwd": job.cwd, "pythonpath": runner[-1] if shipped else ""}
+    path = await link.write_setup(job.id, json.dumps(setup).encode(), [*files, shim, *([shipped] if shipped else [])])
+    worker.open = remote_opener(link, tuple(runner), path, f"{link.remote_dir}/{shim.name}", lambda: lost_after)
+    worker.launch = Launch(argv=local.argv, env=local.env, cwd=local.cwd,
+                           session=moved(local.session) if local.session else None, record=None)
 
 
 def ray_token(host: HostSettings) -> str:

@@ -24,25 +24,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from roost.hosts import remote_shim
+from roost.hosts.remote_shim import NOT_STARTED, PYTHON, load_setup
 from roost.proctree import MARK_VAR, WorkerTree, boot_ticks
 
 #: How long a worker may take to exit on its own once its stdin closed, and then after SIGTERM.
 EOF_GRACE = 2.0
 KILL_GRACE = 2.0
-#: Stands for this host's Python in a setup's argv (the daemon does not know its path).
-PYTHON = "{python}"
-#: The exit code when the worker could not be started at all (as a shell's for a missing command).
-NOT_STARTED = 127
 #: ssh itself exits 255 on a connection error, so a worker's own 255 is passed on as this.
 LINK_CODE = 255
-
-
-def load_setup(path: Path) -> dict[str, Any]:
-    """The setup the daemon wrote, removed at once (it holds the job's token)."""
-    try:
-        return json.loads(path.read_text())
-    finally:
-        path.unlink(missing_ok=True)
 
 
 def start(setup: dict[str, Any], mark: str) -> subprocess.Popen[bytes]:
@@ -128,6 +118,8 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] == "--check":
         print(json.dumps({"python": sys.version.split()[0], "executable": sys.executable}))
         return
+    if args and args[0] in remote_shim.COMMANDS:  # a worker under a shim there (roost/hosts/remote_shim.py)
+        sys.exit(remote_shim.main(args))
     sys.exit(serve(load_setup(Path(args[0]))))
 
 

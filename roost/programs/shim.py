@@ -24,7 +24,9 @@ next daemon that connects. The shim ends once its agent's exit is acknowledged.
 No shim is left that nobody can reach (an orphan): one that no daemon connected within
 ``--orphan-after`` seconds, or, while no daemon is connected, whose socket path no longer leads to
 its socket (the file removed, the state directory gone: checked when a connection drops and every
-``--orphan-after`` seconds while none is there, never while one is), kills its agent and ends.
+``--orphan-after`` seconds while none is there, never while one is), kills its agent and ends; so
+does one started ``--alone-ends 1`` (a worker's on an SSH host, roost/hosts/remote_shim.py) that no
+daemon was connected to for ``--orphan-after`` seconds.
 
 No roost import, and only the interpreter's built-in modules (``_socket``, ``select``'s epoll,
 ``os.posix_spawn``; not ``subprocess``, ``selectors``, ``socket`` or ``json``, which would double
@@ -426,7 +428,8 @@ class Shim:
                     self.rc = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
             if self.conn is None and time.monotonic() >= self.where.next_check:
                 self.where.next_check = time.monotonic() + self.where.every
-                if not self.where.connected or not self.where.reachable():  # nobody connected in time, or can
+                # Nobody connected in time, or can; or (a host's, ``--alone-ends``) nobody came back in time.
+                if not self.where.connected or not self.where.reachable() or self.where.alone_ends:
                     self.end_alone()
                     break
             self._pace()
@@ -447,6 +450,8 @@ class Where:
         self.path = path
         self.every = every
         self.connected = False
+        #: A worker's on an SSH host: it ends when no daemon was connected for ``every`` seconds.
+        self.alone_ends = False
         self.next_check = time.monotonic() + every
         self.id = self._id()
 
@@ -463,7 +468,7 @@ class Where:
 
 def main(args: list[str]) -> int:
     """``shim.py --fd N --job ID --keep BYTES --line-max BYTES --mark MARK --socket PATH [--ephemeral 1]
-    [--orphan-after SECONDS] -- ARGV...``"""
+    [--orphan-after SECONDS] [--alone-ends 1] -- ARGV...``"""
     split = args.index("--")
     opts = dict(zip(args[:split:2], args[1:split:2]))
     listener = _socket.socket(fileno=int(opts["--fd"]))
@@ -482,6 +487,7 @@ def main(args: list[str]) -> int:
         _socket.socket(fileno=fd).sendall(('{"roost_shim": %d, "error": %s}' % (VERSION, quote(error))).encode() + b"\n")
         return 1
     shim.ephemeral = opts.get("--ephemeral") == "1"
+    where.alone_ends = opts.get("--alone-ends") == "1"
     try:
         return shim.run()
     finally:

@@ -70,6 +70,9 @@ class Process:
     link: ShimLink
     #: The shim, when this daemon started it (reaped by a thread of its own); None when adopted.
     shim: subprocess.Popen[bytes] | None = None
+    #: A worker on an SSH host under a shim there (roost/daemon/processes/remote_worker.py): its
+    #: record's socket is the host's path, nothing of this machine's.
+    remote: bool = False
 
     @property
     def exited(self) -> "asyncio.Future[int]":
@@ -208,6 +211,7 @@ class Worker:
         process = await self.open(self.job_id, self.launch)
         self.process, self.tree, self._link = process, process.tree, process.link
         process.link.on_stderr = self._on_stderr
+        process.link.on_note = lambda text: self._emit(note(text))
         self.adapter.bind(self._emit, self._write)
         self._tasks = [asyncio.create_task(self._read_stdout(process.link))]
         self._exit_task = asyncio.create_task(self._wait_exit(process.exited))
@@ -317,7 +321,7 @@ class Worker:
             self._link.release()
         if self.launch.record is not None:
             self.launch.record.unlink(missing_ok=True)
-        elif self.process is not None:  # a worker written down nowhere had a private directory for its socket
+        elif self.process is not None and not self.process.remote:  # a worker written down nowhere had a private directory for its socket
             shutil.rmtree(Path(self.process.record.socket).parent, ignore_errors=True)
 
     def detach(self) -> None:

@@ -19,9 +19,10 @@ import logging
 import os
 import socket
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator
 
 from roost.proctree import WorkerTree, read_proc, send
 from roost.protocol import MAX_FRAME
@@ -136,12 +137,39 @@ def shim_argv(sock: socket.socket, path: Path, job_id: str, mark: str, argv: lis
             "--ephemeral", "1", "--", *argv]
 
 
+async def handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    timeout: float = SHIM_HELLO_TIMEOUT) -> dict[str, Any]:
+    """The shim's hello on a new connection; ShimError (the connection closed) when it says its worker
+    could not start, speaks another version, or says nothing."""
+    try:
+        line = await asyncio.wait_for(reader.readline(), timeout)
+        hello = json.loads(line) if line else {}
+    except (ValueError, asyncio.TimeoutError, OSError) as exc:
+        writer.close()
+        raise ShimError(f"the worker's shim did not say hello: {exc or 'no answer'}") from None
+    if not isinstance(hello, dict) or hello.get("roost_shim") != VERSION or "error" in hello:
+        writer.close()
+        if isinstance(hello, dict) and "error" in hello:
+            raise ShimError(str(hello["error"]))
+        raise ShimError(f"the worker's shim speaks {str(hello)[:100]!r}, not version {VERSION}")
+    return hello
+
+
+#: Opens a new connection to the same shim after one was lost (a remote worker's, over a link that
+#: dropped): its reader, writer and hello; ShimError, saying why, when it never will.
+Reconnect = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter, dict[str, Any]]]]
+#: Bytes for the worker held while its connection is being opened again, at most.
+HELD_MAX = 4 * MAX_FRAME
+#: The exit code a worker is given when its shim cannot be reached again (ssh's own for a lost link).
+LINK_LOST = 255
+
+
 class ShimLink:
     """One connection to a shim. Its frames are read by a task of its own into a bounded buffer of
     lines (``next_line``), stderr goes to ``on_stderr`` as it comes, the exit to ``exited``."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hello: dict[str, Any],
-                 committed: int) -> None:
+                 committed: int, reconnect: Reconnect | None = None, place: str = "") -> None:
         self.hello = hello
         self.worker_pid = int(hello["worker_pid"])
         self.worker_start = int(hello["worker_start"])
@@ -149,6 +177,14 @@ class ShimLink:
         self._reader, self._writer = reader, writer
         #: The last sequence number committed (nothing up to it is handed on again) and acknowledged.
         self.committed = self.acked = committed
+        #: The last sequence number read (a new connection's replay up to it is skipped).
+        self.seen = committed
+        #: A remote worker's: a lost connection is opened again (bytes for the worker held meanwhile).
+        self._reconnect = reconnect
+        self._held = bytearray()
+        #: Where the shim runs (``host NAME``), for the notes about its link.
+        self.place = place
+        self.on_note: Callable[[str], None] = lambda text: None
         self.on_stderr: Callable[[bytes], None] = lambda data: None
         self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.exit_tail: list[str] = []
@@ -169,17 +205,7 @@ class ShimLink:
         with address_of(path) as address:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_unix_connection(address, limit=MAX_FRAME + (1 << 16)), timeout)
-        try:
-            line = await asyncio.wait_for(reader.readline(), timeout)
-            hello = json.loads(line) if line else {}
-        except (ValueError, asyncio.TimeoutError, OSError) as exc:
-            writer.close()
-            raise ShimError(f"the worker's shim did not say hello: {exc or 'no answer'}") from None
-        if not isinstance(hello, dict) or hello.get("roost_shim") != VERSION or "error" in hello:
-            writer.close()
-            if isinstance(hello, dict) and "error" in hello:
-                raise ShimError(str(hello["error"]))
-            raise ShimError(f"the worker's shim speaks {str(hello)[:100]!r}, not version {VERSION}")
+        hello = await handshake(reader, writer, timeout)
         link = cls(reader, writer, hello, committed)
         if committed:
             link._send(b"A %d\n" % committed)
@@ -189,19 +215,34 @@ class ShimLink:
         rc: int | None = None
         try:
             while True:
-                line = await self._reader.readline()
-                if not line.endswith(b"\n"):
-                    break  # the shim is gone (or cut a frame short)
+                try:
+                    line = await self._reader.readline()
+                except OSError:
+                    line = b""
+                data = b""
+                if line.endswith(b"\n") and line.startswith(b"S "):
+                    try:
+                        data = await self._reader.readexactly(int(line.split()[2]))
+                    except asyncio.IncompleteReadError as exc:
+                        data, line = exc.partial, b""
+                    except OSError:
+                        line = b""
+                if not line.endswith(b"\n"):  # the shim is gone (or cut a frame short), or the link to it
+                    if self._reconnect is None or not await self._again():
+                        rc = LINK_LOST if self._reconnect is not None else None
+                        break
+                    continue
                 kind, _, rest = line[:-1].partition(b" ")
                 seq_text, _, body = rest.partition(b" ")
                 seq = int(seq_text)
                 if kind == b"S":
-                    data = await self._reader.readexactly(int(body))
-                    if seq > self.committed:
+                    if seq > self.seen:
+                        self.seen = seq
                         self.on_stderr(data)
                     continue
-                if seq <= self.committed:
+                if seq <= self.seen:
                     continue
+                self.seen = seq
                 if kind == b"E":
                     end = json.loads(body)
                     rc, self.exit_tail, self.exit_seq = int(end["rc"]), [str(x) for x in end["stderr"]], seq
@@ -234,6 +275,30 @@ class ShimLink:
                 self.exit_tail = ["its shim ended without saying how the worker exited"]
             self.exited.set_result(rc if rc is not None else -9)
 
+    async def _again(self) -> bool:
+        """The connection was lost: open a new one (the reconnect retries as long as it may); what the
+        shim sends again up to ``seen`` is skipped, what was held for the worker goes. False, with
+        the reason as the exit's words, when the shim cannot be reached again."""
+        assert self._reconnect is not None
+        self._writer.close()
+        self.on_note(f"the link to its worker on {self.place} dropped: trying again (the worker runs on there)")
+        lost = time.monotonic()
+        try:
+            self._reader, self._writer, hello = await self._reconnect()
+        except ShimError as exc:
+            self.exit_tail = [str(exc)]
+            return False
+        if (int(hello["shim_pid"]), int(hello["worker_pid"])) != (self.shim_pid, self.worker_pid):
+            self._writer.close()
+            self.exit_tail = [f"its shim's socket is answered by another worker ({hello['worker_pid']}, not "
+                              f"{self.worker_pid})"]
+            return False
+        log.info("a worker's shim (pid %d) is connected again, from seq %d", self.shim_pid, self.seen)
+        self.on_note(f"the link to its worker on {self.place} is back after {time.monotonic() - lost:.0f}s")
+        self._writer.write(b"A %d\n" % self.acked + bytes(self._held))
+        self._held.clear()
+        return True
+
     async def next_line(self) -> tuple[int, bytes | Oversize | Dropped] | None:
         """The next line of the worker's stdout with its sequence number; None once there are no more."""
         while not self._lines:
@@ -248,8 +313,16 @@ class ShimLink:
         return seq, item
 
     def _send(self, data: bytes) -> None:
-        if not self.closed and not self._writer.is_closing():
+        if self.closed:
+            return
+        if not self._writer.is_closing():
             self._writer.write(data)
+        elif self._reconnect is not None and not self._ended:  # held for the next connection
+            if len(self._held) + len(data) > HELD_MAX:
+                log.warning("a worker's shim (pid %d): %d bytes for it dropped while its link is down",
+                            self.shim_pid, len(data))
+            elif not data.startswith(b"A "):  # acks: the next connection's first line says the last
+                self._held += data
 
     def write(self, data: bytes) -> None:
         """Bytes for the worker's stdin."""
@@ -263,6 +336,8 @@ class ShimLink:
         self._send(b"P\n")
 
     def is_closing(self) -> bool:
+        if self._reconnect is not None:  # a lost link is opened again: writes are held meanwhile
+            return self.closed or self._ended
         return self.closed or self._writer.is_closing()
 
     def ack(self, seq: int) -> None:
