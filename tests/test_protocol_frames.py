@@ -12,6 +12,7 @@ import pytest
 
 from conftest import DaemonHarness
 
+from roost.client import ClientError
 from roost.daemon.server.handlers import HANDLERS
 from roost.daemon.storage.store import Store
 from roost.models import Job, State
@@ -161,7 +162,17 @@ def test_silent_connections_and_the_connection_cap(daemon):
     assert time.monotonic() - started < HELLO_TIMEOUT, "the cap was reached before any hello timed out"
     for sock in silent[:500]:  # every silent one is closed once its hello is overdue
         assert sock.until_closed()[0]["error"]["code"] == "no_hello"
-    assert daemon.wait_for(lambda: daemon.call("status")["connections"] == 1, what="the silent ones to go")
+
+    def only_this_one() -> bool:
+        """A client sees its end before the daemon has counted the connection gone: busy, for a moment."""
+        try:
+            return daemon.call("status")["connections"] == 1
+        except ClientError as exc:
+            if exc.code != "busy":
+                raise
+            return False
+
+    assert daemon.wait_for(only_this_one, what="the silent ones to go")
     assert daemon.call("status")["jobs"] == 0, "and a new client is served again"
     for sock in silent:
         sock.close()
