@@ -15,7 +15,8 @@ from roost.tui.filter_search import SEARCH_LIMIT
 from roost.tui.job_screen import JobScreen
 
 from conftest import DaemonHarness, seeded_daemon
-from tui_helpers import SIZE, cell, make_app, notice, open_job, press_alone, select_row, table_ids, type_text, until
+from tui_helpers import (SIZE, burst, cell, keys_of, make_app, notice, open_job, press_alone, select_row, table_ids,
+                         type_text, until)
 
 
 def settled(daemon: DaemonHarness, job: str) -> bool:
@@ -137,7 +138,7 @@ async def test_w_in_the_subagent_panel_opens_the_subagent_that_needs_you(daemon)
         await until(pilot, lambda: app.screen is screen and child not in app.screen_stack, "back on the lead's screen")
         await pilot.press("down")
         await until(pilot, lambda: screen.focused is screen.panel, "the panel selected again")
-        await type_text(pilot, "wow")
+        await burst(pilot, app, *keys_of("wow"))  # as a terminal sends it: no gap a loaded machine could widen
         await until(pilot, lambda: screen.focused is screen.composer, "w typed in a burst to be text")
         assert screen.composer.value == "wow", screen.composer.value
         assert app.screen is screen
