@@ -24,7 +24,7 @@ WORKER_SIDE = (
     "placeholders.py", "client/__init__.py", "client/wire.py", "client/blocking.py", "client/aio.py",
     "client/autostart.py",
     "programs/__init__.py", "programs/builtin_agent.py", "programs/command_worker.py",
-    "programs/turn_output.py", "programs/worker_process.py",
+    "programs/turn_output.py", "programs/worker_process.py", "programs/mcp_server.py",
     "hosts/__init__.py", "hosts/remote.py", "hosts/remote_shim.py",
 )
 #: roost's own package on this machine: a launch's argument inside it names a file to ship.
