@@ -6,6 +6,7 @@ long it was lost; a host back without its shim is said so at once."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -210,3 +211,21 @@ def test_a_host_the_shim_cannot_run_on_is_refused_saying_why(monkeypatch, tmp_pa
     assert remote_shim.launch(str(setup), "shim.py", str(tmp_path / "j.sock"), "1", "1", "1") == remote_shim.NOT_STARTED
     assert "roost's shim needs Linux (epoll and pidfds" in capsys.readouterr().err
     assert not setup.exists() and not (tmp_path / "j.sock").exists()  # the setup (its token) read and removed
+
+
+def test_the_python_that_runs_roosts_tools_is_the_hosts_inside_a_json_argument_too(monkeypatch):
+    """Claude Code's ``--mcp-config`` names the Python that starts roost's tools: on a host it is the
+    host's Python (found missing by a 20-job test on a host: every Claude job there had no roost tool
+    where the two Pythons differ). A prompt that mentions a Python in plain words is left as it is."""
+    from roost.drivers.mcp import mcp_config
+    from roost.hosts.placement import for_host
+    from roost.hosts.remote_shim import PYTHON, here_argv
+
+    config, words = json.dumps(mcp_config()), f"run {sys.executable} -V for me"
+    setup = [for_host(arg, lambda a: a) for arg in [sys.executable, "-m", "x", "--mcp-config", config, words]]
+    assert setup[0] == PYTHON and sys.executable not in setup[4] and setup[5] == words
+    monkeypatch.setattr(sys, "executable", "/opt/the host's python/bin/python3")
+    here = here_argv(setup)
+    assert here[0] == "/opt/the host's python/bin/python3"
+    assert json.loads(here[4])["mcpServers"]["roost"]["command"] == "/opt/the host's python/bin/python3"
+    assert here[5] == words

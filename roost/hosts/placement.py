@@ -25,7 +25,7 @@ from roost.drivers import driver_for
 from roost.drivers.base import Launch
 from roost.hosts.bundle import bundle, package_file, shim_file
 from roost.hosts.link import HostDown, Link
-from roost.hosts.remote import PYTHON
+from roost.hosts.remote_shim import PYTHON, QUOTED_PYTHON
 from roost.models import Job
 from roost.paths import Paths, resolve
 from roost.proctree import MARK_VAR
@@ -117,7 +117,7 @@ async def _remote_shim(link: Link, job: Job, worker: Any, lost_after: float, rem
     shipped = None if link.host.command else bundle()
     runner = list(link.host.command) or [link.host.python, f"{link.remote_dir}/{shipped.name}"]  # type: ignore[union-attr]
     shim = shim_file()
-    setup = {"job": job.id, "argv": [PYTHON if arg == sys.executable else moved(arg) for arg in local.argv],
+    setup = {"job": job.id, "argv": [for_host(arg, moved) for arg in local.argv],
              "env": env, "cwd": job.cwd, "pythonpath": runner[-1] if shipped else ""}
     path = await link.write_setup(job.id, json.dumps(setup).encode(), [*files, shim, *([shipped] if shipped else [])])
     worker.open = remote_opener(link, tuple(runner), path, f"{link.remote_dir}/{shim.name}", lambda: lost_after)
@@ -209,6 +209,15 @@ def _ray_launch(job: Job, host: HostSettings, host_socket: Callable[[str], Path]
     worker.launch = Launch(argv=[sys.executable, "-m", "roost.hosts.ray_relay", str(path)], env=dict(os.environ),
                            cwd=str(_paths().runtime_dir), session=local.session, record=local.record)
     return None
+
+
+def for_host(arg: str, moved: Callable[[str], str]) -> str:
+    """A local launch's argument as the host's setup says it: this machine's Python is the host's
+    (``PYTHON``), as an argument or as a JSON string inside one (Claude Code's ``--mcp-config``:
+    the Python that runs roost's tools; roost/hosts/remote_shim.py ``here_argv`` turns it back)."""
+    if arg == sys.executable:
+        return PYTHON
+    return moved(arg).replace(json.dumps(sys.executable), QUOTED_PYTHON)
 
 
 def _mover(remote_dir: str) -> Callable[[str], str]:

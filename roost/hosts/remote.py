@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.hosts import remote_shim
-from roost.hosts.remote_shim import NOT_STARTED, PYTHON, load_setup
+from roost.hosts.remote_shim import NOT_STARTED, here_argv, load_setup
 from roost.proctree import MARK_VAR, WorkerTree, boot_ticks
 
 #: How long a worker may take to exit on its own once its stdin closed, and then after SIGTERM.
@@ -39,8 +39,7 @@ def start(setup: dict[str, Any], mark: str) -> subprocess.Popen[bytes]:
     """The worker, in a session of its own, carrying the tree's mark; the bundle on its PYTHONPATH.
     A leading ``~`` of the program and of a variable's value is this host's home (the config names
     the host's paths: pi's ``command`` and ``agent_dir``)."""
-    argv = [sys.executable if arg == PYTHON else str(arg) for arg in setup["argv"]]
-    argv[0] = os.path.expanduser(argv[0])
+    argv = here_argv(setup["argv"])
     env = {**os.environ, **{k: os.path.expanduser(v) for k, v in setup["env"].items()}, MARK_VAR: mark}
     if setup.get("pythonpath"):
         env["PYTHONPATH"] = setup["pythonpath"]

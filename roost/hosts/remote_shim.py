@@ -34,8 +34,11 @@ from typing import Any, Iterator
 
 from roost.proctree import WorkerTree, boot_id, boot_ticks, read_proc, send
 
-#: Stands for this host's Python in a setup's argv (the daemon does not know its path).
+#: Stands for this host's Python in a setup's argv (the daemon does not know its path): an argument
+#: that is this, or a JSON string that is this inside an argument (``QUOTED_PYTHON``: Claude Code's
+#: ``--mcp-config`` names the Python that runs roost's tools).
 PYTHON = "{python}"
+QUOTED_PYTHON = json.dumps(PYTHON)
 #: The exit code when the worker could not be started at all (as a shell's for a missing command).
 NOT_STARTED = 127
 COMMANDS = ("--shim", "--relay", "--signal")
@@ -72,6 +75,15 @@ def listen(path: str) -> socket.socket:
         os.umask(old)
     sock.listen(4)
     return sock
+
+
+def here_argv(argv: list[Any]) -> list[str]:
+    """A setup's argv on this host: ``PYTHON`` is this host's Python, as an argument or as a JSON
+    string inside one; a leading ``~`` of the program is this host's home."""
+    here = [sys.executable if arg == PYTHON else str(arg).replace(QUOTED_PYTHON, json.dumps(sys.executable))
+            for arg in argv]
+    here[0] = os.path.expanduser(here[0])
+    return here
 
 
 def load_setup(path: Path) -> dict[str, Any]:
@@ -111,8 +123,7 @@ def launch(setup_path: str, shim_program: str, sock_path: str, keep: str, line_m
     tree_path = Path(sock_path).with_suffix(".tree")
     end_leftover(tree_path)
     floor, mark = boot_ticks(), WorkerTree.new_mark()
-    argv = [sys.executable if arg == PYTHON else str(arg) for arg in setup["argv"]]
-    argv[0] = os.path.expanduser(argv[0])
+    argv = here_argv(setup["argv"])
     env = {**os.environ, **{k: os.path.expanduser(v) for k, v in setup["env"].items()}}
     if setup.get("pythonpath"):
         env["PYTHONPATH"] = setup["pythonpath"]
