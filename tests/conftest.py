@@ -331,10 +331,8 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def shims_of(state_dir: Path) -> list[int]:
-    """The live shims whose sockets are in ``state_dir`` (by the ``--socket`` of their command
-    lines, so that other tests' shims on this machine are not counted)."""
-    where = str(state_dir / "workers") + "/"
+def procs_where(match: Callable[[list[bytes]], bool]) -> list[int]:
+    """The pids of live processes whose command line (its arguments, as bytes) ``match`` takes."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -343,11 +341,21 @@ def shims_of(state_dir: Path) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"--socket" in argv and any(a.endswith(b"shim.py") for a in argv) and pid_alive(int(entry.name)):
-            sock = argv[argv.index(b"--socket") + 1].decode(errors="replace")
-            if sock.startswith(where):
-                out.append(int(entry.name))
+        if match(argv) and pid_alive(int(entry.name)):
+            out.append(int(entry.name))
     return out
+
+
+def shims_of(state_dir: Path) -> list[int]:
+    """The live shims whose sockets are in ``state_dir`` (by the ``--socket`` of their command
+    lines, so that other tests' shims on this machine are not counted)."""
+    where = (str(state_dir / "workers") + "/").encode()
+
+    def of_home(argv: list[bytes]) -> bool:
+        return (b"--socket" in argv and any(a.endswith(b"shim.py") for a in argv)
+                and argv[argv.index(b"--socket") + 1].startswith(where))
+
+    return procs_where(of_home)
 
 
 def require_agent(what: str, missing: str | None) -> None:

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from conftest import RawClient, assert_token_in_no_argv
+from conftest import RawClient, assert_token_in_no_argv, procs_where
 from roost.config import ConfigError, parse_config
 from roost.protocol import PROTOCOL_VERSION
 from roost.socket_connect import ClientError
@@ -49,17 +49,8 @@ def _config(server: Sshd, remote: Path, extra: str = "", known_hosts: Path | Non
 
 def remote_procs(job_id: str) -> list[int]:
     """Processes of this job's remote side (the wrapper and the agent name its files there)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if f"sessions/{job_id}.jsonl".encode() in cmdline or f"run/{job_id}.json".encode() in cmdline:
-                if b"ssh" not in cmdline.split(b"\0")[0]:
-                    out.append(int(entry.name))
-    return out
+    names = (f"sessions/{job_id}.jsonl".encode(), f"run/{job_id}.json".encode())
+    return procs_where(lambda argv: any(n in a for a in argv for n in names) and b"ssh" not in argv[0])
 
 
 def _closed(daemon, job_id: str) -> bool:

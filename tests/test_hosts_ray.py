@@ -21,6 +21,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from conftest import procs_where
+
 from roost.config import ConfigError, parse_config
 
 try:
@@ -132,16 +134,8 @@ def node_of(daemon, job_id: str, after: int = 0) -> str:
 
 def worker_procs(job_id: str) -> list[int]:
     """This job's agent processes on the nodes (the built-in agent names its session file)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if f"{job_id}.jsonl".encode() in cmdline and b"roost.hosts.ray_relay" not in cmdline:
-                out.append(int(entry.name))
-    return out
+    name = f"{job_id}.jsonl".encode()
+    return procs_where(lambda argv: any(name in a for a in argv) and not any(b"roost.hosts.ray_relay" in a for a in argv))
 
 
 def test_a_job_on_ray_takes_turns_and_is_placed_by_a_custom_resource(start, tmp_path):
