@@ -213,3 +213,28 @@ def test_a_snapshot_that_cannot_be_read_back_fails_the_adoption_saying_so(tmp_pa
               live={"seq": 3, "phase": "ready", "turn": None, "adapter": ["not", "an", "object"]})
     with pytest.raises(DriverError, match="what its adapter knew cannot be read back from the job's record"):
         adopt(job, SimpleNamespace(token="t"), 3, lambda events: None, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("took", ["nothing", "its answer", "its start"])
+def test_a_restored_pi_turn_pi_never_took_is_not_busy_so_the_daemon_sends_it_again(took: str) -> None:
+    """The daemon committed the turn and went before writing its prompt: the record names the run,
+    the snapshot none. pi answers in the order it reads, so by its get_state after the replay the
+    prompt's answer (or its start) has come if pi took it: busy; if nothing came, it never reached
+    pi, and ``busy`` is false (the engine's ``Resynced`` sends it again). pi's own word, streaming,
+    is busy either way."""
+    idle = new_pi()
+    idle.bind(lambda event: None, lambda data: None)
+    after, emitted = new_pi(), []
+    after.restore(json.loads(json.dumps(idle.snapshot())), run=1)
+    after.bind(emitted.append, lambda data: None)
+    replayed = {"nothing": [], "its answer": [line({"type": "response", "id": "p9", "command": "prompt",
+                                                     "success": True})],
+                "its start": [line({"type": "agent_start"})]}[took]
+    decoded(after, emitted, replayed)
+    after.encode({"type": "get_state", "id": "g2"})
+    for streaming in (False, True):
+        [answer] = after.decode(line({"type": "response", "id": "g2", "command": "get_state", "success": True,
+                                      "data": {"isStreaming": streaming, "sessionFile": "s.jsonl",
+                                               "model": {"provider": "fake", "id": "fake-model"}}}))
+        assert answer["data"]["busy"] is (streaming or took != "nothing"), (took, streaming)
+        after.encode({"type": "get_state", "id": "g2"})

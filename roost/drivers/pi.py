@@ -124,6 +124,9 @@ class PiAdapter(Adapter):
         #: Set when pi runs another model than the config asks for: every prompt then fails with it.
         self.refusal: str | None = None
         self.context_window: int | None = None
+        #: A turn restored from the record alone (the daemon went after committing its prompt): whether
+        #: pi took the prompt is known only once its answer or its start comes, or its get_state says.
+        self.unconfirmed = False
         self.asked: dict[str, str] = {}
         self.tool_args: dict[str, Any] = {}
         self._emit: Callable[[dict[str, Any]], None] = lambda event: None
@@ -151,8 +154,8 @@ class PiAdapter(Adapter):
 
     def restore(self, state: dict[str, Any], run: Any = None) -> None:
         self.run = state.get("run")
-        if self.run is None:  # the prompt went to pi after the last line committed
-            self.run = run
+        if self.run is None:  # the prompt went to pi after the last line committed, or never did
+            self.run, self.unconfirmed = run, run is not None
         self.started, self.aborting = bool(state.get("started")), bool(state.get("aborting"))
         self.error = None if state.get("error") is None else str(state["error"])
         window = state.get("context_window")
@@ -171,6 +174,7 @@ class PiAdapter(Adapter):
                 self._fail_at_once(req_id, command.get("run"), self.refusal)
                 return b""
             self.run, self.started, self.aborting, self.error = command.get("run"), False, False, None
+            self.unconfirmed = False
             frame = {"type": "prompt", "id": req_id, "message": str(command.get("message", ""))}
         elif kind == "abort":
             self.aborting = self.run is not None
@@ -229,6 +233,8 @@ class PiAdapter(Adapter):
                 return self._usage(event.get("data") or {})
             return []
         kind = self.asked.pop(str(req_id), str(event.get("command")))
+        if kind == "prompt":  # pi has it: a restored turn is pi's
+            self.unconfirmed = False
         if kind == "get_state" and success:
             return [response(req_id, kind, True, self._state(event.get("data") or {}))]
         if kind == "prompt" and not success:
@@ -242,7 +248,10 @@ class PiAdapter(Adapter):
         window = model.get("contextWindow")
         self.context_window = window if isinstance(window, int) and window > 0 else None
         self.refusal = self._model_mismatch(str(model.get("provider", "")), str(model.get("id", "")))
-        return {"session": data.get("sessionFile"), "busy": bool(data.get("isStreaming")) or self.run is not None,
+        # pi answers in the order it reads: a prompt it took was answered before this, so a restored
+        # turn still unconfirmed here never reached it (the daemon sends it again: ``Resynced``).
+        busy = bool(data.get("isStreaming")) or (self.run is not None and not self.unconfirmed)
+        return {"session": data.get("sessionFile"), "busy": busy,
                 "model": f"{model.get('provider')}/{model.get('id')}"}
 
     def _model_mismatch(self, provider: str, ident: str) -> str | None:
@@ -259,7 +268,7 @@ class PiAdapter(Adapter):
 
     def _on_agent_start(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         self._cancel_timer()  # pi is retrying: the error before it was not final
-        self.error = None
+        self.error, self.unconfirmed = None, False
         if self.run is None or self.started:
             return []
         self.started = True
