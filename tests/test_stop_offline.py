@@ -51,6 +51,29 @@ def test_roost_stop_after_a_daemon_crash_ends_the_agent_and_the_next_daemon_reco
     assert daemon.wait_state(job, "idle")["last_text"] == "back"
 
 
+def test_a_subagent_stopped_with_no_daemon_is_reported_to_its_parent_as_stopped(daemon: DaemonHarness) -> None:
+    """As an online stop's turn end is: the parent's outbox has the child's ``stopped`` with the
+    stop's reason, and the parent takes it in (it had said it was idle)."""
+    parent = daemon.spawn("spawn wait-for held\nsay parent")
+    daemon.wait_state(parent, "idle")
+    child = daemon.children(parent)[0]["id"]
+    daemon.at_gate(child, "held")
+    daemon.kill()
+    assert roost(daemon, "stop", child).returncode == 0
+    daemon.start()
+    row = daemon.wait_state(child, "stopped")
+    assert row["reason"] == "stopped by a person while no daemon ran (roost stop)"
+    [sent] = daemon.wait_for(lambda: [e["data"] for e in daemon.timeline(child) if e["kind"] == "reported"],
+                             what="the child's report")
+    assert sent == {"to": parent, "state": "stopped"}
+    [taken] = daemon.wait_for(lambda: [e["data"]["reports"] for e in daemon.timeline(parent) if e["kind"] == "reports"],
+                              what="the parent to take the report in")
+    assert [(r["child"], r["state"], r["text"]) for r in taken] == [(child, "stopped", row["reason"])]
+    daemon.wait_for(lambda: [e for e in daemon.timeline(parent) if e["kind"] == "turn_end"][-1]["data"]["outcome"] == "ok"
+                    and daemon.show(parent)["state"] == "idle", what="the parent's turn of reports to end")
+    assert not [e for e in daemon.timeline(parent) if e["kind"] == "error"], "its re-adopted worker took the prompt"
+
+
 def test_roost_stop_with_no_daemon_and_no_worker_on_record_says_so(daemon: DaemonHarness) -> None:
     job = daemon.spawn("say done")
     daemon.wait_state(job, "idle")
@@ -87,7 +110,7 @@ def test_a_stop_mark_whose_worker_never_reached_the_jobs_record_stops_a_start_or
         j1, j2 = index.jobs.whole(["j1", "j2"])
         assert j1.state == (State.IDLE if state == State.IDLE else State.STOPPED)
         assert j1.reason == ("" if state == State.IDLE else "stopped by a person while no daemon ran (roost stop)")
-        assert "j1" not in out.queued and j1 not in out.lost
+        assert "j1" not in out.queued and (j1 in out.ended) == (state != State.IDLE), "a stop is reported as one"
         assert j2.state == State.FAILED and j2.pid is None, "another worker's mark: lost as before"
         assert StopMark.load_all(tmp_path) == {}
     finally:

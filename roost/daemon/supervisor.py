@@ -83,7 +83,7 @@ class Supervisor:
         if make_worker is None:
             self.engine.adopt_worker = adopt_factory(paths, config)
         self.engine.prepare_host = self._prepare_host
-        self._lost: list[Job] = []
+        self._ended: list[Job] = []
         self._adopt: list[tuple[str, Any]] = []
         #: Ids given to spawns not answered yet.
         self._naming: set[str] = set()
@@ -109,7 +109,7 @@ class Supervisor:
     def recover(self) -> None:
         """Load every record; no job may claim a worker that did not survive the last daemon."""
         done = recover(self.store, self.index, self.clock, self.paths.state_dir)
-        self._lost = done.lost
+        self._ended = done.ended
         self._adopt = done.adopt if self.engine.adopt_worker is not None else []
         runs = [int(turn["run"]) for job_id, _ in self._adopt
                 if (turn := (self.index.get(job_id).live or {}).get("turn"))]  # type: ignore[union-attr]
@@ -122,10 +122,10 @@ class Supervisor:
         """Once the event loop runs: tell parents about children the restart failed, deliver (or
         wake for) reports left in the outbox, resume jobs whose messages were still waiting (for room
         on their host, or for a closing worker), start queued spawns."""
-        for job in self._lost:  # the hooks hear of them too: recovery ran before the loop
+        for job in self._ended:  # the hooks hear of them too: recovery ran before the loop
             self.hooks.job_changed(self.index.row(job.id, full=True), State.WORKING.value, job.state.value)
-            self.engine.post(job.id, m.Lost())
-        self._lost = []
+            self.engine.post(job.id, m.EndedAtStart())
+        self._ended = []
         adopting = bool(self._adopt)
         for job_id, record in self._adopt:  # first: their shims keep what the workers said meanwhile
             self.engine.post(job_id, m.Adopt(record=record))

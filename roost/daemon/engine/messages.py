@@ -163,8 +163,9 @@ class Adopt(Message):
 
 
 @dataclass
-class Lost(Message):
-    """The daemon's restart failed the job's turn (recovery): its parent hears so, in the stream."""
+class EndedAtStart(Message):
+    """Recovery ended the job's turn — failed (its worker went with the last daemon) or stopped (a
+    person's `roost stop` while no daemon ran): its parent hears so, in the stream."""
 
 
 @dataclass

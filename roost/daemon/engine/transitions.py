@@ -258,9 +258,9 @@ def on_reports(eng: EngineApi, job: Job, msg: m.Reports) -> None:
         slot.held_since = eng.monotonic()
 
 
-def on_lost(eng: EngineApi, job: Job, msg: m.Lost) -> None:
-    """Recovery failed the job's turn: its parent's outbox has it like any failed turn."""
-    reports.route(eng, job, State.FAILED, eng.last_error(job))
+def on_ended_at_start(eng: EngineApi, job: Job, msg: m.EndedAtStart) -> None:
+    """Recovery ended the job's turn: its parent's outbox has it like any failed or stopped turn's."""
+    reports.route(eng, job, job.state, eng.last_error(job) if job.state == State.FAILED else job.reason)
 
 
 def on_due(eng: EngineApi, job: Job, msg: m.Due) -> None:
@@ -289,7 +289,7 @@ BY_MESSAGE: dict[type, Callable[[EngineApi, Job, Any], None]] = {
     m.Start: on_start, m.Send: on_send, m.Stop: on_stop, m.Close: on_close, m.Pin: on_pin, m.Seen: on_seen, m.Label: on_label,
     m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume, m.Rename: on_rename,
     m.Unarchive: on_unarchive, m.SetBudget: spend.on_set_budget,
-    m.Reports: on_reports, m.Due: on_due, m.Lost: on_lost,
+    m.Reports: on_reports, m.Due: on_due, m.EndedAtStart: on_ended_at_start,
     m.Evict: w.on_evict, m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,
     m.PromptAnswer: t.on_prompt_answer, m.SteerAnswer: t.on_steer_answer, m.AbortAnswer: t.on_abort_answer,
     m.Event: t.on_event, m.Exited: w.on_exited, m.Adopt: adopt.on_adopt, m.Resynced: adopt.on_resynced,

@@ -169,6 +169,10 @@ def _reap(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited
         pass  # the loop is gone: the daemon is exiting and nobody waits for this any more
 
 
+#: Commands a worker being reached may be sent before its shim answers (the engine sends one at a time).
+EARLY_MAX = 16
+
+
 class Worker:
     def __init__(self, job_id: str, launch: Launch, adapter: Adapter, log_path: Path,
                  on_event: EventHandler, on_exit: ExitHandler, opener: "Opener | None" = None) -> None:
@@ -195,6 +199,8 @@ class Worker:
         #: While a line is decoded or a command encoded: what the adapter emits, handed on with the rest.
         self._gathered: list[dict[str, Any]] | None = None
         self._ids = itertools.count(1)
+        #: Commands sent before the worker was reached (``send``), written once it is.
+        self._early: list[dict[str, Any]] = []
         self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._exit_task: asyncio.Task[None] | None = None  # kept: asyncio holds tasks weakly
@@ -213,6 +219,9 @@ class Worker:
         process.link.on_stderr = self._on_stderr
         process.link.on_note = lambda text: self._emit(note(text))
         self.adapter.bind(self._emit, self._write)
+        early, self._early = self._early, []
+        for command in early:  # sent while its shim was being reached (a re-adopted worker)
+            self._write_command(command)
         self._tasks = [asyncio.create_task(self._read_stdout(process.link))]
         self._exit_task = asyncio.create_task(self._wait_exit(process.exited))
 
@@ -350,13 +359,25 @@ class Worker:
             self._waiters.pop(req_id, None)
 
     def send(self, command: dict[str, Any]) -> None:
-        """Write one command; ConnectionError once stdin is closed, CommandTooLarge over MAX_FRAME."""
-        if self._link is None or self._link.is_closing() or self.closing:
+        """Write one command; ConnectionError once stdin is closed, CommandTooLarge over MAX_FRAME. A
+        worker being re-adopted is ready from the start (its slot is made as it was), but its shim is
+        reached a moment later: what comes meanwhile is written once it is (``start``), in order."""
+        opening = self._link is None and self.process is None and not self.closing
+        if not opening and (self._link is None or self._link.is_closing() or self.closing):
             raise ConnectionError("worker stdin is closed")
         size = len(encode(command))  # an adapter's frame holds no more than the command
         if size > MAX_FRAME:
             raise CommandTooLarge(f"a {command.get('type')} command of {size} bytes is over the {MAX_FRAME}-byte "
                              f"frame limit of the worker protocol")
+        if opening:
+            if len(self._early) >= EARLY_MAX:
+                raise ConnectionError(f"the worker is still being reached, with {EARLY_MAX} commands waiting")
+            self._early.append(command)
+            return
+        self._write_command(command)
+
+    def _write_command(self, command: dict[str, Any]) -> None:
+        assert self._link is not None
         self._link.write(self._gather(lambda: self.adapter.encode(command)))
 
     def _signal_tree(self, sig: int) -> None:

@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 class Recovered:
     """What the engine has to follow up once it runs."""
 
-    #: Jobs the restart failed (their parents are told).
-    lost: list[Job] = field(default_factory=list)
+    #: Jobs whose turn this start ended: failed (their worker was lost with the daemon), or stopped
+    #: (a person's `roost stop` while no daemon ran). Their parents are told, as of any turn's end.
+    ended: list[Job] = field(default_factory=list)
     #: Spawns that had not started: back in the run queue, oldest first.
     queued: list[str] = field(default_factory=list)
     #: Jobs whose workers run on under their shims, to re-adopt (with the shims' records).
@@ -101,13 +102,14 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
             if stopped and mark is not None:
                 set_state(job, State.STOPPED, "stop", by="person", reason=mark.reason)
                 store.drop_messages(job.id, now)  # a stopped job takes none of what waits for it
+                out.ended.append(job)
             elif mark is not None:  # no turn ran: its worker is closed, the job keeps its state
                 note(job, "closed", reason=mark.reason)
             elif had_worker:
                 if job.state in TURN_STATES:
                     set_state(job, State.FAILED, "failure", reason="the daemon restarted while its turn ran")
                     note(job, "error", message="worker lost: the daemon restarted during the turn")
-                    out.lost.append(job)
+                    out.ended.append(job)
                 else:
                     note(job, "closed", reason="the daemon restarted")
             elif job.state in (State.QUEUED, State.STARTING) and job.archived_at is None:
@@ -116,7 +118,7 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
                 out.queued.append(job.id)
             elif job.state == State.WORKING:
                 set_state(job, State.FAILED, "failure", reason="no worker after a restart")
-                out.lost.append(job)
+                out.ended.append(job)
             else:
                 changed = False
             if changed or settled:
