@@ -225,7 +225,7 @@ def test_stop_mid_turn_then_close_end_the_worker_on_its_node(start, tmp_path):
 
 def test_a_job_no_node_can_take_fails_before_its_ready_time_saying_what_it_needs(start, tmp_path):
     daemon = start('[hosts.nowhere]\nkind = "ray"\naddress = "ADDRESS"\ntoken_env = "TOKEN"\nnum_cpus = 0.1\n'
-                   'resources = { no_such_box = 1 }\n\n')
+                   'resources = { no_such_box = 1 }\nplace_within = 5\n\n')
     job = daemon.spawn("say hi", host="nowhere", cwd=str(tmp_path))
     reason = daemon.wait_state(job, "failed", timeout=40)["reason"]
     print("no node:", reason)
@@ -349,13 +349,18 @@ def test_ray_host_config_is_strict_and_names_its_token():
     assert parse_config(base + "insecure = true\n", "t").hosts["c"].insecure
     profile = parse_config('[drivers.big]\nkind = "builtin"\nnum_cpus = 4\nresources = { gpu = 1 }\n', "t").driver("big")
     assert profile.num_cpus == 4.0 and dict(profile.resources) == {"gpu": 1.0}
+    ray = parse_config(base + 'insecure = true\nplace_within = 7\n', "t").hosts["c"]
+    assert ray.ready_time(30.0) == 37.0, "a worker on Ray has its driver's ready time and Ray's time to place it"
+    assert parse_config('[hosts.s]\nssh = "me@x"\n', "t").hosts["s"].ready_time(30.0) == 30.0
     for bad, key, words in ((base, "hosts.c.token_env", "insecure = true"),
                             ('[hosts.c]\nkind = "ray"\ninsecure = true\n', "hosts.c.address", "missing"),
                             (base + 'token_env = "T"\nssh = "me@x"\n', "hosts.c.ssh", "not a key of a ray host"),
                             ('[hosts.c]\nssh = "me@x"\naddress = "h:1"\n', "hosts.c.address", "not a key of a ssh"),
                             (base + 'token_env = "T"\ntoken_file = "f"\n', "hosts.c.token_file", "not both"),
                             (base + 'insecure = true\nresources = { gpu = -1 }\n', "hosts.c.resources.gpu", ">= 0"),
-                            (base + 'insecure = true\nlost_after = 1\n', "hosts.c.lost_after", "at least 3")):
+                            (base + 'insecure = true\nlost_after = 1\n', "hosts.c.lost_after", "at least 3"),
+                            (base + 'insecure = true\nplace_within = 0\n', "hosts.c.place_within", "> 0"),
+                            ('[hosts.c]\nssh = "me@x"\nplace_within = 5\n', "hosts.c.place_within", "not a key of a ssh")):
         with pytest.raises(ConfigError) as info:
             parse_config(bad, "t")
         assert info.value.key == key and words in info.value.message, (info.value.key, info.value.message)

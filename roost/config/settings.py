@@ -127,6 +127,13 @@ class HostSettings:
     resources: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     #: How long a worker's actor keeps it without hearing from its relay (a relay killed, its machine gone).
     lost_after: float = 30.0
+    #: How long Ray may take to place a worker's actor on a node (busy nodes, a cluster that grows).
+    place_within: float = 120.0
+
+    def ready_time(self, driver_ready: float) -> float:
+        """How long a worker placed here may take to answer its first get_state: its driver's own time,
+        and on a Ray cluster the time Ray may take to place it first."""
+        return driver_ready + (self.place_within if self.kind == "ray" else 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else
@@ -356,10 +363,11 @@ _HOST_KEYS: dict[str, Check] = {
     "num_cpus": _amount,
     "resources": _resources,
     "lost_after": _lost_after,
+    "place_within": _seconds(positive=True),
 }
 #: The keys only a host of that kind has.
 SSH_ONLY = ("ssh", "port", "identity", "options", "python", "command", "dir")
-RAY_ONLY = ("address", "token_env", "token_file", "insecure", "num_cpus", "resources", "lost_after")
+RAY_ONLY = ("address", "token_env", "token_file", "insecure", "num_cpus", "resources", "lost_after", "place_within")
 
 #: Per kind: key -> (checker, default). A default of ``None`` means required.
 _KIND_KEYS: dict[str, dict[str, tuple[Check, Any]]] = {

@@ -194,7 +194,7 @@ def _ray_launch(job: Job, host: HostSettings, host_socket: Callable[[str], Path]
     env["ROOST_SOCKET"] = str(socket_path)  # a host connection: the job's token, this host's jobs only
     setup = {"host": host.name, "address": host.address, "token": token, "insecure": host.insecure, "job": job.id,
              "num_cpus": cpus, "resources": resources, "lease": host.lost_after,
-             "ready_within": driver_for(job.driver_opts.get("kind", "builtin")).ready_timeout,
+             "ready_within": host.ready_time(driver_for(job.driver_opts.get("kind", "builtin")).ready_timeout),
              "worker": {"argv": [PYTHON if arg == sys.executable else arg for arg in local.argv], "env": env,
                         "cwd": job.cwd}}
     folder = _paths().runtime_dir / "ray"

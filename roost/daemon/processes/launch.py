@@ -44,7 +44,8 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
     DriverError (say, the profile is gone from the config) for the engine to report."""
 
     def make(job: Job, token: str, on_event: EventSink, on_exit: ExitSink) -> Made:
-        profile = config().driver(job.driver)
+        settings = config()
+        profile = settings.driver(job.driver)
         driver = driver_for(profile.kind)
         ctx = LaunchContext(socket=paths.socket, token=token, sessions_dir=paths.sessions_dir,
                             state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
@@ -52,7 +53,8 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
         opener = spares.open if spares is not None and spares.serves(job, profile) else None
         worker = Worker(job.id, launch, driver.adapter(job), paths.job_log(job.id), on_event=on_event,
                         on_exit=on_exit, opener=opener)
-        return Made(worker=worker, ready_timeout=driver.ready_timeout, session=launch.session)
+        ready = settings.host(job.host).ready_time(driver.ready_timeout) if job.host else driver.ready_timeout
+        return Made(worker=worker, ready_timeout=ready, session=launch.session)
 
     return make
 
