@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from roost.daemon.processes.process import open_process
+from roost.daemon.processes.shim_process import open_process
 from roost.programs.shim import PIPE_BYTES
 from roost.daemon.storage import recovery
 from roost.daemon.storage.index import JobIndex

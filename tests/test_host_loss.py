@@ -118,7 +118,7 @@ def test_a_shim_link_opened_again_skips_what_it_had_and_loses_nothing(tmp_path):
     """A real shim on this machine, its connection cut while the worker streams: the link's reconnect
     (here a plain connect to the same socket, as the relay over a new master is) gets the rest once,
     and what was written for the worker while it was cut is held and goes."""
-    from roost.daemon.processes.process import open_process
+    from roost.daemon.processes.shim_process import open_process
     from roost.daemon.processes.shim_link import SHIM_HELLO_TIMEOUT, address_of, handshake
     from roost.drivers.base import Launch
     from test_shim import AGENT
@@ -164,7 +164,7 @@ ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line)\n    sys.
 def test_bytes_for_the_worker_while_its_link_is_down_are_held_up_to_the_bound(tmp_path, caplog):
     """Written while the link is being opened again: held and sent once it is back, in order; a write
     that would pass HELD_MAX is dropped, and the daemon's log says so."""
-    from roost.daemon.processes.process import open_process
+    from roost.daemon.processes.shim_process import open_process
     from roost.daemon.processes.shim_link import HELD_MAX, SHIM_HELLO_TIMEOUT, address_of, handshake
     from roost.drivers.base import Launch
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.daemon.processes.process import open_process
+from roost.daemon.processes.shim_process import open_process
 from roost.daemon.processes.shim_link import SHIM_PROGRAM, ShimRecord, listen
 from roost.daemon.storage.recovery import kill_stale_workers
 from roost.drivers.base import Launch

@@ -13,7 +13,8 @@ from typing import Any, Awaitable, Callable
 from roost.config import Config
 from roost.daemon.engine.slot import WorkerHandle
 from roost.daemon.processes.spare import Spares
-from roost.daemon.processes.process import Worker, adopt_opener
+from roost.daemon.processes.process import Worker
+from roost.daemon.processes.shim_process import adopt_opener
 from roost.daemon.processes.shim_link import ShimRecord
 from roost.drivers import driver_for
 from roost.drivers.base import DriverError, LaunchContext

@@ -7,7 +7,7 @@ the job's log; its exit comes as the shim's word, with the last stderr lines.
 Its exit is the worker's own, not its pipes': whatever is left of its tree (``WorkerTree``: its
 session, its mark) is killed before the exit is reported. While it runs, the shim's record is
 written down under the state directory (``Launch.record``), so a daemon started after this one
-re-adopts the worker (``adopt_opener``) or, when it cannot, kills what is left
+re-adopts the worker (``shim_process.adopt_opener``) or, when it cannot, kills what is left
 (roost/daemon/storage/recovery.py). A daemon that stops leaves its shims running (``detach``).
 
 Lines are bounded by MAX_FRAME both ways: a command that big is refused before it is written, and a
@@ -24,17 +24,14 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
-import tempfile
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Awaitable, Callable
 
-from roost.daemon.processes.shim_link import KEEP, Dropped, ShimError, ShimLink, ShimRecord, listen, shim_argv
+from roost.daemon.processes.shim_link import KEEP, Dropped, ShimLink
+from roost.daemon.processes.shim_process import Opener, Process, open_process
 from roost.drivers.base import Adapter, Launch
 from roost.paths import make_private_dir, open_private
-from roost.proctree import WorkerTree, boot_id, boot_ticks, read_proc
+from roost.proctree import WorkerTree
 from roost.protocol import MAX_FRAME, encode
 from roost.worker_protocol import Oversize, describe_exit, note, response
 
@@ -57,116 +54,6 @@ STDERR_LINE = 1000
 PIPE_GRACE = 1.0
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Process:
-    """A worker running under its shim, connected, nobody reading its lines yet."""
-
-    #: The worker's (the agent's) pid: what the job's record says.
-    pid: int
-    tree: WorkerTree
-    record: ShimRecord
-    link: ShimLink
-    #: The shim, when this daemon started it (reaped by a thread of its own); None when adopted.
-    shim: subprocess.Popen[bytes] | None = None
-    #: A worker on an SSH host under a shim there (roost/daemon/processes/remote_worker.py): its
-    #: record's socket is the host's path, nothing of this machine's.
-    remote: bool = False
-
-    @property
-    def exited(self) -> "asyncio.Future[int]":
-        return self.link.exited
-
-
-Opener = Callable[[str, Launch], Awaitable[Process]]
-
-
-def socket_for(job_id: str, launch: Launch) -> Path:
-    """Where the shim listens: beside the worker's record (state/workers/, 0700), or, for a worker
-    written down nowhere (a test's own), in a private temporary directory."""
-    if launch.record is not None:
-        return launch.record.with_suffix(".sock")
-    return Path(tempfile.mkdtemp(prefix="roost-shim-")) / f"{job_id}.sock"
-
-
-async def open_process(job_id: str, launch: Launch, tail_env: dict[str, str] | None = None,
-                       ephemeral: bool = False) -> Process:
-    """Start ``launch`` under a shim with a new mark, the shim's record written at ``launch.record``.
-    ``tail_env`` goes last in its environment (a spare's room for its job's variables). The shim
-    outlives this daemon only once its record is written (``keep``): until then, and for good
-    when it cannot be written or is ``ephemeral`` (a spare's, until a job takes it), it ends
-    with this daemon. Raises OSError (a missing binary, a bad cwd) for the caller to report."""
-    loop = asyncio.get_running_loop()
-    floor, mark = boot_ticks(), WorkerTree.new_mark()
-    path = socket_for(job_id, launch)
-    sock = listen(path)
-    try:
-        # The agent's environment goes on the shim's stdin: the shim's own names no job (it is not the worker).
-        shim = subprocess.Popen(shim_argv(sock, path, job_id, mark, launch.argv), cwd=launch.cwd,
-                                env={}, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=[sock.fileno()],
-                                start_new_session=True)
-    finally:
-        sock.close()
-    assert shim.stdin is not None
-    try:
-        with shim.stdin:
-            shim.stdin.write(b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0"
-                                      for k, v in {**launch.env, **(tail_env or {})}.items()))
-    except BrokenPipeError:  # it died at once: its connection says why (or that nobody answered)
-        pass
-    reaped: asyncio.Future[int] = loop.create_future()
-    threading.Thread(target=_reap, args=(shim, loop, reaped), name=f"reap-{shim.pid}", daemon=True).start()
-    try:
-        link = await ShimLink.connect(path)
-    except (OSError, asyncio.TimeoutError) as exc:
-        shim.kill()
-        path.unlink(missing_ok=True)
-        raise exc if isinstance(exc, ShimError) else ShimError(f"the worker's shim did not answer: {exc}") from None
-    tree = WorkerTree(job=job_id, pid=link.worker_pid, start=link.worker_start, floor=floor, mark=mark, boot=boot_id())
-    proc = read_proc(shim.pid)
-    record = ShimRecord(tree, shim.pid, proc.start if proc else 0, str(path), launch.env.get("ROOST_TOKEN", ""),
-                        launch.adoptable)
-    if launch.record is not None and save_record(record, launch.record) and not ephemeral:
-        link.keep()
-    return Process(link.worker_pid, tree, record, link, shim)
-
-
-def adopt_opener(record: ShimRecord, committed: int) -> Opener:
-    """An opener that takes over the running worker ``record`` names (a past daemon's) instead of
-    starting one: its shim must still be the one started and name the same worker."""
-
-    async def adopt(job_id: str, launch: Launch) -> Process:
-        if not record.alive():
-            raise ShimError("its shim is gone")
-        link = await ShimLink.connect(Path(record.socket), committed)
-        if (link.shim_pid, link.worker_pid, link.worker_start) != (record.shim_pid, record.tree.pid, record.tree.start):
-            link.close()
-            raise ShimError(f"its socket is answered by another worker ({link.worker_pid}, not {record.tree.pid})")
-        return Process(link.worker_pid, record.tree, record, link)
-
-    return adopt
-
-
-def save_record(record: ShimRecord, path: Path) -> bool:
-    """Write the shim's record down for a later daemon; a failure is logged (the worker runs, but
-    ends with this daemon: nobody could find it after), and answered False."""
-    try:
-        record.save(path)
-    except OSError as exc:
-        log.warning("job %s: cannot write down its worker at %s (it ends with this daemon): %s",
-                    record.tree.job, path, exc)
-        return False
-    return True
-
-
-def _reap(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited: "asyncio.Future[int]") -> None:
-    """In a thread of its own: wait for this shim's pid only (no other child is reaped here)."""
-    rc = proc.wait()
-    try:
-        loop.call_soon_threadsafe(lambda: exited.done() or exited.set_result(rc))
-    except RuntimeError:
-        pass  # the loop is gone: the daemon is exiting and nobody waits for this any more
 
 
 #: Commands a worker being reached may be sent before its shim answers (the engine sends one at a time).

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from roost.daemon.processes.process import Opener, Process
+from roost.daemon.processes.shim_process import Opener, Process
 from roost.daemon.processes.shim_link import KEEP, SHIM_HELLO_TIMEOUT, ShimError, ShimLink, ShimRecord, handshake
 from roost.drivers.base import Launch
 from roost.hosts.link import HostDown, Link, last_line

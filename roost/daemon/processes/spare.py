@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any, Callable, Coroutine
 
 from roost.config import Config, ConfigError, DriverProfile
-from roost.daemon.processes.process import PIPE_GRACE, Process, open_process, save_record
+from roost.daemon.processes.process import PIPE_GRACE
+from roost.daemon.processes.shim_process import Process, open_process, save_record
 from roost.drivers import driver_for
 from roost.drivers.base import Launch, LaunchContext
 from roost.models import Job
