@@ -1,6 +1,8 @@
 """Claude Code's stream-json, both ways: the adapter between it and the worker protocol (the driver,
 which starts ``claude -p``, is ``drivers/claude.py``; a permission request's shapes are in
 ``drivers/approvals.py``, its usage in ``drivers/usage.py``, its limits' words in ``drivers/limits.py``).
+One file for one protocol, about 400 lines: a handler per frame Claude Code sends and per command
+the daemon does, all reading and writing the one turn in flight.
 
 What it relies on, measured with Claude Code 2.1.328 against a fake Messages API (docs/agents.md):
 
