@@ -181,6 +181,19 @@ class DaemonHarness:
         self.wait_for(lambda: any(e["kind"] == "tool" and e["data"].get("args") == {"gate": gate}
                                   for e in self.timeline(job_id)), timeout, f"job {job_id} to wait on gate {gate}")
 
+    def close_after_turn(self, job_id: str, timeout: float = WAIT) -> None:
+        """Close the job once its aborted turn has come back (until then close is refused: in a turn)."""
+
+        def closed() -> bool:
+            try:
+                self.call("close", job=job_id)
+            except ClientError as exc:
+                assert "in a turn" in exc.message
+                return False
+            return True
+
+        self.wait_for(closed, timeout=timeout, what="the aborted turn to end and close to be taken")
+
     def wait_for(self, predicate: Callable[[], Any], timeout: float = WAIT, what: str = "a condition") -> Any:
         deadline = time.monotonic() + timeout
         while True:

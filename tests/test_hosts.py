@@ -53,16 +53,6 @@ def remote_procs(job_id: str) -> list[int]:
     return procs_where(lambda argv: any(n in a for a in argv for n in names) and b"ssh" not in argv[0])
 
 
-def _closed(daemon, job_id: str) -> bool:
-    """Close, once the job's aborted turn has come back (until then close is refused: in a turn)."""
-    try:
-        daemon.call("close", job=job_id)
-    except ClientError as exc:
-        assert "in a turn" in exc.message
-        return False
-    return True
-
-
 def master_pid(daemon) -> int:
     from roost.config import load_config
     from roost.hosts.commands import master_pid as pid_of
@@ -117,7 +107,7 @@ def test_stop_mid_turn_and_close_reach_the_remote_tree(daemon_factory, sshd, tmp
     daemon.wait_for(lambda: remote_procs(job), what="the remote worker")
     daemon.call("stop", job=job)
     assert daemon.wait_state(job, "stopped", timeout=10)["state"] == "stopped"
-    daemon.wait_for(lambda: _closed(daemon, job), timeout=10, what="the aborted turn to end and close to be taken")
+    daemon.close_after_turn(job, timeout=10)
     daemon.wait_row(job, lambda r: r["pid"] is None, timeout=10)
     daemon.wait_for(lambda: not remote_procs(job), timeout=10, what="the remote tree to end")
 

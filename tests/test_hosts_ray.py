@@ -218,7 +218,7 @@ def test_stop_mid_turn_then_close_end_the_worker_on_its_node(start, tmp_path):
     daemon.wait_for(lambda: worker_procs(job), what="the worker on its node")
     daemon.call("stop", job=job)
     assert daemon.wait_state(job, "stopped", timeout=15)["state"] == "stopped"
-    daemon.wait_for(lambda: _closed(daemon, job), timeout=15, what="the aborted turn to end and close to be taken")
+    daemon.close_after_turn(job, timeout=15)
     daemon.wait_row(job, lambda r: r["pid"] is None, timeout=20)
     daemon.wait_for(lambda: not worker_procs(job), timeout=15, what="the worker on the node to end")
 
@@ -259,17 +259,6 @@ def test_a_worker_whose_relay_is_killed_ends_after_lost_after(start, tmp_path):
     gone = time.monotonic() - killed
     print(f"relay SIGKILLed -> the worker on its node gone in {gone:.1f}s (lost_after = 3)")
     assert gone >= 1.5  # the actor waited out its lease (its last call came at most ~1 s before the kill)
-
-
-def _closed(daemon, job_id: str) -> bool:
-    from roost.socket_connect import ClientError
-
-    try:
-        daemon.call("close", job=job_id)
-    except ClientError as exc:
-        assert "in a turn" in exc.message
-        return False
-    return True
 
 
 def test_the_reaper_closes_a_ray_worker_and_a_message_resumes_its_session(start, tmp_path):

@@ -179,17 +179,22 @@ def test_stop_mid_turn_aborts_pi_and_keeps_its_worker(pi_daemon, fake):
     assert not any(e.get("outcome") in ("ok", "failed") for e in timeline(daemon, job, "turn_end"))
 
 
-@pytest.mark.pi
-def test_pis_whose_shims_went_with_a_sigkilled_daemon_are_killed_and_their_jobs_failed_and_resumable(pi_daemon, fake):
-    """pi is re-adopted across a restart like any worker (tests/test_readopt_agents.py); one whose shim
-    is gone cannot be: its pi is killed, its turn failed, and a message resumes it from its session."""
-    daemon = pi_daemon()
+def _an_idle_pi_and_a_busy_one(daemon, fake) -> tuple[str, dict, str, int]:
+    """An idle pi job (its row) and one streaming the fake server's slow answer (its pid)."""
     idle = daemon.spawn("remember the word egret", driver="pi")
     idle_row = daemon.wait_state(idle, "idle", timeout=START)
     busy = daemon.spawn("SLOW", driver="pi")
     daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(busy)["state"] == "working", timeout=START,
                     what="pi streaming the slow answer")
-    busy_pid = daemon.show(busy)["pid"]
+    return idle, idle_row, busy, daemon.show(busy)["pid"]
+
+
+@pytest.mark.pi
+def test_pis_whose_shims_went_with_a_sigkilled_daemon_are_killed_and_their_jobs_failed_and_resumable(pi_daemon, fake):
+    """pi is re-adopted across a restart like any worker (tests/test_readopt_agents.py); one whose shim
+    is gone cannot be: its pi is killed, its turn failed, and a message resumes it from its session."""
+    daemon = pi_daemon()
+    idle, idle_row, busy, busy_pid = _an_idle_pi_and_a_busy_one(daemon, fake)
     shims = [json.loads((daemon.paths.state_dir / "workers" / f"{job}.json").read_text())["shim"]["pid"]
              for job in (idle, busy)]
     daemon.kill()
@@ -211,12 +216,7 @@ def test_a_full_stop_of_the_daemon_closes_pi_and_a_message_resumes_it_from_its_s
     next daemon: tests/test_readopt_agents.py): its turn failed "the daemon shut down during its turn",
     the idle one reaped and resumed from its session."""
     daemon = pi_daemon()
-    idle = daemon.spawn("remember the word egret", driver="pi")
-    idle_row = daemon.wait_state(idle, "idle", timeout=START)
-    busy = daemon.spawn("SLOW", driver="pi")
-    daemon.wait_for(lambda: fake.bodies_with("SLOW") and daemon.show(busy)["state"] == "working", timeout=START,
-                    what="pi streaming the slow answer")
-    busy_pid = daemon.show(busy)["pid"]
+    idle, idle_row, busy, busy_pid = _an_idle_pi_and_a_busy_one(daemon, fake)
     daemon.stop()
     assert not pid_alive(busy_pid) and not pid_alive(idle_row["pid"])
     daemon.start()
