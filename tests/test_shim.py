@@ -204,3 +204,36 @@ def test_roost_daemon_restart_keeps_a_turn_running(daemon: DaemonHarness) -> Non
     finally:  # the harness started the old daemon; this one the CLI did
         daemon.call("shutdown", all=True)
         daemon.wait_for(lambda: not daemon.paths.socket.exists(), what="the new daemon to stop")
+
+
+async def test_a_shim_that_speaks_another_version_is_refused_saying_so_and_keeps_its_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hello carries the shim's protocol version: a daemon of another one (an upgrade that changed
+    it) takes no worker it cannot speak to, says which version it heard, and leaves the worker to it."""
+    from roost.daemon.processes import shim_link
+    from roost.daemon.processes.shim_link import ShimError, ShimLink
+
+    path = tmp_path / "w.sock"
+    sock = listen(path)
+    pid_file = tmp_path / "pid"
+    worker = "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); sys.stdin.read()"
+    shim = subprocess.Popen([sys.executable, "-I", "-S", str(SHIM_PROGRAM), "--fd", str(sock.fileno()), "--job", "j",
+                             "--keep", "1000", "--line-max", "4096", "--mark", "m", "--socket", str(path), "--",
+                             sys.executable, "-c", worker, str(pid_file)], pass_fds=[sock.fileno()],
+                            stdin=subprocess.DEVNULL)
+    sock.close()
+    try:
+        monkeypatch.setattr(shim_link, "VERSION", shim_link.VERSION + 1)
+        with pytest.raises(ShimError, match=f"not version {shim_link.VERSION}") as refused:
+            await ShimLink.connect(path)
+        assert '"roost_shim": 1' in str(refused.value) or "'roost_shim': 1" in str(refused.value), refused.value
+        deadline = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert time.monotonic() < deadline, "the worker started"
+            time.sleep(0.01)
+        assert shim.poll() is None and pid_alive(int(pid_file.read_text())), "the worker is left running"
+    finally:
+        shim.kill()
+        shim.wait(10)
+        if pid_file.exists() and pid_file.read_text():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
