@@ -186,13 +186,14 @@ def on_event(eng: EngineApi, job: Job, msg: Event) -> None:
     slot = eng.current(job, msg)
     if slot is None:
         return
-    if msg.seq > slot.seq:  # applied with this batch; once it is committed, the shim may forget the line
+    advanced = msg.seq > slot.seq
+    if advanced:  # applied with this batch; once it is committed, the shim may forget the line
         seq, worker = msg.seq, msg.worker
         slot.seq = seq
-        eng.save_quietly(job)
         eng.effect(lambda: worker.ack(seq))
     if msg.state is not None:
         slot.adapter = msg.state
+    if advanced or msg.state is not None:  # both go with the record (``live_of``)
         eng.save_quietly(job)
     for event in msg.events:
         _on_one(eng, job, slot, without_lone_surrogates(event))
