@@ -53,7 +53,7 @@ async def _update(app: Any, pilot: Any, job: str, n: int, clocks: _Clocks) -> No
 
 
 async def _agent(app: Any, pilot: Any, wire: list[dict[str, Any]], runs: int) -> dict[str, list[float]]:
-    from roost.tui.daemon_link import LinkUpdate, safe_row
+    from roost.tui.daemon_link import safe_row
 
     screen = app.screen
     app.link.rows.clear()
@@ -72,7 +72,7 @@ async def _agent(app: Any, pilot: Any, wire: list[dict[str, Any]], runs: int) ->
 
 
 async def _panel(app: Any, pilot: Any, wire: list[dict[str, Any]], runs: int) -> dict[str, list[float]]:
-    from roost.tui.daemon_link import LinkUpdate, safe_row
+    from roost.tui.daemon_link import safe_row
     from roost.tui.job_screen import JobScreen
 
     root, kids = wire[0], wire[1:]

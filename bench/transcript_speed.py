@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import time
 
-from harness import Daemon, Home, Result, median, pct, seed_records
+from harness import Daemon, Home, Result, pct, seed_records
 
 #: Entries of the long job, and of the baseline.
 ENTRIES = 10_000

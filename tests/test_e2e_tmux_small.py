@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_e2e_tmux import ROOST, Tmux, term  # noqa: F401  (term is a fixture)
+from test_e2e_tmux import ROOST, term  # noqa: F401  (term is a fixture)
 
 
 def test_roost_demo_starts_on_the_top_row(daemon, term):
