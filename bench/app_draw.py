@@ -72,7 +72,7 @@ async def _agent(app: Any, pilot: Any, wire: list[dict[str, Any]], runs: int) ->
 
 
 async def _panel(app: Any, pilot: Any, wire: list[dict[str, Any]], runs: int) -> dict[str, list[float]]:
-    from roost.tui.daemon_link import safe_row
+    from roost.tui.daemon_link import LinkUpdate, safe_row
     from roost.tui.job_screen import JobScreen
 
     root, kids = wire[0], wire[1:]
