@@ -2,7 +2,7 @@
 
 Only the daemon opens it. Every change is committed before the daemon acknowledges it to anyone
 or pushes it to subscribers, so a crash of the daemon loses nothing that was acknowledged.
-One idea at about 480 lines: each table's reads and writes, next to the schema and the
+One idea at about 490 lines: each table's reads and writes, next to the schema and the
 transactions they run in; the search index is its own module (``search.py``) with a hook here, the
 usage tables too (``usage.py``, ``Store.usage``), and repair is ``repair.py`` / ``pages.py``. The
 reports' and messages' queries (outbox, inbox) could follow ``usage.py`` into a table class of
