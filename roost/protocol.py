@@ -202,6 +202,7 @@ OPS: dict[str, dict[str, Arg]] = {
              "prompt": _OPT_STR},  # a prompt is bounded as one (supervisor.check_prompt)
     "answer_approval": {"approval": _ID, "decision": Arg((str,), required=True, choices=APPROVAL_ANSWERS),
                         "reason": _STR, "rule": _OPT_STR},
+    "approval_text": {"approval": _ID, "offset": Arg((int,), bounds=(0, INT_MAX))},
     "acknowledge": {},
     "usage": {"job": _OPT_ID, "days": Arg((int,), bounds=(1, USAGE_DAYS_MAX))},
     "budget": {"job": _ID, "usd": _DOLLARS, "tokens": _TOKENS},

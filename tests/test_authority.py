@@ -33,6 +33,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "merge": {"job": "{t}"},
     "report": {"status": "idle", "text": "a note"},
     "answer_approval": {"approval": "ap-zzzzzz", "decision": "deny"},
+    "approval_text": {"approval": "ap-zzzzzz"},
     "show": {"job": "{t}"},
     "children": {"job": "{t}"},
     "list": {"under": "{t}"},

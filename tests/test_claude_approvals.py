@@ -181,3 +181,20 @@ def test_the_cwd_an_approval_shows_is_where_the_command_runs_after_a_cd_too(clau
     daemon.wait_for(lambda: (work / "where.txt").exists() and (work / "where.txt").read_text().endswith("\n"),
                     timeout=START, what="the command to run")
     assert (work / "where.txt").read_text() == f"{work}\n" and not (work / "sub" / "where.txt").exists()
+
+
+@pytest.mark.claude
+def test_a_long_command_with_another_in_its_middle_is_asked_not_allowed_by_a_prefix_rule(claude_daemon, fake):
+    """Issue 31, item 1, with Claude Code: its request comes whole (once cut at 16 KiB by the adapter,
+    then to 8 KiB by the daemon before its rules read it, so `Bash:echo hi*` allowed what hid `touch`)."""
+    daemon = claude_daemon('approval_rules = ["Bash:echo hi*"]\n')
+    command = "echo hi " + "a" * 5000 + "; touch PWNED; echo " + "b" * 12000
+    job, work, pending = asking(daemon, "CALL Bash " + json.dumps({"command": command}))
+    assert not (work / "PWNED").exists()
+    assert pending["what"]["cut"] > 0 and "PWNED" not in pending["what"]["command"]
+    assert f"roost approvals --full {pending['id']}" in roost(daemon, "approvals")
+    assert roost(daemon, "approvals", "--full", pending["id"]) == f"tool: Bash\ncommand: {command}\ncwd: {work}"
+    roost(daemon, "deny", pending["id"], "no")
+    daemon.wait_state(job, "idle", timeout=START)
+    assert not (work / "PWNED").exists()
+    assert [d["by"] for d in decisions(daemon, job)] == ["a person"]

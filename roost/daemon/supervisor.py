@@ -276,6 +276,22 @@ class Supervisor:
             raise self.engine.approvals.refusal(approval)
         return await self._ask(job_id, m.AnswerApproval(approval, decision, reason, rule))
 
+    def approval_text(self, approval: str, offset: int) -> dict[str, Any]:
+        """One page of a pending approval's whole request, as the agent will run it (the record and
+        the rows keep it cut past WHAT_MAX): what a person reads before answering."""
+        job_id = self.engine.approvals.jobs.get(approval)
+        entry = next((a for a in self.index.require(job_id).approvals if a["id"] == approval), None) if job_id else None
+        if job_id is None or entry is None:
+            raise self.engine.approvals.refusal(approval)
+        slot = self.engine.slots.get(job_id)
+        whole = slot.whole.get(approval) if slot is not None else None
+        text = approval_rules.whole_text(entry["tool"], whole if whole is not None else entry["what"])
+        page = text[offset:offset + approval_rules.TEXT_PAGE]
+        after = offset + len(page)
+        return {"approval": approval, "job": job_id, "text": page, "offset": offset, "total": len(text),
+                "whole": whole is not None or approval_rules.is_whole(entry["what"]),
+                "next": after if after < len(text) else None}
+
     async def rename(self, job_id: str, title: str) -> dict[str, Any]:
         self.index.require(job_id)
         title = " ".join(title.split())

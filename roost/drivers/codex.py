@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 
 from roost.drivers import limits
 from roost.drivers.usage import codex_call
-from roost.drivers.approvals import bounded, codex_file_what, words
+from roost.drivers.approvals import codex_file_what, words
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
                                 inherited_env, line_field)
 from roost.drivers.mcp import MCP_NAME, mcp_config
@@ -291,13 +291,13 @@ class CodexAdapter(Adapter):
         wid = str(request_id)
         self.pending[wid] = (request_id, method)
         if method == "item/commandExecution/requestApproval":
-            tool, what = "exec_command", bounded({"command": str(params.get("command") or ""),
-                                                  "cwd": str(params.get("cwd") or self.params.get("cwd") or "")})
+            tool, what = "exec_command", {"command": str(params.get("command") or ""),
+                                          "cwd": str(params.get("cwd") or self.params.get("cwd") or "")}
         elif method == "item/fileChange/requestApproval":
             tool, what = "apply_patch", codex_file_what(self.changes.get(str(params.get("itemId"))))
         else:
             server = str(params.get("serverName") or "?")
-            tool, what = f"mcp__{server}", bounded({"input": {"server": server, "message": params.get("message")}})
+            tool, what = f"mcp__{server}", {"input": {"server": server, "message": params.get("message")}}
         return [approval(wid, tool, what, description=words(params.get("reason")))]
 
     def _on_item_started(self, params: dict[str, Any]) -> list[dict[str, Any]]:

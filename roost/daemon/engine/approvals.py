@@ -38,8 +38,9 @@ def on_asked(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
         eng.timeline(job, "note", message=f"ignored a second request for the pending approval {wid!r}")
         return
     tool = rules.word(event.get("tool")) or "?"
-    what = rules.bound_what(event.get("what"))
-    decision = rules.decide(job.approval_policy, job.approval_grants, tool, what)
+    whole = rules.as_what(event.get("what"))  # as the agent will run it: what the policy decides on
+    what = rules.bound_what(whole)  # what is kept and shown
+    decision = rules.decide(job.approval_policy, job.approval_grants, tool, whole, rules.is_whole(what))
     verdict, by, reason = decision.verdict, "policy", decision.why
     if job.state == State.STOPPED or job.archived_at is not None:
         verdict, by, reason = "deny", "a stop", "the job is stopped: nothing it asks runs"
@@ -63,6 +64,8 @@ def on_asked(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
     eng.set_state(job, State.WAITING, "approval", approval=aid)
     eng.save(job)
     slot.approvals[aid] = (wid, eng.monotonic())
+    if not rules.is_whole(what):
+        slot.whole[aid] = whole
     eng.approvals.jobs[aid] = job.id
 
 
@@ -93,6 +96,8 @@ def settle(eng: EngineApi, job: Job, aid: str, decision: str, by: str, reason: s
         return None
     slot = eng.slots.get(job.id)
     wid = slot.approvals.pop(aid, (None, 0.0))[0] if slot is not None else None
+    if slot is not None:
+        slot.whole.pop(aid, None)
     job.approvals = [a for a in job.approvals if a["id"] != aid]
     said = {"reason": reason} if reason else {}
     if rule is not None:
@@ -128,7 +133,7 @@ def on_answer(eng: EngineApi, job: Job, msg: m.AnswerApproval) -> None:
         rule = None
         if msg.decision == "job":
             try:
-                rule = msg.rule or rules.rule_for(entry["tool"], entry["what"])
+                rule = msg.rule or str(rules.parse_rule(rules.rule_for(entry["tool"], whole_of(eng, job, entry))))
             except rules.RuleError as exc:
                 raise ProtocolError(ErrorCode.BAD_ARGS, f"answer_approval: {exc}") from None
             if rule not in job.approval_grants:
@@ -142,7 +147,7 @@ def on_answer(eng: EngineApi, job: Job, msg: m.AnswerApproval) -> None:
         result["decision"] = "allow"
         if rule is not None:  # what else waits and the new rule covers goes too
             for other in list(job.approvals):
-                if rules.parse_rule(rule).matches(other["tool"], other["what"]):
+                if rules.parse_rule(rule).matches(other["tool"], whole_of(eng, job, other), rules.is_whole(other["what"])):
                     owid = settle(eng, job, other["id"], "allow", f"rule {rule!r} a person granted")
                     allowed += [(owid, f"allowed by rule {rule!r}")] if owid else []
     eng.save(job)
@@ -153,6 +158,13 @@ def on_answer(eng: EngineApi, job: Job, msg: m.AnswerApproval) -> None:
         if denied:
             eng.spawn_task(_answer(eng, job.id, slot.worker, denied, "deny", result["reason"]))
     msg.answer(result)
+
+
+def whole_of(eng: EngineApi, job: Job, entry: dict[str, Any]) -> dict[str, Any]:
+    """A pending approval's request as the agent will run it: the record's, or, when that was cut,
+    the whole one the job's slot keeps."""
+    slot = eng.slots.get(job.id)
+    return slot.whole.get(entry["id"], entry["what"]) if slot is not None else entry["what"]
 
 
 def deny_all(eng: EngineApi, job: Job, by: str, reason: str,

@@ -103,6 +103,9 @@ class Slot:
     #: Its pending approvals: the daemon's id -> (the worker's own id, when it was asked on the
     #: monotonic clock, which the timeout counts from).
     approvals: dict[str, tuple[str, float]] = field(default_factory=dict)
+    #: The whole request of each pending approval too long to keep whole in the record (the daemon's
+    #: id -> its ``what`` as the agent sent it): what the person reads before answering.
+    whole: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Rate limits (roost/daemon/engine/limits.py): when its bounced turn may go again (monotonic;
     #: None: not held by time), whether it waits for a person (``on_rate_limit = "ask"``), and how
     #: many turns in a row were bounced (the back-off without a reset time doubles with each).

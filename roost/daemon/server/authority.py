@@ -71,6 +71,7 @@ RULES: dict[str, Rule] = {
     "fork": _MINE,  # a job's fork is its own child, like its spawns
     "report": Rule(Reach.SELF, person=False),
     "answer_approval": _PERSON,  # no job answers an approval: not the asking one, its parent or its children
+    "approval_text": _PERSON,  # what the person reads before answering
     "show": Rule(Reach.FAMILY, "job"),
     "children": _MINE,
     "list": Rule(Reach.SUBTREE, "under"),

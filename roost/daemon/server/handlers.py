@@ -164,6 +164,11 @@ def answer_approval(ctx: Context, req: Request) -> Any:
                                           args.get("rule"))
 
 
+@handles("approval_text")
+def approval_text(ctx: Context, req: Request) -> Any:
+    return ctx.supervisor.approval_text(req.args["approval"], req.args.get("offset", 0))
+
+
 @handles("archive")
 def archive(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.archive(req.args["job"])
