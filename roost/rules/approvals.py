@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from roost.models import cut_middle
+from roost.rules import command_words as words
 from roost.protocol import APPROVAL_MODES
 
 MODES = APPROVAL_MODES
@@ -67,8 +68,11 @@ class Rule:
         return self.pattern is None or self.pattern.endswith("*")
 
     def matches(self, tool: str, what: Mapping[str, Any], whole: bool = True) -> bool:
-        """Whether it allows this request; a request not kept whole (too long to store and show) is
-        never allowed by a wildcard: the person reads it first."""
+        """Whether it allows this request. A request not kept whole (too long to store and show) is
+        never allowed by a wildcard: the person reads it first. A command's prefix never covers what
+        chains another command after it, nor git's ways to run what the rule does not say; a path is
+        matched as it will be reached (``..`` taken out), and a change of several paths (one a line)
+        only when every one of them matches."""
         if tool != self.tool or (self.wildcard and not whole):
             return False
         if self.pattern is None:
@@ -77,12 +81,27 @@ class Rule:
         if subject is None:
             return False
         key, value = subject
+        if key == "path":
+            return self._paths(value.split("\n"), what.get("cwd"))
         if not self.pattern.endswith("*"):
             return value == self.pattern
         prefix = self.pattern[:-1]
         if not value.startswith(prefix):
             return False
-        return key != "command" or not SHELL_CONTROL.search(value[len(prefix):])
+        if key != "command":
+            return True
+        return not (SHELL_CONTROL.search(value[len(prefix):]) or words.words(value) is None
+                    or words.git_widened(value, prefix))
+
+    def _paths(self, paths: list[str], cwd: Any) -> bool:
+        base, pattern = cwd if isinstance(cwd, str) else None, self.pattern or ""
+        reached = [words.normal_path(p, base) for p in paths]
+        if not pattern.endswith("*"):
+            return reached == [words.normal_path(p, base) for p in pattern.split("\n")]
+        prefix = pattern[:-1]
+        if prefix.endswith("/"):  # normpath would take the slash that makes it a directory
+            prefix = words.normal_path(prefix, base).rstrip("/") + "/"
+        return all(p.startswith(prefix) for p in reached)
 
 
 def parse_rule(text: str) -> Rule:
@@ -121,19 +140,23 @@ def request_subject(what: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def rule_for(tool: str, what: Mapping[str, Any]) -> str:
-    """The rule "approve for this job" adds unless the person edits it: the same tool with the same
-    command prefix (the program and its next word unless that is an option: ``git status*``), the same
-    path or URL, or the tool alone for a request with none of those. A command that does not start
-    with a plain word gets a rule for exactly itself; RuleError when even that cannot be written (a
-    ``*`` in it): the person gives the rule."""
+    """The rule "approve for this job" adds unless the person edits it, never wider than what the
+    person saw: the same tool with the same command prefix (the program and its next word unless that
+    is an option: ``git status*``), the same path or URL, or the tool alone for a request with none
+    of those. A command that does not start with a plain word, that runs another command through its
+    arguments (``env``, ``sh -c``, ``timeout``, ``sudo``, ``VAR=x cmd`` …) or that git would widen
+    (``git -c``, an alias) gets a rule for exactly itself; RuleError when even that cannot be written
+    (a ``*`` in it, or too long): the person gives the rule."""
     subject = request_subject(what)
     if subject is None:
         return tool
     key, value = subject
     plain = [w for w in value.split()[:2] if not SHELL_CONTROL.search(w) and "*" not in w]
-    if key != "command" or not plain or not value.startswith(plain[0]):
-        if "*" in value:
-            raise RuleError(f"no rule covers exactly {value[:200]!r} (it holds '*'): give the rule to add")
+    if (key != "command" or not plain or not value.startswith(plain[0]) or words.wrapped(value)
+            or words.git_widened(value, "")):
+        if "*" in value or len(value) + len(tool) + 1 > RULE_MAX:
+            raise RuleError(f"no rule covers exactly {value[:200]!r} (it holds '*' or is over {RULE_MAX} "
+                            "characters): give the rule to add")
         return f"{tool}:{value}"
     head = plain[:2] if len(plain) > 1 and not plain[1].startswith("-") and value.split()[1] == plain[1] else plain[:1]
     return f"{tool}:{' '.join(head)}*"
@@ -207,7 +230,8 @@ def describe(entry: Mapping[str, Any]) -> str:
     tool, what = str(entry.get("tool", "?")), entry.get("what") or {}
     subject = request_subject(what)
     gone = hidden(what)
-    long = f" [too long to show whole: {gone}; `roost approvals --full {entry.get('id', 'ID')}` shows all]" if gone else ""
+    full = f"`roost approvals --full {entry.get('id', 'ID')}` shows all"
+    long = f" [too long to show whole: {gone}; {full}]" if gone else ""
     if subject is None:
         return f"{tool}: {json.dumps(what.get('input', what), ensure_ascii=False)}{long}"
     key, value = subject

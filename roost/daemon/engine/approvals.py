@@ -12,6 +12,7 @@ are pure, in roost/rules/approvals.py; docs/agents.md#approvals says what people
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any, Coroutine
 
 from roost.daemon.engine import messages as m
@@ -40,7 +41,7 @@ def on_asked(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
     tool = rules.word(event.get("tool")) or "?"
     whole = rules.as_what(event.get("what"))  # as the agent will run it: what the policy decides on
     what = rules.bound_what(whole)  # what is kept and shown
-    decision = rules.decide(job.approval_policy, job.approval_grants, tool, whole, rules.is_whole(what))
+    decision = rules.decide(job.approval_policy, job.approval_grants, tool, reached(job, whole), rules.is_whole(what))
     verdict, by, reason = decision.verdict, "policy", decision.why
     if job.state == State.STOPPED or job.archived_at is not None:
         verdict, by, reason = "deny", "a stop", "the job is stopped: nothing it asks runs"
@@ -133,7 +134,8 @@ def on_answer(eng: EngineApi, job: Job, msg: m.AnswerApproval) -> None:
         rule = None
         if msg.decision == "job":
             try:
-                rule = msg.rule or str(rules.parse_rule(rules.rule_for(entry["tool"], whole_of(eng, job, entry))))
+                rule = msg.rule or str(rules.parse_rule(
+                    rules.rule_for(entry["tool"], reached(job, whole_of(eng, job, entry)))))
             except rules.RuleError as exc:
                 raise ProtocolError(ErrorCode.BAD_ARGS, f"answer_approval: {exc}") from None
             if rule not in job.approval_grants:
@@ -147,7 +149,8 @@ def on_answer(eng: EngineApi, job: Job, msg: m.AnswerApproval) -> None:
         result["decision"] = "allow"
         if rule is not None:  # what else waits and the new rule covers goes too
             for other in list(job.approvals):
-                if rules.parse_rule(rule).matches(other["tool"], whole_of(eng, job, other), rules.is_whole(other["what"])):
+                if rules.parse_rule(rule).matches(other["tool"], reached(job, whole_of(eng, job, other)),
+                                                  rules.is_whole(other["what"])):
                     owid = settle(eng, job, other["id"], "allow", f"rule {rule!r} a person granted")
                     allowed += [(owid, f"allowed by rule {rule!r}")] if owid else []
     eng.save(job)
@@ -158,6 +161,17 @@ def on_answer(eng: EngineApi, job: Job, msg: m.AnswerApproval) -> None:
         if denied:
             eng.spawn_task(_answer(eng, job.id, slot.worker, denied, "deny", result["reason"]))
     msg.answer(result)
+
+
+def reached(job: Job, what: dict[str, Any]) -> dict[str, Any]:
+    """A request as the rules read it: on this machine, each path (one a line) as it will be reached,
+    relative to the job's directory and with its symlinks resolved, so ``Edit:/repo/*`` never allows
+    a link in /repo that leads out of it. A host's paths are taken as given (``..`` still out)."""
+    path = what.get("path")
+    if not isinstance(path, str) or job.host:
+        return what
+    base = job.cwd or "/"
+    return {**what, "path": "\n".join(os.path.realpath(os.path.join(base, p)) for p in path.split("\n"))}
 
 
 def whole_of(eng: EngineApi, job: Job, entry: dict[str, Any]) -> dict[str, Any]:
