@@ -222,3 +222,27 @@ def test_a_path_rule_does_not_allow_a_write_through_a_link_that_leads_outside_it
     roost(daemon, "deny", pending["id"], "no")
     daemon.wait_state(job, "idle", timeout=START)
     assert not (outside / "PWNED").exists()
+
+
+@pytest.mark.claude
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_an_approval_outlives_a_restart_of_the_daemon_with_its_worker_asked_again_under_the_same_id(
+        claude_daemon, fake, how):
+    """Issue 31, item 9: a restart while a Claude Code job waited on an approval left it idle with no
+    turn end and no word to its parent (SIGTERM), or failed (SIGKILL). Its worker outlives the daemon,
+    so the approval is re-adopted with it: the same id asked again, nothing run meanwhile."""
+    daemon = claude_daemon()
+    job, work, pending = asking(daemon)
+    pid = daemon.show(job)["pid"]
+    daemon.kill() if how == "SIGKILL" else daemon.stop(keep_workers=True)
+    daemon.start()
+    row = daemon.wait_for(lambda: (r := daemon.show(job)) and [a["id"] for a in r["approvals"]] == [pending["id"]]
+                          and [e for e in timeline(daemon, job, "approval") if e.get("again")] and r,
+                          timeout=START, what="the approval asked again")
+    assert row["state"] == "waiting" and row["pid"] == pid
+    assert not (work / "pwned.txt").exists(), "nothing ran meanwhile"
+    assert roost(daemon, "approve", pending["id"]) == f"allowed {pending['id']} ({job})"
+    daemon.wait_state(job, "idle", timeout=START)
+    assert (work / "pwned.txt").read_text() == "pwned\n"
+    assert [e["outcome"] for e in timeline(daemon, job, "turn_end")] == ["ok"]
+    assert [d["by"] for d in decisions(daemon, job)] == ["a person"]

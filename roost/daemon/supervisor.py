@@ -190,7 +190,8 @@ class Supervisor:
         """Whether a stopping daemon leaves this worker running for the next one to re-adopt."""
         job = self.index.get(job_id)
         launch = getattr(slot.worker, "launch", None)
-        return (job is not None and not job.host and not job.approvals and slot.phase.value == "ready"
+        return (job is not None and not job.host and slot.phase.value == "ready"
+                and approval_rules.carried(job.approvals, (job.live or {}).get("adapter"))
                 and launch is not None and launch.adoptable and hasattr(slot.worker, "detach"))
 
     # -- spawning ------------------------------------------------------------------------------------

@@ -223,6 +223,16 @@ def _matches(text: str, tool: str, what: Mapping[str, Any], whole: bool = True) 
         return False
 
 
+def carried(approvals: Sequence[Mapping[str, Any]], adapter: Any) -> bool:
+    """Whether a restarted daemon can take over a worker's pending approvals: each one's request is in
+    its adapter's snapshot whole (``pending``: the agent's id -> its input), so it is asked again
+    under the same id and answered as asked. No approval pending: nothing to carry."""
+    if not approvals:
+        return True
+    kept = adapter.get("pending") if isinstance(adapter, dict) else None
+    return isinstance(kept, dict) and all(isinstance(kept.get(str(a.get("wid"))), dict) for a in approvals)
+
+
 # -- what people read ------------------------------------------------------------------------------------
 def describe(entry: Mapping[str, Any]) -> str:
     """One approval on one line, exactly what would run: ``shell: echo hi > f (in /repo)``, ``Edit:
@@ -245,7 +255,8 @@ def entry_text(data: Mapping[str, Any]) -> str:
     head = f"{data.get('id', '?')} {describe(data)}"
     if data.get("asked"):
         said = f" (the model says: {data['description']})" if data.get("description") else ""
-        return f"asks {head}{said}"
+        again = " again: its worker outlived the daemon's restart, nothing it asked ran" if data.get("again") else ""
+        return f"asks {head}{said}{again}"
     verb = {"allow": "allowed", "deny": "denied"}.get(str(data.get("decision")), str(data.get("decision")))
     rule = f" (rule {data['rule']})" if data.get("rule") else ""
     reason = f": {data['reason']}" if data.get("reason") else ""

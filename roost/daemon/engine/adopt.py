@@ -50,6 +50,10 @@ def on_adopt(eng: EngineApi, job: Job, msg: Adopt) -> None:
                 last_event_at=now)
     eng.slots[job.id] = slot
     eng.timeline(job, "worker", pid=job.pid, adopted=True)
+    for entry in job.approvals:  # its agent still waits on them (recovery.adoptable): asked again, same id
+        slot.approvals[entry["id"]] = (str(entry["wid"]), now)
+        eng.approvals.jobs[entry["id"]] = job.id
+        eng.timeline(job, "approval", id=entry["id"], asked=True, again=True, tool=entry["tool"], what=entry["what"])
     eng.spawn_task(_adopt(eng, job.id, worker, msg.record))
 
 

@@ -57,7 +57,7 @@ def on_asked(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
         eng.approvals.done(aid, f"{'allowed' if verdict == 'allow' else 'denied'} by {by} ({reason})")
         eng.spawn_task(_answer(eng, job.id, slot.worker, [wid], verdict, _heard(verdict, reason)))
         return
-    entry = {"id": aid, "tool": tool, "what": what, **words, "asked_at": eng.clock()}
+    entry = {"id": aid, "wid": wid, "tool": tool, "what": what, **words, "asked_at": eng.clock()}
     if not job.approvals:
         job.approval_back = (State.WORKING if slot.turn is not None else job.state).value
     job.approvals = [*job.approvals, entry]

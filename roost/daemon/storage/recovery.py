@@ -18,6 +18,7 @@ from roost.daemon.storage.records import Facts
 from roost.daemon.storage.store import Store
 from roost.models import REASONED_STATES, TURN_STATES, Job, State
 from roost.proctree import WorkerTree, boot_id, record_path
+from roost.rules import approvals as approval_rules
 from roost.rules.provider_subagents import ended_with_worker
 from roost.rules.state_table import check as check_transition
 
@@ -138,13 +139,15 @@ def _to_recover(job: Facts) -> bool:
 
 def adoptable(index: JobIndex, state_dir: Path) -> list[tuple[str, ShimRecord]]:
     """The jobs whose workers a new daemon takes over: on this machine, ready when the last daemon
-    wrote the record (not starting, not being closed), no approval pending, a driver whose adapter
+    wrote the record (not starting, not being closed), no approval pending that its adapter's snapshot
+    does not carry whole (rules/approvals.py ``carried``: Claude Code's do), a driver whose adapter
     keeps nothing in memory or restores what it knew (all but Codex's), and a shim that is still the
     one started (its record, found by the job's id, names its pid and start time, this boot, and the
     job's worker)."""
     boot, out = boot_id(), []
     for job in index.jobs.whole([f.id for f in index.jobs.every_fact() if f.pid is not None]):
-        if job.host or job.approvals or (job.live or {}).get("phase") != "ready":
+        live = job.live or {}
+        if job.host or not approval_rules.carried(job.approvals, live.get("adapter")) or live.get("phase") != "ready":
             continue
         record = ShimRecord.load(record_path(state_dir, job.id))
         if (record is not None and record.adoptable and record.tree.boot == boot and record.tree.pid == job.pid
