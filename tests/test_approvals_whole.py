@@ -57,7 +57,8 @@ def test_a_long_request_is_allowed_whole_by_its_persons_answer_and_runs_as_asked
     assert page["text"] == f"tool: shell\ncommand: {command}\ncwd: {where}\n"[10:] and page["next"] is None
     assert page["whole"] is True and page["total"] == len(f"tool: shell\ncommand: {command}\ncwd: {where}\n")
     cli(daemon, "approve", entry["id"])
-    daemon.wait_for(lambda: (where / "made.txt").exists() and (where / "made.txt").read_text() == "c" * (3 * WHAT_MAX) + "\n",
+    made = where / "made.txt"
+    daemon.wait_for(lambda: made.exists() and made.read_text() == "c" * (3 * WHAT_MAX) + "\n",
                     what="the whole command to run")
 
 
