@@ -21,6 +21,13 @@ connection goes). What is not acknowledged is kept, at most
 ``--keep`` bytes (the newest; what goes is counted in one ``D`` frame), and sent again, once, to the
 next daemon that connects. The shim ends once its agent's exit is acknowledged.
 
+Only the daemon reaches it: started ``--daemon-lock MAJ:MIN:INODE`` (the daemon's lock as /proc/locks
+names it), the shim takes a connection only from the process holding that lock (its pid from
+SO_PEERCRED), and tells any other why and closes it, keeping the daemon that is connected and all it
+kept. It is a child subreaper: what the agent's tree orphans is re-parented to it (and reaped by
+it), so every process a job starts stays below its shim, which is how the daemon tells a job's
+processes (roost/daemon/server/peers.py).
+
 No shim is left that nobody can reach (an orphan): one that no daemon connected within
 ``--orphan-after`` seconds, or, while no daemon is connected, whose socket path no longer leads to
 its socket (the file removed, the state directory gone: checked when a connection drops and every
@@ -29,10 +36,10 @@ does one started ``--alone-ends 1`` (a worker's on an SSH host, roost/hosts/remo
 daemon was connected to for ``--orphan-after`` seconds.
 
 No roost import, and only the interpreter's built-in modules (``_socket``, ``select``'s epoll,
-``os.posix_spawn``; not ``subprocess``, ``selectors``, ``socket`` or ``json``, which would double
+``os.posix_spawn``; ``ctypes`` once, for prctl; not ``subprocess``, ``selectors``, ``socket`` or ``json``, which would double
 what it holds): it is run by path (``python -I -S``), so a running shim never changes under an
 upgrade of roost, and it stays small (docs/performance.md). For the same reason it is one file
-(about 500 lines): a program run by path can import nothing of its own package.
+(about 600 lines): a program run by path can import nothing of its own package.
 """
 
 from __future__ import annotations
