@@ -1,8 +1,8 @@
 """Who a job's processes are, attacked from a job's own shell with a real daemon (issue 31, items 2,
 4 and 5; docs/reliability.md, "Identity"): another job's shim refuses the attacker and keeps its
 daemon; a job that sheds its variables and leaves its parent (``setsid -f``) is still the job, also
-after daemon restarts, for a built-in and a command job; another job's token, read from the records
-or /proc, makes nobody that job."""
+after daemon restarts, for a built-in and a command job, and it ends with its worker; another job's
+token, read from the records or /proc, makes nobody that job."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from conftest import DaemonHarness, environ_of
+from conftest import DaemonHarness, environ_of, pid_alive, shims_of
+from roost.proctree import read_proc
 
 ATTACK = Path(__file__).resolve().parent / "attack_client.py"
 SHIM_ATTACK = Path(__file__).resolve().parent / "shim_attack.py"
@@ -108,3 +109,18 @@ def test_another_jobs_token_from_the_records_or_proc_makes_nobody_that_job(daemo
             assert said.startswith("auth: process ") and f"is job {attacker}'s" in said \
                 and f"cannot speak as job {victim}" in said, (name, op, said)
     assert daemon.show(victim)["state"] == "idle" and not daemon.children(victim), "not stopped, nothing planted"
+
+
+def test_what_a_job_orphans_with_its_variables_shed_ends_with_its_worker(daemon, tmp_path):
+    pid_file = tmp_path / "escaped"
+    escape = f"setsid -f {UNSET} sh -c 'echo $$ > {pid_file}; exec sleep 1000' </dev/null >/dev/null 2>&1"
+    job = daemon.spawn(f"run {escape}; while [ ! -s {pid_file} ]; do sleep 0.05; done", cwd=str(tmp_path))
+    row = daemon.wait_state(job, "idle")
+    escaped = int(pid_file.read_text())
+    assert pid_alive(escaped) and "ROOST_WORKER_MARK" not in environ_of(escaped)
+    shim = read_proc(row["pid"]).ppid
+    assert shim in shims_of(daemon.paths.state_dir)
+    assert read_proc(escaped).ppid == shim, "orphaned to the job's shim, not to PID 1"
+    daemon.call("close", job=job)
+    daemon.wait_row(job, lambda r: not r["worker_up"], what="the worker closed")
+    daemon.wait_for(lambda: not pid_alive(escaped), what="the escaped process ended with its shim")

@@ -76,6 +76,8 @@ MARK_VAR = "ROOST_WORKER_MARK"
 #: Seconds within which a daemon must connect, and how often the socket is checked while none is.
 ORPHAN_AFTER = 60.0
 PR_SET_CHILD_SUBREAPER = 36
+#: Rounds of killing what was orphaned to the shim at its end (each round takes the next generation).
+MAX_ROUNDS = 100
 #: struct ucred (pid, uid, gid: three ints), what SO_PEERCRED gives.
 UCRED = 12
 
@@ -551,7 +553,32 @@ class Shim:
                 if not self.pipes or (self.reading and time.monotonic() >= self.grace_until):  # type: ignore[operator]
                     self.exited()
             self._refresh()
+        self.end_orphans()
         return 0
+
+    def end_orphans(self) -> None:
+        """SIGKILL and reap what the agent's tree orphaned to this shim and is still running (round after
+        round: a killed one's children come to the shim next), so nothing of the job outlives its shim.
+        They are its own unreaped children: their pids cannot have been given to anyone else."""
+        me = str(os.getpid()).encode()
+        for _ in range(MAX_ROUNDS):
+            children = []
+            for name in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as fh:
+                        raw = fh.read()
+                except (OSError, ValueError):
+                    continue
+                if name.isdigit() and raw[raw.rfind(b")") + 2:].split()[1] == me:
+                    children.append(int(name))
+            if not children:
+                return
+            for pid in children:
+                try:
+                    os.kill(pid, _signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except (OSError, ChildProcessError):
+                    pass
 
 
 class Where:
