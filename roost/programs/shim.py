@@ -36,8 +36,8 @@ does one started ``--alone-ends 1`` (a worker's on an SSH host, roost/hosts/remo
 daemon was connected to for ``--orphan-after`` seconds.
 
 No roost import, and only the interpreter's built-in modules (``_socket``, ``select``'s epoll,
-``os.posix_spawn``; ``ctypes`` once, for prctl; not ``subprocess``, ``selectors``, ``socket`` or ``json``, which would double
-what it holds): it is run by path (``python -I -S``), so a running shim never changes under an
+``os.posix_spawn``; ``ctypes`` once, for prctl; not ``subprocess``, ``selectors``, ``socket`` or
+``json``, which would double what it holds): it is run by path (``python -I -S``), so a running shim never changes under an
 upgrade of roost, and it stays small (docs/performance.md). For the same reason it is one file
 (about 600 lines): a program run by path can import nothing of its own package.
 """
@@ -80,6 +80,8 @@ PR_SET_CHILD_SUBREAPER = 36
 MAX_ROUNDS = 100
 #: struct ucred (pid, uid, gid: three ints), what SO_PEERCRED gives.
 UCRED = 12
+#: The most ancestors looked at; a chain longer than any real one means something is wrong.
+MAX_DEPTH = 4096
 
 
 def become_subreaper() -> bool:
@@ -227,7 +229,7 @@ def refused(conn: _socket.socket, daemon_lock: str) -> bool:
 
 def descends(pid: int, ancestor: int) -> bool:
     """Whether ``ancestor`` is an ancestor of process ``pid`` (by /proc's parent links)."""
-    for _ in range(4096):
+    for _ in range(MAX_DEPTH):
         try:
             with open(f"/proc/{pid}/stat", "rb") as fh:
                 raw = fh.read()
