@@ -33,6 +33,8 @@ from roost.daemon.engine import spend
 from roost.daemon.git import worktrees
 from roost.daemon.processes.launch import WorkerFactory, adopt_factory, process_factory
 from roost.daemon.processes.remote_worker import remote_opener
+from roost.daemon.processes.shim_link import token_hash
+from roost.daemon.processes.shim_process import know_shim
 from roost.hosts import placement
 from roost.hosts.placement import place
 from roost.drivers import driver_for
@@ -111,6 +113,8 @@ class Supervisor:
         done = recover(self.store, self.index, self.clock, self.paths.state_dir)
         self._ended = done.ended
         self._adopt = done.adopt if self.engine.adopt_worker is not None else []
+        for job_id, record in self._adopt:  # their processes are their jobs' from the first hello on
+            know_shim(record.shim_pid, record.shim_start, job_id)
         runs = [int(turn["run"]) for job_id, _ in self._adopt
                 if (turn := (self.index.get(job_id).live or {}).get("turn"))]  # type: ignore[union-attr]
         if runs:  # a new turn's run token is never an adopted turn's
@@ -440,7 +444,7 @@ class Supervisor:
     def token_valid(self, job_id: str, token: str | None) -> bool:
         """Whether ``token`` proves a connection is that job's worker (tokens die with it)."""
         slot = self.engine.slots.get(job_id)
-        return slot is not None and bool(token) and secrets.compare_digest(slot.token, token or "")
+        return slot is not None and bool(token) and secrets.compare_digest(slot.token_hash, token_hash(token or ""))
 
     def counts(self) -> WorkCounts:
         """Working and queued jobs, subagents too, and the run slots used (roost/rules/counts.py)."""

@@ -45,7 +45,7 @@ def on_adopt(eng: EngineApi, job: Job, msg: Adopt) -> None:
     holder.append(worker)
     now = eng.monotonic()
     turn = turn_of(live.get("turn"))
-    slot = Slot(worker=worker, token=msg.record.token, ready_timeout=0.0, phase=Phase.READY, turn=turn, seq=committed,
+    slot = Slot(worker=worker, token_hash=msg.record.token_hash, ready_timeout=0.0, phase=Phase.READY, turn=turn, seq=committed,
                 adapter=live.get("adapter"), idle_since=None if turn else now, turn_started_at=now if turn else None,
                 last_event_at=now)
     eng.slots[job.id] = slot

@@ -80,8 +80,9 @@ class Hold:
 @dataclass
 class Slot:
     worker: WorkerHandle
-    #: The token its tools prove the job's identity with; dies with the worker.
-    token: str
+    #: A hash of the token its tools prove the job's identity with where its process tree cannot
+    #: (a worker on another host: docs/protocols.md#authority); dies with the worker.
+    token_hash: str
     ready_timeout: float
     launch_session: str | None = None
     phase: Phase = Phase.STARTING

@@ -63,13 +63,13 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
 def adopt_factory(paths: Paths, config: Callable[[], Config]) -> AdoptFactory:
     """The handle of a worker a past daemon started, taken over through its shim's socket: the job's
     driver as a fresh start would have it, its adapter restored from the job's record (what it knew
-    after the last line committed), the token it runs with. Raises ConfigError
+    after the last line committed). Raises ConfigError
     or DriverError (its profile is gone from the config) for the engine to report."""
 
     def adopt(job: Job, record: ShimRecord, committed: int, on_event: EventSink, on_exit: ExitSink) -> WorkerHandle:
         profile = config().driver(job.driver)
         driver = driver_for(profile.kind)
-        ctx = LaunchContext(socket=paths.socket, token=record.token, sessions_dir=paths.sessions_dir,
+        ctx = LaunchContext(socket=paths.socket, token="", sessions_dir=paths.sessions_dir,  # it runs already
                             state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
         launch = driver.launch(job, ctx)
         adapter = driver.adapter(job)

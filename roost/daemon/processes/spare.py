@@ -36,7 +36,8 @@ from typing import Any, Callable, Coroutine
 
 from roost.config import Config, ConfigError, DriverProfile
 from roost.daemon.processes.process import PIPE_GRACE
-from roost.daemon.processes.shim_process import Process, open_process, save_record
+from roost.daemon.processes.shim_link import token_hash
+from roost.daemon.processes.shim_process import Process, know_shim, open_process, save_record
 from roost.drivers import driver_for
 from roost.drivers.base import Launch, LaunchContext
 from roost.models import Job
@@ -220,8 +221,10 @@ class Spares:
         for task in spare.tasks:
             task.cancel()
         tree = dataclasses.replace(spare.process.tree, job=job_id)
-        record = dataclasses.replace(spare.process.record, tree=tree, token=launch.env.get("ROOST_TOKEN", ""),
+        record = dataclasses.replace(spare.process.record, tree=tree,
+                                     token_hash=token_hash(launch.env.get("ROOST_TOKEN", "")),
                                      adoptable=launch.adoptable)
+        know_shim(record.shim_pid, record.shim_start, job_id)  # its processes are the job's from now on
         if launch.record is not None and save_record(record, launch.record):
             spare.process.link.keep()  # a job's worker, written down: it outlives the daemon
         spare.record.unlink(missing_ok=True)

@@ -16,6 +16,7 @@ import logging
 from collections import deque
 from typing import Any, Awaitable, Callable
 
+from roost.socket_connect import peer_credentials
 from roost.protocol import (HELLO_TIMEOUT, LAGGED, MAX_FRAME, QUEUE_BYTES, ErrorCode, ProtocolError, encode, err, ok,
                             read_frame)
 
@@ -33,7 +34,8 @@ Handle = Callable[["Connection", bytes], Awaitable[None]]
 
 
 class Connection:
-    """One client: a person, or a job proven by its token (``job``), once its hello succeeded.
+    """One client: a person, or a job (``job``: below its worker's shim, or proven by its token where
+    that cannot be seen), once its hello succeeded.
     ``not_person`` says why its peer cannot be a person (a process the daemon started); ``host``
     names the host whose socket it came through: then only that host's jobs may say hello."""
 
@@ -62,6 +64,15 @@ class Connection:
     @property
     def closing(self) -> bool:
         return self._closing
+
+    @property
+    def peer_pid(self) -> int:
+        """The pid of the process that connected (SO_PEERCRED); 0 when the kernel does not say."""
+        sock = self.writer.get_extra_info("socket")
+        try:
+            return peer_credentials(sock)[0] if sock is not None else 0
+        except (OSError, AttributeError):
+            return 0
 
     def __repr__(self) -> str:
         return f"connection {self.conn_id} ({self.client}{', job ' + self.job if self.job else ''})"

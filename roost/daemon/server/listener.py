@@ -28,6 +28,7 @@ from roost.config import ConfigError
 from roost.daemon.config_reload import ConfigFile, FileNotice
 from roost.daemon.server.connection import Connection
 from roost.daemon.server.handlers import Context, handle_line
+from roost.daemon.processes.shim_link import DaemonLock
 from roost.daemon.server.peers import daemons_own
 from roost.daemon.storage.store import Store, StoreError
 from roost.daemon.storage.repair import closed_cleanly, open_store
@@ -91,6 +92,7 @@ class Daemon:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
+        DaemonLock.held(fd)  # the proof its shims ask of whoever connects to them
         self.watcher = ConfigFile(self.config_path)
         self.store = open_store(self.paths.store, self.paths.state_dir)
         self.supervisor = Supervisor(self.store, self.paths, lambda: self.watcher.config)  # type: ignore[union-attr]
