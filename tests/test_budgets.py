@@ -6,6 +6,7 @@ a spawn under it is refused with the reason; a person raises it and the tree tak
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from roost.client import ClientError
 from roost.rules.budgets import WARN_AT
 
 from fakellm import FakeLLM
+from test_attacks import ATTACK
 from test_agents_alike import PI_PRICE, pi_profile
 from test_pi_driver import pi_bin  # noqa: F401  (a fixture)
 
@@ -55,6 +57,13 @@ def test_a_budget_warns_then_stops_its_tree_mid_turn_and_refuses_spawns_until_ra
         assert "failed" not in [e["data"]["state"] for e in daemon.timeline(job) if e["kind"] == "state"]
         assert [e["level"] for e in budget_entries(daemon, job)] == ["warn", "over"]
 
+        for _ in range(2):  # every new turn past the cap is refused, not only the first stop's
+            with pytest.raises(ClientError) as no_turn:  # a person's message would restart it
+                daemon.call("send", job=job, text='CALL bash {"command": "echo more"}')
+            assert no_turn.value.code == "refused" and "roost budget" in no_turn.value.message, no_turn.value
+            assert f"job {job} spent" in no_turn.value.message
+        assert daemon.show(job)["state"] == "stopped" and fake.calls == 3, "no turn ran past the cap"
+
         with pytest.raises(ClientError) as refused:
             daemon.spawn("say hi", driver="builtin", parent=job)
         assert refused.value.code == "refused"
@@ -68,9 +77,11 @@ def test_a_budget_warns_then_stops_its_tree_mid_turn_and_refuses_spawns_until_ra
         assert budget_entries(daemon, job)[-1]["text"].startswith("budget set to $1 by a person")
         again = daemon.spawn("say hi", driver="builtin", parent=job)
         daemon.wait_row(again, lambda r: r["state"] in ("idle", "done"), timeout=TURN, what="the spawn after the raise")
-        shown = daemon.show(job)
-        assert shown["budget"]["spent_usd"] == pytest.approx(3 * CALL_USD)
-        assert shown["subtree_usage"]["cost"] == pytest.approx(3 * CALL_USD)
+        daemon.call("send", job=job, text="say after the raise")  # and a person's message runs a turn again
+        daemon.wait_row(job, lambda r: r["state"] == "idle" and fake.calls > 3, timeout=TURN, what="the turn")
+        shown = daemon.wait_row(job, lambda r: r["budget"]["spent_usd"] == pytest.approx(fake.calls * CALL_USD),
+                                timeout=TURN, what="its cost")
+        assert shown["subtree_usage"]["cost"] == pytest.approx(fake.calls * CALL_USD)
     finally:
         fake.stop()
 
@@ -118,3 +129,18 @@ def test_the_cli_spawns_under_a_budget_and_shows_usage_in_ls_show_usage_and_budg
         assert "give --usd N or --tokens N" in roost("budget", job, code=2)
     finally:
         fake.stop()
+
+
+def test_a_job_cannot_detach_itself_out_of_its_trees_budget(daemon, tmp_path) -> None:
+    """From the child's own shell, with its own identity: detaching itself is refused (auth), and it
+    stays under its parent's budget; a person may detach it."""
+    out = tmp_path / "detach-said"
+    parent = daemon.spawn("say the tree's top", budget_usd=1.0)
+    daemon.wait_state(parent, "idle")
+    attack = shlex.join([sys.executable, str(ATTACK), str(out), "detach"]) + ' "{\\"job\\": \\"$ROOST_JOB_ID\\"}"'
+    child = daemon.spawn(f"run sh -c {shlex.quote(attack)}\nsay tried", parent=parent, cwd=str(tmp_path))
+    daemon.wait_state(child, "idle", timeout=30)
+    said = out.read_text()
+    assert said.startswith(f"auth: job {child} may not detach itself"), said
+    assert daemon.show(child)["parent"] == parent
+    assert daemon.call("detach", job=child)["parent"] is None, "a person may"

@@ -177,7 +177,7 @@ def archive(ctx: Context, req: Request) -> Any:
 
 @handles("detach")
 def detach(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.detach(req.args["job"])
+    return ctx.supervisor.detach(req.args["job"], req.caller)
 
 
 @handles("rename")
