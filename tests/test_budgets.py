@@ -17,9 +17,11 @@ import pytest
 from roost.client import ClientError
 from roost.rules.budgets import WARN_AT
 
+from fake_anthropic import FakeAnthropic
 from fakellm import FakeLLM
 from test_attacks import ATTACK
 from test_agents_alike import PI_PRICE, pi_profile
+from test_claude_driver import claude_bin, claude_profile  # noqa: F401  (claude_bin is a fixture)
 from test_pi_driver import pi_bin  # noqa: F401  (a fixture)
 
 TURN = 60.0
@@ -144,3 +146,29 @@ def test_a_job_cannot_detach_itself_out_of_its_trees_budget(daemon, tmp_path) ->
     assert said.startswith(f"auth: job {child} may not detach itself"), said
     assert daemon.show(child)["parent"] == parent
     assert daemon.call("detach", job=child)["parent"] is None, "a person may"
+
+
+@pytest.mark.claude
+def test_a_claude_code_turn_that_crosses_the_cap_ends_stopped_by_the_budget_and_a_raise_reaches_it(
+        claude_bin, daemon_factory, tmp_path: Path) -> None:  # noqa: F811
+    """Claude Code's first turn crosses its job's cap, its cost coming with the turn's end: the job
+    ends stopped by the budget (it stayed idle, its next message failing), not failed; a raised
+    budget restarts its worker between turns (its own --max-budget-usd follows), and the next
+    message runs."""
+    fake = FakeAnthropic().start()
+    try:
+        daemon = daemon_factory(claude_profile(claude_bin, fake, tmp_path / "claude-home"))
+        job = daemon.spawn("hello one", driver="claude", budget_tokens=10)  # its first call crosses it
+        row = daemon.wait_state(job, "stopped", "failed", timeout=TURN)
+        states = [e["data"] for e in daemon.timeline(job) if e["kind"] == "state"]
+        assert row["state"] == "stopped", (row["reason"], states)
+        assert row["reason"] == f"stopped by the budget of job {job}"
+        assert "failed" not in [s["state"] for s in states]
+        pid = row["pid"]
+        daemon.call("budget", job=job, tokens=10**9)
+        daemon.wait_row(job, lambda r: r["pid"] != pid, timeout=TURN, what="its worker restarted for the new cap")
+        daemon.call("send", job=job, text="hello two")
+        daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: hello two", timeout=TURN,
+                        what="the turn after the raise")
+    finally:
+        fake.stop()

@@ -13,6 +13,7 @@ from roost.daemon.engine.slot import Ending, Phase, Slot, Turn
 from roost.daemon.engine.ports import EngineApi
 from roost.models import QUESTION_MAX, Job, State, cut_middle
 from roost.protocol import ENTRY_MAX, without_lone_surrogates
+from roost.rules.budgets import stop_reason as budget_stop
 
 
 PROMPT_TIMEOUT = 10.0
@@ -306,6 +307,11 @@ def end_turn(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
     # was (a done parent stays done) and tells its own parent nothing new.
     quiet = (outcome == "ok" and report is None and turn.kind == "reports"
              and turn.state_before in (State.DONE, State.IDLE, State.BLOCKED, State.WAITING))
+    over = spend.over_caller(eng, job) if turn.ending is None and outcome not in ("ok", "waiting") else None
+    if over is not None:  # the agent's own cap ended it (Claude Code's error_max_budget_usd): the budget's stop
+        eng.set_state(job, State.STOPPED, "stop", by=over, reason=budget_stop(over))
+        eng.drop_messages(job.id)
+        turn.ending = Ending("stop", over)
     ending = turn.ending  # how it ends is decided from the turn, not from the job's state now
     cut_short = ending is not None
     if ending is not None:
