@@ -39,6 +39,10 @@ HELLO_TIMEOUT = 5.0
 ENTRY_MAX = 64 * 1024
 #: How many client connections the daemon serves at once; one more gets ``busy`` and is closed.
 MAX_CONNECTIONS = 512
+#: Of MAX_CONNECTIONS, how many only a person's connections may take (a peer the daemon did not
+#: start): jobs together hold at most MAX_CONNECTIONS - PERSON_ROOM, so a job that opens all it can
+#: never makes ``roost ls`` or ``roost daemon stop`` answer busy.
+PERSON_ROOM = 64
 #: Defaults of the paged reads (docs/protocols.md).
 LIST_LIMIT = 500
 LOGS_LIMIT = 200
@@ -71,6 +75,7 @@ class ErrorCode:
     NO_HELLO = "no_hello"
     AUTH = "auth"
     BUSY = "busy"
+    IDLE = "idle"
     STOPPED = "stopped"
     ARCHIVED = "archived"
     REFUSED = "refused"

@@ -192,6 +192,11 @@ class Config:
     max_live_workers: int = 16
     spare_workers: int = 1
     max_depth: int = 4
+    #: The most connections one job holds at once (said hello as it); one more is refused at hello.
+    max_connections_per_job: int = 32
+    #: Seconds a connection that said hello may sit with no request running and no subscription
+    #: before the daemon closes it (0: never).
+    connection_idle_close: float = 900.0
     #: How long an SSH host's link may stay down, retried with back-off, before its jobs fail.
     host_lost_after: float = 300.0
     #: Seconds an approval waits for a person before it is denied (0: it waits for ever).
@@ -286,6 +291,8 @@ _TOP: dict[str, Check] = {
     "max_live_workers": _integer(0),
     "spare_workers": _integer(0, SPARE_WORKERS_MAX),
     "max_depth": _integer(1),
+    "max_connections_per_job": _integer(1),
+    "connection_idle_close": _seconds(),
     "host_lost_after": _seconds(positive=True),
     "approval_timeout": _seconds(),
     "stall_after": _seconds(),

@@ -384,9 +384,9 @@ class Supervisor:
                              *(self._ask(j, m.Archive()) for j in archived))
         return {"archived": archived, "detached": detached}
 
-    async def detach(self, job_id: str) -> dict[str, Any]:
+    async def detach(self, job_id: str, caller: str | None = None) -> dict[str, Any]:
         self.index.require(job_id)
-        await self._ask(job_id, m.Detach())
+        await self._ask(job_id, m.Detach(caller))
         return self.index.row(job_id)
 
     # -- clients holding jobs open ----------------------------------------------------------------------

@@ -167,6 +167,9 @@ class Driver:
     kind = ""
     #: How long a worker may take to answer its first get_state.
     ready_timeout = 30.0
+    #: Whether its worker starts with the job's budget as its agent's own cap (Claude Code's
+    #: ``--max-budget-usd``): then a budget set later reaches it only by a restart of the worker.
+    caps_spend = False
 
     def check(self, options: Mapping[str, Any]) -> None:
         """Raise DriverError when this driver cannot run at all (say, its binary is missing),

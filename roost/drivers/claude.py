@@ -20,6 +20,7 @@ INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
 class ClaudeDriver(Driver):
     kind = "claude"
     ready_timeout = 60.0
+    caps_spend = True
 
     def __init__(self) -> None:
         self._options: Mapping[str, Any] = {}

@@ -124,8 +124,9 @@ class BuiltinAgent(WorkerProcess):
 
     # -- the daemon -----------------------------------------------------------------------
     async def connected(self, op: str) -> AsyncClient:
-        """The connection to the daemon as this job, made at its first use (by ``op``)."""
-        if self.client is None:
+        """The connection to the daemon as this job, made at its first use (by ``op``) and again
+        once the daemon has closed it (an idle one is: ``connection_idle_close``)."""
+        if self.client is None or self.client.end_reason is not None:
             job, token = job_identity(self.env)
             socket_path = self.env.get("ROOST_SOCKET")
             if not socket_path:

@@ -90,6 +90,9 @@ class Slot:
     close_reason: str = ""
     #: Start a new worker once this one has exited (a message came while it was closing).
     reopen: bool = False
+    #: Its budget changed and its agent caps spend with the one it started with (Claude Code):
+    #: no new turn starts; the job's next ``Due`` between turns closes it (roost/daemon/engine/spend.py).
+    restart_for_cap: bool = False
     #: Monotonic times the time rules read.
     idle_since: float | None = None
     last_report_at: float | None = None

@@ -8,11 +8,12 @@ import asyncio
 from typing import Any, Coroutine
 
 from roost.daemon.engine import approvals, limits, reports, spend, stall_watch
-from roost.daemon.engine.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
+from roost.daemon.engine.messages import AbortAnswer, Due, Event, PromptAnswer, SteerAnswer
 from roost.daemon.engine.slot import Ending, Phase, Slot, Turn
 from roost.daemon.engine.ports import EngineApi
 from roost.models import QUESTION_MAX, Job, State, cut_middle
 from roost.protocol import ENTRY_MAX, without_lone_surrogates
+from roost.rules.budgets import stop_reason as budget_stop
 
 
 PROMPT_TIMEOUT = 10.0
@@ -30,7 +31,8 @@ def deliver_next(eng: EngineApi, job: Job) -> bool:
     True when a turn started."""
     slot = eng.slots.get(job.id)
     if (slot is None or slot.phase is not Phase.READY or slot.turn is not None or job.state == State.STOPPED
-            or job.archived_at is not None or limits.held(eng, job, slot, eng.monotonic())):
+            or job.archived_at is not None or limits.held(eng, job, slot, eng.monotonic())
+            or slot.restart_for_cap or spend.turn_refusal(eng, job) is not None):  # past a cap, no turn starts
         return False
     now = eng.clock()
     message = eng.store.next_message(job.id) if eng.inbox[job.id] else None
@@ -269,14 +271,16 @@ def begin_own_turn(eng: EngineApi, job: Job, slot: Slot) -> None:
     slot.turn = Turn(run=next(eng.runs), kind="own", ids=[], state_before=job.state, text_before=job.last_text)
     slot.idle_since = None
     stall_watch.turn_began(eng, job, slot)
-    stopped = job.state == State.STOPPED
+    over = spend.over_caller(eng, job)
+    stopped = job.state == State.STOPPED or over is not None
     if stopped:
-        eng.timeline(job, "note", message="the agent began a turn of its own after a stop; it is aborted")
+        eng.timeline(job, "note", message="the agent began a turn of its own after a stop; it is aborted"
+                     if over is None else "the agent began a turn of its own past the budget; it is aborted")
     else:
         eng.set_state(job, State.WORKING, "turn", note="a turn of the agent's own")
     eng.save(job)
     if stopped:
-        cut(slot, "stopped-before", "person")
+        cut(slot, "stopped-before", over or "person")
         abort(eng, job, slot)
 
 
@@ -294,6 +298,8 @@ def end_turn(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
     now = eng.monotonic()
     slot.idle_since = now
     eng.answer_turn(turn, {"outcome": "delivered", "job": job.id})
+    if slot.restart_for_cap:  # between turns now: restart it with its new budget
+        eng.post(job.id, Due())
     outcome = event.get("outcome")
     report = turn.report
     text = job.last_text
@@ -301,6 +307,11 @@ def end_turn(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
     # was (a done parent stays done) and tells its own parent nothing new.
     quiet = (outcome == "ok" and report is None and turn.kind == "reports"
              and turn.state_before in (State.DONE, State.IDLE, State.BLOCKED, State.WAITING))
+    over = spend.over_caller(eng, job) if turn.ending is None and outcome not in ("ok", "waiting") else None
+    if over is not None:  # the agent's own cap ended it (Claude Code's error_max_budget_usd): the budget's stop
+        eng.set_state(job, State.STOPPED, "stop", by=over, reason=budget_stop(over))
+        eng.drop_messages(job.id)
+        turn.ending = Ending("stop", over)
     ending = turn.ending  # how it ends is decided from the turn, not from the job's state now
     cut_short = ending is not None
     if ending is not None:

@@ -52,6 +52,10 @@ class Connection:
         self.job: str | None = None
         self.client = "?"
         self.queued_bytes = 0
+        #: When the last request came in (the loop's clock), and the requests running now: what
+        #: tells an idle connection (``idle_for``).
+        self.last_request = asyncio.get_running_loop().time()
+        self._running: set[asyncio.Task[None]] = set()
         self._queue: deque[bytes] = deque()
         self._wake = asyncio.Event()
         self._closing = False
@@ -73,6 +77,10 @@ class Connection:
             return peer_credentials(sock)[0] if sock is not None else 0
         except (OSError, AttributeError):
             return 0
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since its last request, 0 while one runs (a subscription is the publisher's to say)."""
+        return 0.0 if self._running else now - self.last_request
 
     def __repr__(self) -> str:
         return f"connection {self.conn_id} ({self.client}{', job ' + self.job if self.job else ''})"
@@ -172,7 +180,7 @@ class Connection:
         since the hello decides who this is. No hello within HELLO_TIMEOUT closes the connection."""
         overdue = self._loop.call_later(HELLO_TIMEOUT, self._hello_overdue)
         slots = asyncio.Semaphore(MAX_IN_FLIGHT)
-        tasks: set[asyncio.Task[None]] = set()
+        tasks = self._running
 
         def done(task: asyncio.Task[None]) -> None:
             tasks.discard(task)
@@ -189,6 +197,7 @@ class Connection:
                     break
                 if not line.strip():
                     continue
+                self.last_request = self._loop.time()
                 await slots.acquire()
                 task = asyncio.create_task(handle(self, line))
                 tasks.add(task)

@@ -45,6 +45,8 @@ class Context:
     facts: Callable[[], dict[str, Any]]
     stop: Callable[[bool], None]
     reload: Callable[[], dict[str, Any]]
+    #: How many open connections said hello as a job (``max_connections_per_job`` bounds them).
+    job_connections: Callable[[str], int]
 
 
 @dataclass
@@ -127,6 +129,10 @@ def hello(ctx: Context, req: Request) -> dict[str, Any]:
     if job is not None and conn.host is not None and ctx.supervisor.index.require(job).host != conn.host:
         raise ProtocolError(ErrorCode.AUTH, f"job {job} is not placed on host {conn.host}: its token is no good on "
                                             f"that host's socket")
+    cap = ctx.supervisor.config.max_connections_per_job
+    if job is not None and ctx.job_connections(job) >= cap:
+        raise ProtocolError(ErrorCode.BUSY, f"job {job} already holds {cap} connections to the daemon, "
+                                            f"all one job may (max_connections_per_job); close one first")
     req.conn.job = job
     req.conn.client = str(args.get("client", "?"))
     req.conn.hello = True
@@ -191,7 +197,7 @@ def archive(ctx: Context, req: Request) -> Any:
 
 @handles("detach")
 def detach(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.detach(req.args["job"])
+    return ctx.supervisor.detach(req.args["job"], req.caller)
 
 
 @handles("rename")
