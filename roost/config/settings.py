@@ -192,6 +192,11 @@ class Config:
     max_live_workers: int = 16
     spare_workers: int = 1
     max_depth: int = 4
+    #: Quotas (roost/rules/quotas.py; 0: no cap): jobs in one tree, spawns into one tree a minute,
+    #: and bytes of one job's output its timeline keeps (past it the oldest output goes).
+    max_tree_jobs: int = 500
+    max_spawns_per_minute: int = 120
+    max_timeline_bytes: int = 128 * 1024 * 1024
     #: How long an SSH host's link may stay down, retried with back-off, before its jobs fail.
     host_lost_after: float = 300.0
     #: Seconds an approval waits for a person before it is denied (0: it waits for ever).
@@ -286,6 +291,9 @@ _TOP: dict[str, Check] = {
     "max_live_workers": _integer(0),
     "spare_workers": _integer(0, SPARE_WORKERS_MAX),
     "max_depth": _integer(1),
+    "max_tree_jobs": _integer(0),
+    "max_spawns_per_minute": _integer(0),
+    "max_timeline_bytes": _integer(0),
     "host_lost_after": _seconds(positive=True),
     "approval_timeout": _seconds(),
     "stall_after": _seconds(),
