@@ -284,3 +284,43 @@ async def test_spawns_into_a_tree_past_max_spawns_per_minute_are_refused_until_t
     with pytest.raises(ProtocolError):
         await rig.spawn(caller=root)
     assert len(rig.sup.index.descendants(root)) == 4
+
+
+def _output_bytes(rig: Rig, job: str) -> int:
+    """The job's output as stored, read from the file (not the store's count)."""
+    return rig.store._db.execute("SELECT COALESCE(SUM(LENGTH(CAST(data AS BLOB))), 0) FROM timeline WHERE job=? "
+                                 "AND kind IN ('text', 'tool', 'note', 'error')", (job,)).fetchone()[0]
+
+
+async def test_output_past_max_timeline_bytes_drops_the_oldest_keeps_the_newest_and_says_so(rig: Rig) -> None:
+    job = await rig.spawn("say")
+    piece = len('{"text": ""}') + 1000  # one text entry of 1,000 characters, as stored
+    rig.config = replace(CFG, max_timeline_bytes=10 * piece)
+    for n in range(10):
+        rig.worker(job).on_event({"type": "text", "text": f"n{n:03d} " + "x" * 995})
+    await rig.settle()
+    assert _output_bytes(rig, job) == 10 * piece  # at the bound: all kept
+    assert "note" not in rig.kinds(job)
+    rig.worker(job).on_event({"type": "text", "text": "n010 " + "x" * 995})  # past it
+    await rig.settle()
+    entries = rig.store.timeline_page(job, limit=100)["entries"]
+    texts = [e["data"]["text"][:4] for e in entries if e["kind"] == "text"]
+    assert texts == ["n004", "n005", "n006", "n007", "n008", "n009", "n010"]  # the newest, down to 3/4 of it
+    notes = [e["data"]["message"] for e in entries if e["kind"] == "note"]
+    assert notes == [f"this job's output on its timeline reached its bound of {10 * piece} bytes "
+                     f"(max_timeline_bytes): its oldest 4 output entries ({4 * piece} bytes) were dropped; "
+                     "the newest output is kept"]
+    assert entries[0]["kind"] == "spawned" and "prompt" in rig.kinds(job)  # what is not output stays
+    assert _output_bytes(rig, job) == rig.store.output.of(job) <= 10 * piece
+    found = [r["text"] for n in range(11) for r in rig.store.search(f"n{n:03d}", lambda _: True, 5, None)["results"]]
+    assert len(found) == 7 and not any("n003" in t for t in found)  # the dropped left the search index too
+
+
+async def test_the_output_count_is_read_from_the_store_once_forgotten(rig: Rig) -> None:
+    job = await rig.spawn("say")
+    rig.worker(job).on_event({"type": "text", "text": "y" * 500})
+    await rig.settle()
+    stored = _output_bytes(rig, job)
+    assert rig.store.output.of(job) == stored
+    rig.store.output.forget()
+    assert rig.store.output.of(job) == stored

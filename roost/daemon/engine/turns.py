@@ -13,6 +13,7 @@ from roost.daemon.engine.slot import Ending, Phase, Slot, Turn
 from roost.daemon.engine.ports import EngineApi
 from roost.models import QUESTION_MAX, Job, State, cut_middle
 from roost.protocol import ENTRY_MAX, without_lone_surrogates
+from roost.rules import quotas
 
 
 PROMPT_TIMEOUT = 10.0
@@ -205,7 +206,9 @@ def _on_one(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> None
         limits.clear_notice(eng, job)
     if kind not in ("response", "malformed"):
         stall_watch.heard(eng, job, slot, str(kind))
-    if kind == "text":
+    if kind == "text" and quotas.binary(str(event.get("text", ""))):  # an agent's that no person reads
+        eng.timeline(job, "note", message=quotas.binary_words(len(str(event["text"]).encode(errors="replace"))))
+    elif kind == "text":
         text = str(event.get("text", ""))
         # A text that continues the one before (a command's output, cut in pieces) adds to it,
         # so the peek and the report hold the end of the output, not of its last piece.
