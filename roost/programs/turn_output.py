@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from roost.bounds import MAX_OUTPUT
 from roost.protocol import ENTRY_MAX
-from roost.rules.quotas import binary, binary_words
+from roost.rules.quotas import binary, binary_words, text_ends
 from roost.worker_protocol import note, split_bytes
 
 #: How long output may wait for more to go out with it, in seconds.
@@ -128,16 +128,27 @@ class TurnOutput:
             self.binary = 0
 
     def _send(self, size: int) -> None:
-        """The first ``size`` bytes of what waits, as text events."""
+        """The first ``size`` bytes of what waits, as text events; binary in them (or in a piece
+        that goes on a binary run) is counted for its note, the text before and after it sent."""
         if not size:
             return
         text = bytes(self.pending[:size]).decode(errors="replace")
         del self.pending[:size]
-        if binary(text):
-            self.binary += size
+        if not (self.binary or binary(text)):
+            self._say_binary()
+            self._text(text)
             return
-        self._say_binary()
-        data = text.encode()  # longer than size only where bytes were not UTF-8
+        head, tail = text_ends(text)
+        if head:
+            self._say_binary()
+            self._text(head)
+        self.binary += size - len(head.encode()) - len(tail.encode())  # what the replaced bytes were
+        if tail:
+            self._say_binary()
+            self._text(tail)
+
+    def _text(self, text: str) -> None:
+        data = text.encode()  # longer than the bytes read only where they were not UTF-8
         for piece in split_bytes(data) if len(data) > ENTRY_MAX else [data]:
             part = piece.decode()
             event: dict[str, Any] = {"type": "text", "text": part}

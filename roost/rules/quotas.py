@@ -14,6 +14,7 @@ output").
 from __future__ import annotations
 
 import collections
+import re
 from typing import Sequence
 
 #: The window of ``max_spawns_per_minute``, in seconds.
@@ -23,8 +24,8 @@ BINARY_JUDGED = 256
 #: The share of characters that are control characters (or U+FFFD, a byte that was not UTF-8)
 #: past which a text is binary. Coloured output (an ESC every few characters) stays well under it.
 BINARY_SHARE = 0.25
-#: The characters that are text, though they are controls.
-_TEXT_CONTROLS = frozenset("\t\n\r")
+#: One character that is not: a control but tab, newline and CR, DEL, C1, or a replaced byte.
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffd]")
 
 
 def tree_root(ancestors: Sequence[str], parent: str) -> str:
@@ -52,18 +53,23 @@ def spawn_refusal(root: str, tree_jobs: int, spawns_in_window: int, max_tree_job
     return None
 
 
-def _control(char: str) -> bool:
-    code = ord(char)
-    return (code < 0x20 and char not in _TEXT_CONTROLS) or 0x7F <= code < 0xA0 or code == 0xFFFD
-
-
 def binary(text: str) -> bool:
     """Whether ``text`` is output no person reads as text: at least BINARY_JUDGED characters, more
     than BINARY_SHARE of them control characters or replaced bytes."""
     if len(text) < BINARY_JUDGED or text.isprintable():
         return False
-    controls = sum(1 for c in text if _control(c))
+    controls = len(text) - len(_NOT_TEXT.sub("", text))
     return controls > BINARY_SHARE * len(text)
+
+
+def text_ends(text: str) -> tuple[str, str]:
+    """The text before the first character that is not text, and after the last one."""
+    first = _NOT_TEXT.search(text)
+    if first is None:
+        return text, ""
+    last = _NOT_TEXT.search(text[::-1])
+    assert last is not None
+    return text[:first.start()], text[len(text) - last.start():]
 
 
 def binary_words(size: int) -> str:
