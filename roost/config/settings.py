@@ -85,12 +85,15 @@ class DriverProfile:
     #: they need besides the host's (docs/hosts.md#ray). Nothing elsewhere.
     num_cpus: float | None = None
     resources: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    #: An archive keeps its jobs' worktrees when they hold ignored files the job made (docs/worktrees.md).
+    keep_ignored: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "lifetime": self.lifetime, "options": _thaw(self.options),
                 "worktree": self.worktree, "host": self.host, "approvals": self.approvals,
                 "approval_rules": list(self.approval_rules), "budget_usd": self.budget_usd,
-                "budget_tokens": self.budget_tokens, "num_cpus": self.num_cpus, "resources": dict(self.resources)}
+                "budget_tokens": self.budget_tokens, "num_cpus": self.num_cpus, "resources": dict(self.resources),
+                "keep_ignored": self.keep_ignored}
 
 
 @dataclass(frozen=True)
@@ -339,7 +342,7 @@ def _allow_rules(value: Any) -> tuple[str, ...]:
 _COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(LIFETIMES), "worktree": _boolean,
                              "host": _string(nonempty=True), "approvals": _choice(APPROVAL_MODES),
                              "approval_rules": _allow_rules, "budget_usd": _dollars, "budget_tokens": _integer(0),
-                             "num_cpus": _amount, "resources": _resources}
+                             "num_cpus": _amount, "resources": _resources, "keep_ignored": _boolean}
 
 
 def _lost_after(value: Any) -> float:
