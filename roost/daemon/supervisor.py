@@ -31,6 +31,7 @@ from roost.daemon.processes.spare import Spares
 from roost.daemon.storage.store import Store
 from roost.daemon.engine import spend
 from roost.daemon.engine import spawn as spawn_rules
+from roost.daemon.engine.slot import stoppable
 from roost.daemon.git import worktrees
 from roost.daemon.processes.launch import WorkerFactory, adopt_factory, process_factory
 from roost.daemon.processes.remote_worker import remote_opener
@@ -308,7 +309,7 @@ class Supervisor:
     async def stop(self, job_id: str, tree: bool, caller: str | None) -> dict[str, Any]:
         job = self.index.require(job_id)
         targets = [job, *self.index.descendants(job.id)] if tree else [job]
-        targets = [t for t in targets if t.stoppable()]
+        targets = [t for t in targets if stoppable(t, self.engine.slots.get(t.id))]
         # Each handler answers how many of the agent's own subagents its stop ends (None: not stopped).
         results = await asyncio.gather(*(self._ask(t.id, m.Stop(caller)) for t in targets))
         stopped = [t.id for t, ended in zip(targets, results) if ended is not None]

@@ -19,7 +19,7 @@ from roost.daemon.engine import turns as t
 from roost.daemon.git import worktrees
 from roost.daemon.engine import worker_events as w
 from roost.daemon.engine.run_queue import Placed
-from roost.daemon.engine.slot import Phase
+from roost.daemon.engine.slot import Phase, stoppable
 from roost.daemon.engine.ports import EngineApi
 from roost.models import STOPPABLE_STATES, Job, State
 from roost.protocol import ErrorCode, ProtocolError
@@ -84,7 +84,8 @@ def on_send(eng: EngineApi, job: Job, msg: m.Send) -> None:
 
 def on_stop(eng: EngineApi, job: Job, msg: m.Stop) -> None:
     """Answers how many of the agent's own subagents the stop ends; None when it was not stoppable."""
-    if not job.stoppable():
+    slot = eng.slots.get(job.id)
+    if not stoppable(job, slot):
         msg.answer(None)
         return
     ended = job.provider_running
@@ -93,7 +94,6 @@ def on_stop(eng: EngineApi, job: Job, msg: m.Stop) -> None:
     eng.set_state(job, State.STOPPED, "stop", by=msg.caller or "person", reason=reason)
     eng.drop_messages(job.id)
     eng.save(job)
-    slot = eng.slots.get(job.id)
     if slot is not None:
         t.cut(slot, "stop", msg.caller or "person")
         t.abort(eng, job, slot, bounded=True, first=denials)
