@@ -24,7 +24,7 @@ BINARY_JUDGED = 256
 #: The share of characters that are control characters (or U+FFFD, a byte that was not UTF-8)
 #: past which a text is binary. Coloured output (an ESC every few characters) stays well under it.
 BINARY_SHARE = 0.25
-#: One character that is not: a control but tab, newline and CR, DEL, C1, or a replaced byte.
+#: A character that is not text: a control but tab, newline and CR, DEL, C1, or a replaced byte.
 _NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffd]")
 
 
@@ -56,7 +56,7 @@ def spawn_refusal(root: str, tree_jobs: int, spawns_in_window: int, max_tree_job
 def binary(text: str) -> bool:
     """Whether ``text`` is output no person reads as text: at least BINARY_JUDGED characters, more
     than BINARY_SHARE of them control characters or replaced bytes."""
-    if len(text) < BINARY_JUDGED or text.isprintable():
+    if len(text) < BINARY_JUDGED or (text.isprintable() and "\ufffd" not in text):
         return False
     controls = len(text) - len(_NOT_TEXT.sub("", text))
     return controls > BINARY_SHARE * len(text)
