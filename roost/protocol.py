@@ -80,6 +80,8 @@ class ErrorCode:
     ARCHIVED = "archived"
     REFUSED = "refused"
     DEPTH = "depth_limit"
+    #: A spawn past a tree's quota (max_tree_jobs, max_spawns_per_minute).
+    QUOTA = "quota"
     DRIVER = "driver"
     INTERNAL = "internal"
     #: The store could not be written (the state directory is full): nothing of the request was kept.

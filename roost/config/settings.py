@@ -85,12 +85,15 @@ class DriverProfile:
     #: they need besides the host's (docs/hosts.md#ray). Nothing elsewhere.
     num_cpus: float | None = None
     resources: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    #: An archive keeps its jobs' worktrees when they hold ignored files the job made (docs/worktrees.md).
+    keep_ignored: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "lifetime": self.lifetime, "options": _thaw(self.options),
                 "worktree": self.worktree, "host": self.host, "approvals": self.approvals,
                 "approval_rules": list(self.approval_rules), "budget_usd": self.budget_usd,
-                "budget_tokens": self.budget_tokens, "num_cpus": self.num_cpus, "resources": dict(self.resources)}
+                "budget_tokens": self.budget_tokens, "num_cpus": self.num_cpus, "resources": dict(self.resources),
+                "keep_ignored": self.keep_ignored}
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,12 @@ class Config:
     #: Seconds a connection that said hello may sit with no request running and no subscription
     #: before the daemon closes it (0: never).
     connection_idle_close: float = 900.0
+
+    #: Quotas (roost/rules/quotas.py; 0: no cap): jobs in one tree, spawns into one tree a minute,
+    #: and bytes of one job's output its timeline keeps (past it the oldest output goes).
+    max_tree_jobs: int = 500
+    max_spawns_per_minute: int = 120
+    max_timeline_bytes: int = 128 * 1024 * 1024
     #: How long an SSH host's link may stay down, retried with back-off, before its jobs fail.
     host_lost_after: float = 300.0
     #: Seconds an approval waits for a person before it is denied (0: it waits for ever).
@@ -293,6 +302,10 @@ _TOP: dict[str, Check] = {
     "max_depth": _integer(1),
     "max_connections_per_job": _integer(1),
     "connection_idle_close": _seconds(),
+
+    "max_tree_jobs": _integer(0),
+    "max_spawns_per_minute": _integer(0),
+    "max_timeline_bytes": _integer(0),
     "host_lost_after": _seconds(positive=True),
     "approval_timeout": _seconds(),
     "stall_after": _seconds(),
@@ -338,7 +351,7 @@ def _allow_rules(value: Any) -> tuple[str, ...]:
 _COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(LIFETIMES), "worktree": _boolean,
                              "host": _string(nonempty=True), "approvals": _choice(APPROVAL_MODES),
                              "approval_rules": _allow_rules, "budget_usd": _dollars, "budget_tokens": _integer(0),
-                             "num_cpus": _amount, "resources": _resources}
+                             "num_cpus": _amount, "resources": _resources, "keep_ignored": _boolean}
 
 
 def _lost_after(value: Any) -> float:

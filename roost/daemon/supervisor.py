@@ -30,6 +30,8 @@ from roost.daemon.storage.search import SearchError
 from roost.daemon.processes.spare import Spares
 from roost.daemon.storage.store import Store
 from roost.daemon.engine import spend
+from roost.daemon.engine import spawn as spawn_rules
+from roost.daemon.engine.slot import stoppable
 from roost.daemon.git import worktrees
 from roost.daemon.processes.launch import WorkerFactory, adopt_factory, process_factory
 from roost.daemon.processes.remote_worker import remote_opener
@@ -231,6 +233,8 @@ class Supervisor:
             raise ProtocolError(ErrorCode.BAD_ARGS, "spawn: the prompt is empty: say what the job is to do")
         check_prompt(args["prompt"])
         spend.check_spawn(self.engine, parent)  # a tree (or the day) past its budget takes no new jobs
+        if parent is not None:  # nor a tree past its quotas (asked again, and counted, in the mailbox)
+            spawn_rules.check_room(self.engine, parent)
         given = {k: args.get(k) for k in ("budget_usd", "budget_tokens")}  # else the driver's table's
         budget = spend.budget_args("spawn", profile.budget_usd if given["budget_usd"] is None else given["budget_usd"],
                                    profile.budget_tokens if given["budget_tokens"] is None else given["budget_tokens"])
@@ -326,7 +330,7 @@ class Supervisor:
     async def stop(self, job_id: str, tree: bool, caller: str | None) -> dict[str, Any]:
         job = self.index.require(job_id)
         targets = [job, *self.index.descendants(job.id)] if tree else [job]
-        targets = [t for t in targets if t.stoppable()]
+        targets = [t for t in targets if stoppable(t, self.engine.slots.get(t.id))]
         # Each handler answers how many of the agent's own subagents its stop ends (None: not stopped).
         results = await asyncio.gather(*(self._ask(t.id, m.Stop(caller)) for t in targets))
         stopped = [t.id for t, ended in zip(targets, results) if ended is not None]

@@ -187,8 +187,8 @@ class ClaudeAdapter(Adapter):
 
     def _abort(self, req_id: Any) -> bytes:
         """Stop what the agent does: deny what it still waits on (the daemon denies first; this is so
-        none is ever left pending), stop its subagents, and interrupt the turn in flight. With no turn,
-        answered at once."""
+        none is ever left pending), stop its subagents and the commands it runs in the background,
+        and interrupt the turn in flight. With no turn, answered at once."""
         denied = list(self.pending)
         out = b"".join(self._verdict(wid, False, STOPPED) for wid in denied)
         for wid in denied:
@@ -261,6 +261,13 @@ class ClaudeAdapter(Adapter):
                          f"retry {frame.get('attempt')} of {frame.get('max_retries')} "
                          f"in {int(frame.get('retry_delay_ms') or 0) / 1000:.1f} s"),
                     limits.claude_retry(frame, time.time())]
+        elif subtype == "task_started" and frame.get("tool_use_id") and frame.get("task_type") == "local_bash":
+            ident = str(frame["tool_use_id"])  # a command in the background of this job, not a subagent
+            if frame.get("task_id"):  # what a stop asks Claude Code to end (stop_task)
+                self.tasks[ident] = str(frame["task_id"])
+            call = self.tools.get(ident, ("", None))[1]
+            command = call.get("command") if isinstance(call, dict) else None
+            return self.subagents.start_command(ident, str(command or frame.get("description") or "a command"))
         elif subtype == "task_started" and frame.get("tool_use_id"):
             if frame.get("task_id"):
                 self.tasks[str(frame["tool_use_id"])] = str(frame["task_id"])
@@ -271,6 +278,9 @@ class ClaudeAdapter(Adapter):
                 return []
             self.tasks.pop(str(frame["tool_use_id"]), None)
             status = frame.get("status")
+            if str(frame["tool_use_id"]) in self.subagents.commands:
+                return self.subagents.end_command(str(frame["tool_use_id"]), str(status or ""),
+                                                  str(frame.get("summary") or ""))
             return self.subagents.finish(str(frame["tool_use_id"]), str(frame.get("summary") or ""),
                                          error=status != "completed", stopped=status == "stopped")
         return []

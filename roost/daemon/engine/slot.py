@@ -9,7 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from roost.models import State
+from roost.models import Job, State
 
 
 class WorkerHandle(Protocol):
@@ -100,6 +100,8 @@ class Slot:
     held_since: float | None = None
     #: When the last word from one of the agent's own subagents came (they keep an idle worker).
     subagent_word_at: float | None = None
+    #: The commands the agent runs in the background of the job (their ids; a stop aborts them too).
+    background: set[str] = field(default_factory=set)
     #: Senders waiting for a resume to finish (resolved when the worker is ready or fails).
     resume_replies: list[asyncio.Future[Any]] = field(default_factory=list)
     #: Callers of ``close`` waiting for the worker to be gone.
@@ -155,3 +157,9 @@ def turn_of(data: dict[str, Any] | None) -> Turn | None:
                 state_before=State(data["state_before"]), text_before=str(data["text_before"]),
                 report=(str(report[0]), str(report[1])) if report else None,
                 ending=Ending(str(ending[0]), str(ending[1])) if ending else None)
+
+
+def stoppable(job: Job, slot: Slot | None) -> bool:
+    """Whether a stop has something to stop: what ``Job.stoppable`` says, or a command the agent
+    runs in the background of the job (its worker's, so only the slot knows it)."""
+    return job.stoppable() or (slot is not None and bool(slot.background) and job.archived_at is None)

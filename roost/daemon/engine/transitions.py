@@ -19,7 +19,7 @@ from roost.daemon.engine import turns as t
 from roost.daemon.git import worktrees
 from roost.daemon.engine import worker_events as w
 from roost.daemon.engine.run_queue import Placed
-from roost.daemon.engine.slot import Phase
+from roost.daemon.engine.slot import Phase, stoppable
 from roost.daemon.engine.ports import EngineApi
 from roost.models import STOPPABLE_STATES, Job, State
 from roost.protocol import ErrorCode, ProtocolError
@@ -87,7 +87,8 @@ def on_send(eng: EngineApi, job: Job, msg: m.Send) -> None:
 def on_stop(eng: EngineApi, job: Job, msg: m.Stop) -> None:
     """Answers how many of the agent's own subagents the stop ends; None when it was not stoppable.
     A budget's stop stops an idle job too: the turn that crossed the cap may have ended already."""
-    if not job.stoppable() and not (budget_stop(msg.caller) and job.state is State.IDLE and job.archived_at is None):
+    slot = eng.slots.get(job.id)
+    if not stoppable(job, slot) and not (budget_stop(msg.caller) and job.state is State.IDLE and job.archived_at is None):
         msg.answer(None)
         return
     ended = job.provider_running
@@ -96,7 +97,6 @@ def on_stop(eng: EngineApi, job: Job, msg: m.Stop) -> None:
     eng.set_state(job, State.STOPPED, "stop", by=msg.caller or "person", reason=reason)
     eng.drop_messages(job.id)
     eng.save(job)
-    slot = eng.slots.get(job.id)
     if slot is not None:
         t.cut(slot, "stop", msg.caller or "person")
         t.abort(eng, job, slot, bounded=True, first=denials)

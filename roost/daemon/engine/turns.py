@@ -15,6 +15,11 @@ from roost.models import QUESTION_MAX, Job, State, cut_middle
 from roost.protocol import ENTRY_MAX, without_lone_surrogates
 from roost.rules.budgets import stop_reason as budget_stop
 
+from roost.rules import quotas
+
+#: The most background commands of one worker whose ids the daemon keeps.
+BACKGROUND_MAX = 256
+
 
 PROMPT_TIMEOUT = 10.0
 ABORT_TIMEOUT = 5.0
@@ -148,8 +153,8 @@ def abort_effect(eng: EngineApi, job: Job, slot: Slot,
                  first: Coroutine[Any, Any, None] | None = None) -> Coroutine[Any, Any, None] | None:
     """What ``abort`` runs: ``first``, then the abort of the turn in flight; ``first`` alone (or None)
     when nothing runs. With no turn but subagents of the agent's own that run, the abort goes too: it
-    stops them (docs/protocols.md). For an effect that must come after both (closing the worker)."""
-    if slot.turn is None and not job.provider_running:
+    stops them, and so with commands it runs in the background (docs/protocols.md). For an effect that must come after both (closing the worker)."""
+    if slot.turn is None and not job.provider_running and not slot.background:
         return first
     run = slot.turn.run if slot.turn is not None else None
     return _abort(eng, job.id, slot.worker, run, first)
@@ -207,7 +212,9 @@ def _on_one(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> None
         limits.clear_notice(eng, job)
     if kind not in ("response", "malformed"):
         stall_watch.heard(eng, job, slot, str(kind))
-    if kind == "text":
+    if kind == "text" and quotas.binary(str(event.get("text", ""))):  # an agent's that no person reads
+        eng.timeline(job, "note", message=quotas.binary_words(len(str(event["text"]).encode(errors="replace"))))
+    elif kind == "text":
         text = str(event.get("text", ""))
         # A text that continues the one before (a command's output, cut in pieces) adds to it,
         # so the peek and the report hold the end of the output, not of its last piece.
@@ -249,6 +256,13 @@ def _on_one(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> None
         if eng.index.count_subagent(job, data, lambda: eng.store.subagent_words(job.id)):
             eng.save(job)  # its row's counts changed (a new one, or one that finished)
         eng.timeline(job, "subagent", **data)
+    elif kind == "background":  # a command the agent runs in the background of this job (not a subagent)
+        ident = _word(event.get("id"))
+        if not event.get("running"):
+            slot.background.discard(ident)
+        elif len(slot.background) < BACKGROUND_MAX:  # past it a stop still aborts: the set is not empty
+            slot.background.add(ident)
+        eng.timeline(job, "note", message=str(event.get("message", "")), background=ident)
     elif kind == "note":  # the worker side says what it left out (output over its bounds)
         eng.timeline(job, "note", message=str(event.get("message", "")))
     elif kind == "limited":
