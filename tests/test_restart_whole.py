@@ -1,0 +1,65 @@
+"""Recovery after a SIGKILL of the daemon is whole (issue 31, item 8): what a worker answered a past
+daemon is never taken for an answer to this one, so a prompt the worker took is not sent again; and
+the steps the live daemon takes on its own (auto-closing a done subagent's worker) are taken after a
+restart too. Real daemons, real built-in workers."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import struct
+import termios
+import threading
+
+from roost.client import ClientError
+
+from conftest import DaemonHarness
+
+
+def send_quietly(daemon: DaemonHarness, job: str, text: str) -> None:
+    try:
+        daemon.call("send", job=job, text=text)
+    except (ClientError, OSError):
+        pass  # the daemon was killed under it
+
+
+def pipe_holds(pid: int) -> int:
+    """Bytes waiting in the stdin pipe of process ``pid`` (unread by it)."""
+    fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    finally:
+        os.close(fd)
+
+
+def test_a_prompt_the_worker_took_is_not_sent_again_after_two_kills(daemon_factory) -> None:
+    """The second daemon re-adopts an idle worker (its get_state answer stays unacknowledged: no
+    event follows it), writes it a message and is SIGKILLed before the worker read it. The third
+    daemon's get_state must not be answered by the second's old answer ("not busy"): the message
+    would go again while the worker runs it."""
+    daemon: DaemonHarness = daemon_factory("")
+    job = daemon.spawn("say first")
+    pid = daemon.wait_state(job, "idle")["pid"]
+    daemon.kill()
+    daemon.start()
+    daemon.wait_for(lambda: any(e["kind"] == "worker" and e["data"].get("adopted") for e in daemon.timeline(job)),
+                    what="the worker re-adopted")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        sender = threading.Thread(target=send_quietly, args=(daemon, job, "say second\nwait-for go\nsay third"))
+        sender.start()  # its answer waits for the worker to take the prompt: it never comes from this daemon
+        daemon.wait_for(lambda: pipe_holds(pid) > 0, what="the prompt in the worker's stdin")
+        daemon.kill()
+        sender.join(10)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    daemon.start()
+    daemon.at_gate(job, "go")
+    daemon.release("go")
+    daemon.wait_state(job, "idle")
+    assert daemon.show(job)["pid"] == pid
+    entries = daemon.timeline(job)
+    assert daemon.texts(job) == ["first", "second", "third"], "each prompt ran once"
+    assert [e["kind"] for e in entries].count("prompt") == 2
+    assert not [e for e in entries if e["kind"] == "error"], [e for e in entries if e["kind"] == "error"]
