@@ -63,3 +63,19 @@ def test_a_prompt_the_worker_took_is_not_sent_again_after_two_kills(daemon_facto
     assert daemon.texts(job) == ["first", "second", "third"], "each prompt ran once"
     assert [e["kind"] for e in entries].count("prompt") == 2
     assert not [e for e in entries if e["kind"] == "error"], [e for e in entries if e["kind"] == "error"]
+
+
+def test_a_done_subagents_worker_re_adopted_after_a_kill_is_still_auto_closed(daemon_factory) -> None:
+    """A child that reported done, its worker re-adopted by the next daemon: it closes after the
+    auto-close delay as it would have (it stayed up for good, holding a live-worker place)."""
+    daemon: DaemonHarness = daemon_factory("subagent_auto_close_delay = 4\nspare_workers = 0\n")
+    parent = daemon.spawn("spawn report done c\nsay spawned")
+    daemon.wait_for(lambda: daemon.children(parent), what="the child")
+    child = daemon.children(parent)[0]["id"]
+    daemon.wait_state(child, "done")
+    daemon.kill()  # within the delay: its worker is still up
+    daemon.start()
+    daemon.wait_for(lambda: any(e["kind"] == "worker" and e["data"].get("adopted") for e in daemon.timeline(child)),
+                    what="the child's worker re-adopted")
+    row = daemon.wait_row(child, lambda r: r["reaped"], timeout=20, what="the child's worker auto-closed")
+    assert row["state"] == "done"
