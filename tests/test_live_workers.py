@@ -161,6 +161,28 @@ async def test_a_parent_closed_for_room_is_woken_by_its_childs_report(rig: Rig) 
     assert rig.worker(parent).prompts[-1][1].startswith("<roost-report")
 
 
+async def test_a_parent_closed_for_room_is_still_woken_by_its_childs_report_after_a_restart(
+        rig: Rig, tmp_path: Path) -> None:
+    """The run queue's memory of which workers it closed for room goes with the daemon; the next one
+    finds them again from their ``closed`` entries, so the child's report still wakes its parent."""
+    rig.config = replace(CFG, max_live_workers=2)
+    parent = await rig.spawn("parent")
+    child = await rig.spawn("child", caller=parent)
+    await rig.sup.set_pinned(child, True)  # so the parent is the one the cap closes
+    rig.worker(child).end_turn("waiting", "which one?")  # it stays waiting across the restart
+    await rig.settle()
+    rig.worker(parent).end_turn()
+    await rig.settle()
+    other = await rig.spawn("someone else")
+    await rig.settle()
+    assert parent in rig.sup.engine.queue.closed_for_room and rig.state(child) == "waiting"
+    rig.sup.engine.cancel_tasks()
+    rig.store.close()
+    again = Rig(tmp_path, rig.config)
+    assert again.sup.engine.queue.closed_for_room == {parent}, "nor the other, whose worker went with the daemon"
+    assert other not in again.sup.engine.queue.closed_for_room
+
+
 async def test_a_chain_deeper_than_the_cap_goes_to_its_end(rig: Rig) -> None:
     """Each job spawned under the last, all at once, each in its first turn: a parent in a turn
     whose child still runs waits for it and holds no place (``holds_place``), and one whose turn

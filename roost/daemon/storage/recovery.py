@@ -130,6 +130,26 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
     return out
 
 
+#: The ``closed`` reasons of a worker the live daemon would wake for a child's report whatever
+#: ``wake_reaped_parent`` says: closed for room under ``max_live_workers``, or gone with a daemon.
+WAKE_REASONS = ("closed for room", "the daemon restarted")
+
+
+def closed_for_room(store: Store, index: JobIndex) -> list[str]:
+    """Jobs with no worker whose children still run and whose worker the last daemon closed for room
+    (or that did not outlive a daemon): a report from one of those children wakes them, as it did
+    before the restart (the run queue's ``closed_for_room`` is memory only). A worker the idle
+    reaper or a person closed stays closed, as before."""
+    out = []
+    for fact in index.jobs.every_fact():
+        if fact.pid is not None or fact.archived_at is not None or not index.counts(fact.id)[1]:
+            continue
+        closed = store.last_entry(fact.id, "closed")
+        if closed is not None and str(closed.get("reason", "")).startswith(WAKE_REASONS):
+            out.append(fact.id)
+    return out
+
+
 def _to_recover(job: Facts) -> bool:
     """Whether a start has something to settle for the job: approvals that went with the last
     daemon, a worker it claims, or a spawn or turn that was under way (what ``recover`` visits)."""
