@@ -79,3 +79,25 @@ def test_a_done_subagents_worker_re_adopted_after_a_kill_is_still_auto_closed(da
                     what="the child's worker re-adopted")
     row = daemon.wait_row(child, lambda r: r["reaped"], timeout=20, what="the child's worker auto-closed")
     assert row["state"] == "done"
+
+
+def test_a_tool_call_made_while_no_daemon_listens_waits_for_the_next_one(daemon_factory) -> None:
+    """roost_spawn and roost_report called in the gap between a SIGKILLed daemon and the next: the
+    agent waits for the next daemon (DAEMON_WAIT) and its turn goes on, each call made once."""
+    daemon: DaemonHarness = daemon_factory("spare_workers = 0\n")
+    job = daemon.spawn("wait-for go\nwrite marker.txt reached\nspawn say hi\nreport done r")
+    daemon.at_gate(job, "go")
+    daemon.kill()
+    daemon.release("go")
+    marker = daemon.home / "marker.txt"
+    daemon.wait_for(marker.exists, what="the agent past its gate, calling roost_spawn with no daemon")
+    daemon.start()
+    row = daemon.wait_state(job, "done", "failed")
+    entries = daemon.timeline(job)
+    assert row["state"] == "done", [e for e in entries if e["kind"] in ("tool", "error", "state")]
+    tools = [e["data"] for e in entries if e["kind"] == "tool" and e["data"]["name"] in ("roost_spawn", "roost_report")]
+    assert [(t["name"], t["error"]) for t in tools] == [("roost_spawn", False), ("roost_report", False)]
+    kids = daemon.children(job)
+    assert len(kids) == 1
+    daemon.wait_state(kids[0]["id"], "idle")
+    assert daemon.texts(kids[0]["id"]) == ["hi"]

@@ -12,12 +12,15 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from roost.client import AsyncClient, ClientError, job_identity
+from roost.client.daemon_wait import DAEMON_WAIT, call_waiting_async, waited
 from roost.paths import make_private_dir, open_private
 from roost.programs.worker_process import WorkerProcess, options, run_spare
+from roost.socket_connect import UNREACHABLE
 
 #: Prompts that start with this are reports from children: noted, never run as a script.
 REPORT_MARK = "<roost-report"
@@ -133,8 +136,22 @@ class BuiltinAgent(WorkerProcess):
             self.client = await AsyncClient.connect(Path(socket_path), client="builtin", job=job, token=token)
         return self.client
 
+    async def fresh(self, op: str) -> AsyncClient:
+        """The connection, made again when the daemon it was to went away (nothing was sent on it)."""
+        client = await self.connected(op)
+        if client.end_reason is not None:
+            self.client = None
+            await client.close()
+            client = await self.connected(op)
+        return client
+
     async def daemon(self, op: str, **args: Any) -> Any:
-        return await (await self.connected(op)).call(op, **args)
+        """One call as this job; while no daemon listens (it is restarting) it waits for the next one,
+        at most DAEMON_WAIT seconds (roost/client/daemon_wait.py), instead of failing the turn."""
+        return await call_waiting_async(lambda: self._call(op, args))
+
+    async def _call(self, op: str, args: dict[str, Any]) -> Any:
+        return await (await self.fresh(op)).call(op, **args)
 
     async def tool(self, name: str, op: str, **args: Any) -> Any:
         """Call the daemon as a tool, with the call and its result on the transcript."""
@@ -280,12 +297,24 @@ class BuiltinAgent(WorkerProcess):
 
     async def wait_children(self) -> None:
         """Until every child has settled, reading them page by page (the first that has not ends
-        a look, so a look at thousands of children reads only up to the first one still working)."""
-        while not await self._children_settled():
+        a look, so a look at thousands of children reads only up to the first one still working).
+        A look the daemon's restart cut short is taken again (it only reads), for DAEMON_WAIT at most."""
+        lost: float | None = None
+        while True:
+            try:
+                if await self._children_settled():
+                    return
+                lost = None
+            except ClientError as exc:
+                if exc.code not in (UNREACHABLE, "disconnected"):
+                    raise
+                lost = lost if lost is not None else time.monotonic()
+                if time.monotonic() - lost >= DAEMON_WAIT:
+                    raise waited(exc, time.monotonic() - lost) from None
             await asyncio.sleep(0.1)
 
     async def _children_settled(self) -> bool:
-        async for page in (await self.connected("wait-children")).pages("children"):
+        async for page in (await self.fresh("wait-children")).pages("children"):
             if any(child["state"] not in _SETTLED for child in page["rows"]):
                 return False
         return True
