@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,9 @@ from roost.socket_connect import UNREACHABLE
 
 #: Prompts that start with this are reports from children: noted, never run as a script.
 REPORT_MARK = "<roost-report"
+#: The label a spawn carries its own key in, so that one whose answer a restart of the daemon lost is
+#: found among the children rather than made twice.
+SPAWN_KEY = "roost.spawn"
 #: States after which a child no longer holds up ``wait-children``.
 _SETTLED = {"done", "failed", "stopped", "idle", "blocked"}
 #: Seconds a ``run`` command may take before the turn fails.
@@ -140,10 +144,15 @@ class BuiltinAgent(WorkerProcess):
         """The connection, made again when the daemon it was to went away (nothing was sent on it)."""
         client = await self.connected(op)
         if client.end_reason is not None:
-            self.client = None
-            await client.close()
+            await self.drop()
             client = await self.connected(op)
         return client
+
+    async def drop(self) -> None:
+        """Let the connection go (its daemon is gone): the next call connects again."""
+        client, self.client = self.client, None
+        if client is not None:
+            await client.close()
 
     async def daemon(self, op: str, **args: Any) -> Any:
         """One call as this job; while no daemon listens (it is restarting) it waits for the next one,
@@ -153,10 +162,36 @@ class BuiltinAgent(WorkerProcess):
     async def _call(self, op: str, args: dict[str, Any]) -> Any:
         return await (await self.fresh(op)).call(op, **args)
 
+    async def once(self, op: str, args: dict[str, Any]) -> Any:
+        """A tool's call made exactly once across a restart of the daemon. One whose connection
+        dropped after it was written may have been applied: a report is made again (the last one
+        wins); a spawn carries a key of its own (the label SPAWN_KEY) and is first looked for among
+        this job's children, and made again only if the daemon never took it."""
+        if op == "spawn":
+            args = {**args, "labels": {SPAWN_KEY: secrets.token_hex(8)}}
+        start, lost = time.monotonic(), False
+        while True:
+            try:
+                if lost and op == "spawn" and (row := await call_waiting_async(lambda: self._spawned(args["labels"]))):
+                    return row
+                return await self.daemon(op, **args)
+            except ClientError as exc:
+                if exc.code != "disconnected" or op not in ("spawn", "report") or time.monotonic() - start >= DAEMON_WAIT:
+                    raise
+                lost = True
+                await self.drop()
+
+    async def _spawned(self, labels: dict[str, str]) -> dict[str, Any] | None:
+        async for page in (await self.fresh("spawn")).pages("children"):
+            for row in page["rows"]:
+                if (row.get("labels") or {}).get(SPAWN_KEY) == labels[SPAWN_KEY]:
+                    return row
+        return None
+
     async def tool(self, name: str, op: str, **args: Any) -> Any:
         """Call the daemon as a tool, with the call and its result on the transcript."""
         try:
-            result = await self.daemon(op, **args)
+            result = await self.once(op, args)
         except ClientError as exc:
             self.emit({"type": "tool", "name": name, "args": args, "result": exc.message, "error": True})
             raise TurnFailed(f"{name}: {exc.message}") from None
@@ -308,6 +343,7 @@ class BuiltinAgent(WorkerProcess):
             except ClientError as exc:
                 if exc.code not in (UNREACHABLE, "disconnected"):
                     raise
+                await self.drop()
                 lost = lost if lost is not None else time.monotonic()
                 if time.monotonic() - lost >= DAEMON_WAIT:
                     raise waited(exc, time.monotonic() - lost) from None

@@ -106,7 +106,12 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
             elif mark is not None:  # no turn ran: its worker is closed, the job keeps its state
                 note(job, "closed", reason=mark.reason)
             elif had_worker:
-                if job.state in TURN_STATES:
+                if job.state == State.STARTING and job.archived_at is None:
+                    # Its worker was still being started: no prompt was handed over yet (the first
+                    # waits in its inbox), so it starts again, as a spawn that had not started does.
+                    set_state(job, State.QUEUED, "requeued", reason="the daemon restarted while its worker started")
+                    out.queued.append(job.id)
+                elif job.state in TURN_STATES:
                     set_state(job, State.FAILED, "failure", reason="the daemon restarted while its turn ran")
                     note(job, "error", message="worker lost: the daemon restarted during the turn")
                     out.ended.append(job)
