@@ -61,14 +61,24 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged(daemon_factory) -> 
     daemon.wait_for(lambda: not shims_of(daemon.paths.state_dir), what="no shim of this home left (no orphan)")
 
 
-#: Rounds of the kill during spawns and reports (sixteen, not the issue's twenty: each round is a
-#: daemon start, about 2.5 s under load, and the test is kept near a minute), and the seed's variable (a failure prints the seed;
+#: Rounds of the kill during spawns and reports (each a daemon start: 15-20 s in all, about a minute on a
+#: loaded machine), and the seed's variable (a failure prints the seed;
 #: ROOST_FAULT_SEED=N runs that one again).
-KILL_ROUNDS = 16
+KILL_ROUNDS = 20
 SEED_VAR = "ROOST_FAULT_SEED"
 #: Each round's tree: a root that spawns two leaves and waits for them in its turn, under caps small
 #: enough that some start waits for a place.
 ROUND_TREE = "spawn*2 say leaf; report done leaf\nwait-children\nreport done root"
+
+
+def answers(daemon: DaemonHarness) -> bool:
+    """Whether the daemon answers a call (the harness's start can return on a probe that was not
+    answered by it: about one run in five here, agents reconnecting at once; cause not found yet)."""
+    try:
+        daemon.call("status")
+        return True
+    except ClientError:
+        return False
 
 
 def reports_taken(daemon: DaemonHarness, job: str) -> list[str]:
@@ -101,6 +111,7 @@ def test_sigkill_during_spawns_and_reports_every_leaf_finishes_and_each_report_a
         threading.Event().wait(rng.uniform(0.0, 0.8))  # a random moment of the spawns and reports
         daemon.kill()
         daemon.start()
+        daemon.wait_for(lambda: answers(daemon), what="the new daemon to answer")
 
     def finished() -> bool:
         return all(daemon.show(root)["state"] in ("done", "failed", "stopped") for root in roots)
@@ -113,8 +124,8 @@ def test_sigkill_during_spawns_and_reports_every_leaf_finishes_and_each_report_a
              if rows[j]["state"] != "done"}
     assert not wrong, f"every job finishes done ({SEED_VAR}={seed}): {wrong}"
     for root, kids in leaves.items():
-        assert sorted(reports_taken(daemon, root)) == sorted(kids), f"each report reaches {root} once ({SEED_VAR}={seed})"
+        taken = reports_taken(daemon, root)
+        assert sorted(taken) == sorted(kids), f"each report reaches {root} once ({SEED_VAR}={seed}): {taken}"
     assert not [j for j, r in rows.items() if r["state"] == "queued"], f"nothing left queued ({SEED_VAR}={seed})"
     daemon.stop()
-    daemon.wait_for(lambda: not shims_of(daemon.paths.state_dir), what="no shim of this home left (no orphan)")
     daemon.wait_for(lambda: not shims_of(daemon.paths.state_dir), what="no shim of this home left (no orphan)")
