@@ -25,7 +25,7 @@ from roost.daemon.git.diffs import DiffCache
 from roost.daemon.engine.core import Engine
 from roost.daemon.processes.hooks import Hooks
 from roost.daemon.storage.index import JobIndex
-from roost.daemon.storage.recovery import recover
+from roost.daemon.storage.recovery import closed_for_room, recover
 from roost.daemon.storage.search import SearchError
 from roost.daemon.processes.spare import Spares
 from roost.daemon.storage.store import Store
@@ -123,6 +123,7 @@ class Supervisor:
             self.engine.runs = itertools.count(max(runs) + 1)
         self.engine.inbox.update(self.store.pending_counts())
         self.engine.queue.spawns.extend(done.queued)
+        self.engine.queue.closed_for_room.update(closed_for_room(self.store, self.index))
 
     def start(self) -> None:
         """Once the event loop runs: tell parents about children the restart failed, deliver (or

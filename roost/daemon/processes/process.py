@@ -20,6 +20,7 @@ import asyncio
 import collections
 import dataclasses
 import itertools
+import secrets
 import logging
 import os
 import shutil
@@ -86,6 +87,11 @@ class Worker:
         #: While a line is decoded or a command encoded: what the adapter emits, handed on with the rest.
         self._gathered: list[dict[str, Any]] | None = None
         self._ids = itertools.count(1)
+        #: Makes this handle's request ids its own: a re-adopted worker's shim replays what it said
+        #: since the last commit, answers to a past daemon's requests among them (its own get_state
+        #: at adoption, "not busy"), and a "g1" of this daemon's must not be answered by that one's
+        #: (the prompt it wrote since would be taken for one never delivered, and sent again).
+        self._id_tag = secrets.token_hex(4)
         #: Commands sent before the worker was reached (``send``), written once it is.
         self._early: list[dict[str, Any]] = []
         self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -234,7 +240,7 @@ class Worker:
     async def request(self, kind: str, timeout: float, **fields: Any) -> dict[str, Any]:
         """Send a command and wait for its response; raises TimeoutError or ConnectionError. A command
         over the frame limit is not sent: its answer is a failed response that says so."""
-        req_id = f"{kind[0]}{next(self._ids)}"
+        req_id = f"{kind[0]}{self._id_tag}-{next(self._ids)}"
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiters[req_id] = fut  # before sending: an adapter may answer while it encodes
         try:

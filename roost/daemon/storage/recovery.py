@@ -107,7 +107,12 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
             elif mark is not None:  # no turn ran: its worker is closed, the job keeps its state
                 note(job, "closed", reason=mark.reason)
             elif had_worker:
-                if job.state in TURN_STATES:
+                if job.state == State.STARTING and job.archived_at is None:
+                    # Its worker was still being started: no prompt was handed over yet (the first
+                    # waits in its inbox), so it starts again, as a spawn that had not started does.
+                    set_state(job, State.QUEUED, "requeued", reason="the daemon restarted while its worker started")
+                    out.queued.append(job.id)
+                elif job.state in TURN_STATES:
                     set_state(job, State.FAILED, "failure", reason="the daemon restarted while its turn ran")
                     note(job, "error", message="worker lost: the daemon restarted during the turn")
                     out.ended.append(job)
@@ -128,6 +133,26 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
                 index.update(job)
     StopMark.clear(state_dir)  # recorded (or about a worker no job claims any more)
     out.queued.sort(key=lambda job_id: (index.jobs[job_id].created_at, job_id))
+    return out
+
+
+#: The ``closed`` reasons of a worker the live daemon would wake for a child's report whatever
+#: ``wake_reaped_parent`` says: closed for room under ``max_live_workers``, or gone with a daemon.
+WAKE_REASONS = ("closed for room", "the daemon restarted")
+
+
+def closed_for_room(store: Store, index: JobIndex) -> list[str]:
+    """Jobs with no worker whose children still run and whose worker the last daemon closed for room
+    (or that did not outlive a daemon): a report from one of those children wakes them, as it did
+    before the restart (the run queue's ``closed_for_room`` is memory only). A worker the idle
+    reaper or a person closed stays closed, as before."""
+    out = []
+    for fact in index.jobs.every_fact():
+        if fact.pid is not None or fact.archived_at is not None or not index.counts(fact.id)[1]:
+            continue
+        closed = store.last_entry(fact.id, "closed")
+        if closed is not None and str(closed.get("reason", "")).startswith(WAKE_REASONS):
+            out.append(fact.id)
     return out
 
 
