@@ -456,3 +456,34 @@ def test_a_spawns_resources_are_checked_at_the_door(daemon_factory, tmp_path):
         with pytest.raises(ClientError) as info:
             daemon.spawn("say hi", host="c", cwd=str(tmp_path), **bad)
         assert info.value.code == "bad_args" and words in info.value.message, info.value.message
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_ray_turn_goes_on_across_a_daemon_restart_whole_and_once(start, tmp_path, how):
+    """The relay to the actor runs under a shim on this machine: a new daemon re-adopts it as it does a
+    local worker, and the turn held on the node ends once, on the same relay and the same worker."""
+    daemon = start()
+    job = daemon.spawn(f"{ECHO_NODE}\nwait-for ray-gate\nsay after the gate", host="ray", cwd=str(tmp_path))
+    daemon.wait_state(job, "working", timeout=60)
+    daemon.at_gate(job, "ray-gate", timeout=60)
+    relay = daemon.show(job)["pid"]
+    workers = worker_procs(job)
+    assert relay and workers
+    if how == "SIGKILL":
+        daemon.kill()
+    else:
+        daemon.stop(keep_workers=True)
+    daemon.start()
+    row = daemon.show(job)
+    assert row["state"] == "working" and row["pid"] == relay, (row["state"], row["reason"])
+    for gates in (tmp_path, Path(daemon.env["ROOST_GATES"])):  # the agent's gates: its own dir, or the daemon's
+        gates.mkdir(parents=True, exist_ok=True)
+        (gates / "ray-gate").touch()
+    row = daemon.wait_state(job, *FINISHED, timeout=60)
+    assert row["state"] == "idle" and row["pid"] == relay, row
+    texts = daemon.texts(job)
+    assert texts.count("after the gate") == 1, texts
+    assert [e["kind"] for e in daemon.timeline(job)].count("turn_end") == 1
+    assert worker_procs(job) == workers  # the same worker on its node, not a second
+    assert daemon.call("send", job=job, text="say next")["outcome"] == "delivered"
+    daemon.wait_for(lambda: "next" in daemon.texts(job), timeout=30, what="the next turn on the same worker")
