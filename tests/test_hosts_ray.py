@@ -487,3 +487,21 @@ def test_a_ray_turn_goes_on_across_a_daemon_restart_whole_and_once(start, tmp_pa
     assert worker_procs(job) == workers  # the same worker on its node, not a second
     assert daemon.call("send", job=job, text="say next")["outcome"] == "delivered"
     daemon.wait_for(lambda: "next" in daemon.texts(job), timeout=30, what="the next turn on the same worker")
+
+
+def test_roost_stop_with_no_daemon_ends_a_ray_jobs_worker_on_its_node(start, tmp_path):
+    """``roost stop`` while no daemon runs reaches a Ray job: its relay's shim is on record here, the
+    relay's SIGTERM ends the worker on its node through the actor; the next daemon records it stopped."""
+    daemon = start()
+    job = daemon.spawn("wait-for never", host="ray", cwd=str(tmp_path))
+    daemon.at_gate(job, "never", timeout=60)
+    daemon.wait_for(lambda: worker_procs(job), what="the worker on its node")
+    relay = daemon.show(job)["pid"]
+    daemon.kill()
+    done = subprocess.run([sys.executable, "-m", "roost.cli", "stop", job], env=daemon.env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and f"ended its worker (pid {relay})" in done.stdout, done.stdout + done.stderr
+    daemon.wait_for(lambda: not worker_procs(job), timeout=20, what="the worker on its node to end")
+    daemon.start()
+    row = daemon.wait_state(job, "stopped", timeout=30)
+    assert row["reason"] == "stopped by a person while no daemon ran (roost stop)" and row["pid"] is None
