@@ -194,11 +194,14 @@ class Supervisor:
         await self.hooks.close()
 
     def _keeps(self, job_id: str, slot: Any) -> bool:
-        """Whether a stopping daemon leaves this worker running for the next one to re-adopt."""
+        """Whether a stopping daemon leaves this worker running for the next one to re-adopt (a Ray
+        host's too: its relay runs under a shim here; not yet an SSH host's, written down nowhere here)."""
         job = self.index.get(job_id)
         launch = getattr(slot.worker, "launch", None)
-        return (job is not None and not job.host and slot.phase.value == "ready"
+        process = getattr(slot.worker, "process", None)
+        return (job is not None and not (process is not None and process.remote)
                 and approval_rules.carried(job.approvals, (job.live or {}).get("adapter"))
+                and slot.phase.value == "ready"
                 and launch is not None and launch.adoptable and hasattr(slot.worker, "detach"))
 
     # -- spawning ------------------------------------------------------------------------------------

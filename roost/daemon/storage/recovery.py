@@ -163,16 +163,18 @@ def _to_recover(job: Facts) -> bool:
 
 
 def adoptable(index: JobIndex, state_dir: Path) -> list[tuple[str, ShimRecord]]:
-    """The jobs whose workers a new daemon takes over: on this machine, ready when the last daemon
-    wrote the record (not starting, not being closed), no approval pending that its adapter's snapshot
-    does not carry whole (rules/approvals.py ``carried``: Claude Code's do), a driver whose adapter
+    """The jobs whose workers a new daemon takes over: under a shim on this machine (a Ray host's job
+    too: its relay to the actor runs under one here; an SSH host's worker has no record here), ready
+    when the last daemon wrote the record (not starting, not being closed), no approval pending that
+    its adapter's snapshot does not carry whole (rules/approvals.py ``carried``: Claude Code's do), a
+    driver whose adapter
     keeps nothing in memory or restores what it knew (all but Codex's), and a shim that is still the
     one started (its record, found by the job's id, names its pid and start time, this boot, and the
     job's worker)."""
     boot, out = boot_id(), []
     for job in index.jobs.whole([f.id for f in index.jobs.every_fact() if f.pid is not None]):
         live = job.live or {}
-        if job.host or not approval_rules.carried(job.approvals, live.get("adapter")) or live.get("phase") != "ready":
+        if not approval_rules.carried(job.approvals, live.get("adapter")) or live.get("phase") != "ready":
             continue
         record = ShimRecord.load(record_path(state_dir, job.id))
         if (record is not None and record.adoptable and record.tree.boot == boot and record.tree.pid == job.pid
