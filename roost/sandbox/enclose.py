@@ -37,7 +37,11 @@ def enclose(launch: Launch, job: Job, paths: Paths, settings: Any, support: Supp
         hidden.append(Path(settings.worktree.dir).expanduser())
     shown = {os.path.realpath(p) for p in _expand(settings.sandbox_show, home)}
     hidden = [p for p in _existing(hidden) if p not in shown]
-    mounts = Mounts(readable=tuple(_existing(_expand(settings.sandbox_read, home))), tree=tuple(tree), state=tuple(state), protected=tuple(protected),
+    # A tree inside a hidden directory (a worktree under roost's state) is bound after the hiding, as the
+    # agent's state is; one holding a hidden directory (roost's home as the cwd) before it, so it stays hidden.
+    inside = [t for t in tree if any(_under(t, h) for h in hidden)]
+    mounts = Mounts(readable=tuple(_existing(_expand(settings.sandbox_read, home))),
+                    tree=tuple(t for t in tree if t not in inside), state=tuple(inside + state), protected=tuple(protected),
                     hidden_dirs=tuple(p for p in hidden if os.path.isdir(p)),
                     hidden_files=tuple(p for p in hidden if not os.path.isdir(p)),
                     socket=(str(socket_link(paths)), str(paths.runtime_dir)),
@@ -120,3 +124,7 @@ def _existing(items: Iterable[Any]) -> list[str]:
         if os.path.lexists(real) and real not in out:
             out.append(real)
     return out
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
