@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from roost import bounds
+from roost.sandbox.walls import LEVELS as ISOLATION_LEVELS
 
 try:
     import orjson
@@ -171,6 +172,7 @@ OPS: dict[str, dict[str, Arg]] = {
               "host": _NAME, "approvals": Arg((str, type(None)), choices=APPROVAL_MODES),
               "approval_rules": Arg((list,), items=str),  # each rule bounded by rules/approvals.py
               "budget_usd": _DOLLARS, "budget_tokens": _TOKENS,
+              "isolation": Arg((str, type(None)), choices=ISOLATION_LEVELS),
               # on a Ray host (docs/hosts.md#ray); names and amounts checked by roost/hosts/placement.py
               "num_cpus": Arg((int, float, type(None))), "resources": Arg((dict, type(None)))},
     "send": {"job": _ID, "text": _NEED_STR},

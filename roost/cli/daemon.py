@@ -147,6 +147,8 @@ def daemon_status(acknowledge: bool) -> None:
         ready, retry = len(spares.get("ready") or ()), spares.get("retry_in")
         say(f"spare workers: {ready} of {spares['wanted']} ready"
             + (f"; they kept dying ({spares.get('failures')} times), next try in {retry:g}s" if retry else ""))
+    if st.get("sandbox"):
+        say(st["sandbox"]["words"])
     if st.get("config_error"):
         say(f"config not reloaded: {st['config_error']}")
     if st.get("store_notice"):

@@ -22,6 +22,7 @@ from roost.config.values import (
 )
 from roost.models import LIFETIMES
 from roost.rules.approvals import MODES as APPROVAL_MODES, RuleError, parse_rules
+from roost.sandbox.walls import DEFAULT_HIDE, LEVELS as ISOLATION_LEVELS
 
 DRIVER_KINDS = ("builtin", "pi", "command", "claude", "codex")
 #: Codex's own names for its sandbox modes and approval policies (``[drivers.codex]``).
@@ -87,9 +88,12 @@ class DriverProfile:
     resources: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     #: An archive keeps its jobs' worktrees when they hold ignored files the job made (docs/worktrees.md).
     keep_ignored: bool = False
+    #: Its jobs' walls unless a spawn says (None: "sandbox"; docs/isolation.md).
+    isolation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "lifetime": self.lifetime, "options": _thaw(self.options),
+                "isolation": self.isolation,
                 "worktree": self.worktree, "host": self.host, "approvals": self.approvals,
                 "approval_rules": list(self.approval_rules), "budget_usd": self.budget_usd,
                 "budget_tokens": self.budget_tokens, "num_cpus": self.num_cpus, "resources": dict(self.resources),
@@ -231,6 +235,15 @@ class Config:
     budget_daily_usd: float | None = None
     #: ``[prices.MODEL]``: dollars per million tokens, for agents that report no cost.
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
+    #: Walls (docs/isolation.md): the bubblewrap program, what stays hidden beyond the defaults and
+    #: what of those is shown, variables kept besides each driver's own, per-job limits (0: none).
+    sandbox_bwrap: str = "bwrap"
+    sandbox_hide: tuple[str, ...] = DEFAULT_HIDE
+    sandbox_show: tuple[str, ...] = ()
+    sandbox_read: tuple[str, ...] = ()
+    sandbox_env: tuple[str, ...] = ()
+    sandbox_memory_mb: int = 4096
+    sandbox_processes: int = 1024
     hooks: HookSettings = HookSettings()
     worktree: WorktreeSettings = WorktreeSettings()
     drivers: Mapping[str, DriverProfile] = field(default_factory=_default_drivers)
@@ -322,6 +335,13 @@ _TOP: dict[str, Check] = {
     "theme": _theme,
     "budget_daily_usd": _dollars,
     "prices": _prices,
+    "sandbox_bwrap": _string(nonempty=True),
+    "sandbox_hide": _string_list(),
+    "sandbox_show": _string_list(),
+    "sandbox_read": _string_list(),
+    "sandbox_env": _string_list(),
+    "sandbox_memory_mb": _integer(0),
+    "sandbox_processes": _integer(0),
 }
 
 _HOOK_KEYS: dict[str, Check] = {
@@ -351,7 +371,8 @@ def _allow_rules(value: Any) -> tuple[str, ...]:
 _COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(LIFETIMES), "worktree": _boolean,
                              "host": _string(nonempty=True), "approvals": _choice(APPROVAL_MODES),
                              "approval_rules": _allow_rules, "budget_usd": _dollars, "budget_tokens": _integer(0),
-                             "num_cpus": _amount, "resources": _resources, "keep_ignored": _boolean}
+                             "num_cpus": _amount, "resources": _resources, "keep_ignored": _boolean,
+                             "isolation": _choice(ISOLATION_LEVELS)}
 
 
 def _lost_after(value: Any) -> float:

@@ -34,6 +34,8 @@ from roost.daemon.engine import spawn as spawn_rules
 from roost.daemon.engine.slot import stoppable
 from roost.daemon.git import worktrees
 from roost.daemon.processes.launch import WorkerFactory, adopt_factory, process_factory
+from roost.sandbox.probe import probe
+from roost.sandbox.walls import IsolationRefused, decide
 from roost.daemon.processes.remote_worker import remote_opener
 from roost.daemon.processes.shim_link import token_hash
 from roost.daemon.processes.shim_process import know_shim
@@ -80,8 +82,10 @@ class Supervisor:
         self.hooks = Hooks(config)
         #: Built-in workers started ahead (roost/daemon/processes/spare.py); none with a factory of fakes.
         self.spares = Spares(paths, config) if make_worker is None else None
+        #: What this machine can build walls with (roost/sandbox/probe.py), found once at the start.
+        self.walls = probe(config().sandbox_bwrap)
         self.engine = Engine(store, self.index, self.publisher, config,
-                             make_worker or process_factory(paths, config, self.spares), clock, monotonic,
+                             make_worker or process_factory(paths, config, self.spares, self.walls), clock, monotonic,
                              hooks=self.hooks)
         self.publisher.counts_of = self.counts
         if make_worker is None:
@@ -233,6 +237,12 @@ class Supervisor:
         if problem := labels_problem(labels):
             raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {problem}")
         policy = _policy(args, profile, parent, caller)
+        try:
+            isolation, walls = decide(args.get("isolation"), profile.isolation,
+                                      parent.driver_opts.get("isolation") if parent else None, caller is not None,
+                                      self.walls.ok, self.walls.reason, bool(host))
+        except IsolationRefused as exc:
+            raise ProtocolError(ErrorCode.DRIVER, str(exc)) from None
         if not args["prompt"].strip():  # a turn on nothing: the agent would only guess
             raise ProtocolError(ErrorCode.BAD_ARGS, "spawn: the prompt is empty: say what the job is to do")
         check_prompt(args["prompt"])
@@ -246,7 +256,8 @@ class Supervisor:
         job = Job(id=self.new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
                   cwd=cwd, host=host, parent=parent.id if parent else None, state=State.QUEUED,
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
-                  driver_opts={**profile.to_dict(), **placement.spawn_resources(args, profile)}, approval_policy=policy)
+                  driver_opts={**profile.to_dict(), **placement.spawn_resources(args, profile), "isolation": isolation,
+                               "walls": walls}, approval_policy=policy)
         await worktrees.prepare(job, args, profile, self.paths, config)
         try:
             await self._ask(job.id, m.Spawn(job, args["prompt"], caller or "person", budget))
@@ -461,7 +472,7 @@ class Supervisor:
     def status(self) -> dict[str, Any]:
         return {"jobs": len(self.index.jobs), "workers": len(self.engine.slots), "counts": self.counts().to_wire(),
                 "queued": self.engine.queue.queued_count(), "store_notice": self.store.notice(),
-                "spares": self.spares.status() if self.spares is not None else None}
+                "spares": self.spares.status() if self.spares is not None else None, "sandbox": self.walls.to_wire()}
 
 
 def _policy(args: dict[str, Any], profile: Any, parent: Job | None, caller: str | None) -> list[dict[str, Any]]:

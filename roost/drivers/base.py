@@ -60,6 +60,9 @@ class Launch:
     #: Whether a later daemon may take the running worker over (its adapter keeps nothing in memory,
     #: or writes it down and restores it); the worker sets it from ``Adapter.survives_restart``.
     adoptable: bool = False
+    #: The agent's own state outside the job's tree that it writes (its config or session directory,
+    #: a session file): what a sandbox lets it write besides the tree (roost/sandbox/enclose.py).
+    writable: tuple[str, ...] = ()
 
 
 class Adapter:
@@ -165,6 +168,9 @@ class Driver:
     """One kind of agent runtime."""
 
     kind = ""
+    #: Openings of the names of variables its agent needs from the daemon's environment (its provider's
+    #: key and base URL): the rest stay out of a sandboxed worker's environment (roost/sandbox/walls.py).
+    env_prefixes: tuple[str, ...] = ()
     #: How long a worker may take to answer its first get_state.
     ready_timeout = 30.0
     #: Whether its worker starts with the job's budget as its agent's own cap (Claude Code's
@@ -203,6 +209,18 @@ def copy_session(source: Job, target: Path) -> str | None:
     shutil.copyfile(source.session, part)
     os.replace(part, target)
     return str(target)
+
+
+def own_file(path: str) -> str:
+    """``path`` made (empty, 0600, in a private directory) when missing: a session file its agent
+    appends to, which a sandbox can then let it write alone (``Launch.writable``)."""
+    from roost.paths import make_private_dir, open_private
+
+    target = Path(path)
+    if not target.exists():
+        make_private_dir(target.parent)
+        os.close(open_private(target))
+    return path
 
 
 def inherited_env(extra: Mapping[str, str]) -> dict[str, str]:

@@ -18,6 +18,7 @@ INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
 
 
 class ClaudeDriver(Driver):
+    env_prefixes = ("ANTHROPIC_", "CLAUDE_", "AWS_BEARER_TOKEN_BEDROCK", "NODE_")
     kind = "claude"
     ready_timeout = 60.0
     caps_spend = True
@@ -66,7 +67,8 @@ class ClaudeDriver(Driver):
         env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         # Each Bash command in the job's directory (a `cd` does not carry over, measured): the cwd its approval shows.
         env.setdefault("CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR", "1")
-        return Launch(argv=argv, env=env, cwd=cwd, session=session, record=ctx.record(job))
+        return Launch(argv=argv, env=env, cwd=cwd, session=session, record=ctx.record(job),
+                      writable=(self._config_dir,))
 
     def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
         """Claude Code forks a session itself (``--resume SRC --fork-session``) at the fork's first start."""

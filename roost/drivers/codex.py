@@ -69,6 +69,7 @@ def thread_params(job: Job, ctx: LaunchContext) -> dict[str, Any]:
 
 
 class CodexDriver(Driver):
+    env_prefixes = ("OPENAI_", "CODEX_", "NODE_")
     kind = "codex"
     ready_timeout = 60.0
 
@@ -91,7 +92,7 @@ class CodexDriver(Driver):
         argv = [program, "app-server", *NETWORK_ARGS, *map(str, options.get("args") or ())]
         env = inherited_env({"CODEX_HOME": home, **extra_env, **ctx.roost_env(job)})
         self._params = thread_params(job, ctx)
-        return Launch(argv=argv, env=env, cwd=cwd, session=job.session, record=ctx.record(job))
+        return Launch(argv=argv, env=env, cwd=cwd, session=job.session, record=ctx.record(job), writable=(home,))
 
     def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
         """Codex's app-server forks a thread itself (``thread/fork``) at the fork's first start."""

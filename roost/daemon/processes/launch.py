@@ -20,6 +20,8 @@ from roost.drivers import driver_for
 from roost.drivers.base import DriverError, LaunchContext
 from roost.models import Job
 from roost.paths import Paths
+from roost.sandbox.enclose import enclose
+from roost.sandbox.probe import Support
 
 #: Takes one step of a worker's events (roost/daemon/engine/worker_events.py ``sinks``).
 EventSink = Callable[[list[dict[str, Any]]], None]
@@ -40,9 +42,11 @@ WorkerFactory = Callable[[Job, str, EventSink, ExitSink], Made]
 AdoptFactory = Callable[[Job, ShimRecord, int, EventSink, ExitSink], WorkerHandle]
 
 
-def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares | None = None) -> WorkerFactory:
-    """The real factory: the job's driver launches an OS process. Raises ConfigError or
-    DriverError (say, the profile is gone from the config) for the engine to report."""
+def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares | None = None,
+                    support: Support | None = None) -> WorkerFactory:
+    """The real factory: the job's driver launches an OS process, inside the job's walls when its
+    record says it has them (``support``: what this machine can build, probed at the daemon's start).
+    Raises ConfigError or DriverError (say, the profile is gone from the config) for the engine to report."""
 
     def make(job: Job, token: str, on_event: EventSink, on_exit: ExitSink) -> Made:
         settings = config()
@@ -51,7 +55,15 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
         ctx = LaunchContext(socket=paths.socket, token=token, sessions_dir=paths.sessions_dir,
                             state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
         launch = driver.launch(job, ctx)
-        opener = spares.open if spares is not None and spares.serves(job, profile) else None
+        walled = job.driver_opts.get("walls") == "sandbox" and not job.host
+        if walled:
+            if support is None or not support.ok:  # the machine lost it since the spawn: no job runs bare
+                raise DriverError(f"this job was spawned with a sandbox, and none can be built now: "
+                                  f"{support.reason if support else 'not probed'}")
+            # The network is the machine's (network = "all") until the egress proxy decides it.
+            launch = enclose(launch, job, paths, settings, support, driver.env_prefixes, share_net=True)
+        # A spare started ahead of its job is outside any job's walls.
+        opener = spares.open if spares is not None and not walled and spares.serves(job, profile) else None
         worker = Worker(job.id, launch, driver.adapter(job), paths.job_log(job.id), on_event=on_event,
                         on_exit=on_exit, opener=opener)
         ready = settings.host(job.host).ready_time(driver.ready_timeout) if job.host else driver.ready_timeout

@@ -37,6 +37,7 @@ from roost.daemon.storage.store import Store, StoreError
 from roost.daemon.storage.repair import closed_cleanly, open_store
 from roost.daemon.supervisor import Supervisor
 from roost.hosts.link import HostDown, host_socket_path
+from roost.sandbox.enclose import socket_link
 from roost.paths import Paths, UnsafePath
 from roost.protocol import MAX_CONNECTIONS, MAX_FRAME, PERSON_ROOM, ErrorCode, ProtocolError, encode, err
 from roost.socket_connect import peer_credentials
@@ -124,6 +125,7 @@ class Daemon:
     def _listen(self) -> None:
         try:
             self._listener = _bind(self.paths.socket)
+            socket_link(self.paths)  # what running sandboxed jobs see of the runtime directory: this socket now
         except OSError as exc:  # a path too long for a Unix socket, a full disk
             raise CannotListen(_cannot_listen("roost daemon", self.paths.socket, "", exc)) from None
         asyncio.get_running_loop().add_reader(self._listener.fileno(), self._accept, self._listener, None)
