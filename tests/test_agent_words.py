@@ -14,7 +14,7 @@ import pytest
 from roost.drivers.base import DriverError, find_agent_program
 from roost.drivers.claude_stream import ClaudeAdapter
 from roost.drivers.codex import CodexAdapter
-from roost.drivers.limits import codex_error, reset_from_words
+from roost.drivers.limits import codex_error, is_limit, reset_from_words
 from roost.drivers.pi import PiAdapter
 from roost.text import WORDS_MAX, failure_line, plain_words
 
@@ -67,6 +67,15 @@ def test_reset_times_from_an_agents_words():
     local = time.localtime(at)
     assert (local.tm_hour, local.tm_min) == (1, 49) and NOW < at <= NOW + 86400
     assert reset_from_words("try again at 13:99", NOW) is None and reset_from_words("no time", NOW) is None
+
+
+def test_quota_words_are_a_limit_only_as_providers_say_them():
+    """A failed turn's words name its paths: a directory called "quotas" is no limit."""
+    for said in ("You exceeded your current quota, please check your plan", "insufficient_quota",
+                 "Quota exceeded for metric generate_content_requests", "429 Too Many Requests"):
+        assert is_limit(said), said
+    for said in ("cannot open /home/u/quotas/work/file: permission denied", "quota.py: syntax error"):
+        assert not is_limit(said), said
 
 
 # -- a program that is there but cannot run -------------------------------------------------------

@@ -26,7 +26,10 @@ from roost.worker_protocol import limited, retrying
 
 #: How much of an agent's words a limit or retry event carries.
 WORDS_MAX = 300
-_RATE_WORDS = re.compile(r"\b429\b|rate.?limit|usage limit|too many requests|quota", re.I)
+#: "quota" only as providers put it ("exceeded your current quota", "insufficient_quota", "Quota
+#: exceeded for …"): the word alone is in paths and names ("quotas/") that say nothing of a limit.
+_RATE_WORDS = re.compile(r"\b429\b|rate.?limit|usage limit|too many requests|insufficient_quota"
+                         r"|exceeded your (?:current )?quota|\bquota (?:exceeded|reached|exhausted)", re.I)
 _IN = re.compile(r"(?:try again|retry|resets?) in ((?:\d+(?:\.\d+)?\s*(?:ms|h|m|s)\s*)+)", re.I)
 _AT = re.compile(r"(?:try again|resets?) at (\d{1,2}):(\d{2})\s*([AP]M)?", re.I)
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|h|m|s)", re.I)
