@@ -90,18 +90,10 @@ class DaemonHarness:
         self.env.update(ROOST_HOME=str(home), ROOST_CONFIG=str(self.config_path))
 
     def write_config(self, text: str) -> None:
-        """The test's config, with its gates directory readable inside the jobs' sandboxes (it is
-        under /tmp, which each sandbox has a private one of), unless the config says otherwise."""
         self.home.mkdir(parents=True, exist_ok=True)
-        gates = self.env.get("ROOST_GATES")
-        if gates and "sandbox_read" not in text:
-            Path(gates).mkdir(parents=True, exist_ok=True)
-            text = f"sandbox_read = [{json.dumps(gates)}]\n" + text
         self.config_path.write_text(text)
 
     def start(self, timeout: float = 15.0) -> None:
-        if not self.config_path.exists():
-            self.write_config("")
         self.paths.ensure()
         log = open(self.paths.daemon_log, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "roost.daemon"], env=self.env, stdout=log, stderr=log,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import collections
 
-from roost.rules.quotas import BINARY_JUDGED, SPAWN_WINDOW, binary, recent, spawn_refusal, text_ends, tree_root
+from roost.binary_text import BINARY_JUDGED, binary, text_ends
+from roost.rules.quotas import SPAWN_WINDOW, recent, spawn_refusal, tree_root
 
 
 def test_binary_is_judged_from_its_size_and_past_a_quarter_of_controls() -> None:

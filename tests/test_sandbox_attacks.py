@@ -26,6 +26,7 @@ def config(extra: str = "") -> str:
 [drivers.sh]
 kind = "command"
 command = ["sh", "-c", "{{prompt}}"]
+isolation = "sandbox"
 """
 
 

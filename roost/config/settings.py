@@ -88,7 +88,7 @@ class DriverProfile:
     resources: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     #: An archive keeps its jobs' worktrees when they hold ignored files the job made (docs/worktrees.md).
     keep_ignored: bool = False
-    #: Its jobs' walls unless a spawn says (None: "sandbox"; docs/isolation.md).
+    #: Its jobs' walls unless a spawn says (None: walls.DEFAULT_LEVEL, "none" for now; docs/isolation.md).
     isolation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

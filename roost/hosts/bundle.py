@@ -21,8 +21,8 @@ import roost
 #: Package-relative files of the worker side: the programs, what they import, the remote wrapper.
 WORKER_SIDE = (
     "__init__.py", "paths.py", "protocol.py", "socket_connect.py", "worker_protocol.py", "proctree.py", "bounds.py",
-    "placeholders.py", "client/__init__.py", "client/wire.py", "client/blocking.py", "client/aio.py",
-    "client/autostart.py", "client/daemon_wait.py",
+    "placeholders.py", "binary_text.py", "client/__init__.py", "client/wire.py", "client/blocking.py", "client/aio.py",
+    "client/autostart.py", "client/daemon_wait.py", "sandbox/__init__.py", "sandbox/walls.py",
     "programs/__init__.py", "programs/builtin_agent.py", "programs/command_worker.py",
     "programs/turn_output.py", "programs/worker_process.py", "programs/mcp_server.py",
     "hosts/__init__.py", "hosts/remote.py", "hosts/remote_shim.py",

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from roost.bounds import MAX_OUTPUT
 from roost.protocol import ENTRY_MAX
-from roost.rules.quotas import binary, binary_words, text_ends
+from roost.binary_text import binary, binary_words, text_ends
 from roost.worker_protocol import note, split_bytes
 
 #: How long output may wait for more to go out with it, in seconds.

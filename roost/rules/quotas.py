@@ -5,27 +5,16 @@ A tree is a root job and every job below it that is not archived. A spawn into a
 saying which key and how to raise it, when the tree already holds ``max_tree_jobs`` jobs or had
 ``max_spawns_per_minute`` spawns in the last SPAWN_WINDOW seconds.
 
-Output that is mostly control characters or bytes that are not UTF-8 (a binary file sent to
-stdout, a flood of NUL) is not text a person reads, and JSON keeps each such character as six
-bytes: ``binary`` tells it, and the timeline keeps a count of it instead ("4194304 bytes of binary
-output").
+What output may cost the store: roost/binary_text.py (the worker side judges it too).
 """
 
 from __future__ import annotations
 
 import collections
-import re
 from typing import Sequence
 
 #: The window of ``max_spawns_per_minute``, in seconds.
 SPAWN_WINDOW = 60.0
-#: A text shorter than this is never taken for binary (a colour code or a cursor move on its own).
-BINARY_JUDGED = 256
-#: The share of characters that are control characters (or U+FFFD, a byte that was not UTF-8)
-#: past which a text is binary. Coloured output (an ESC every few characters) stays well under it.
-BINARY_SHARE = 0.25
-#: A character that is not text: a control but tab, newline and CR, DEL, C1, or a replaced byte.
-_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffd]")
 
 
 def tree_root(ancestors: Sequence[str], parent: str) -> str:
@@ -51,27 +40,3 @@ def spawn_refusal(root: str, tree_jobs: int, spawns_in_window: int, max_tree_job
                 f"(max_spawns_per_minute = {max_spawns_per_minute}): try again in a minute, or raise "
                 f"max_spawns_per_minute in the config")
     return None
-
-
-def binary(text: str) -> bool:
-    """Whether ``text`` is output no person reads as text: at least BINARY_JUDGED characters, more
-    than BINARY_SHARE of them control characters or replaced bytes."""
-    if len(text) < BINARY_JUDGED or (text.isprintable() and "\ufffd" not in text):
-        return False
-    controls = len(text) - len(_NOT_TEXT.sub("", text))
-    return controls > BINARY_SHARE * len(text)
-
-
-def text_ends(text: str) -> tuple[str, str]:
-    """The text before the first character that is not text, and after the last one."""
-    first = _NOT_TEXT.search(text)
-    if first is None:
-        return text, ""
-    last = _NOT_TEXT.search(text[::-1])
-    assert last is not None
-    return text[:first.start()], text[len(text) - last.start():]
-
-
-def binary_words(size: int) -> str:
-    """What the timeline says in place of ``size`` bytes of binary output."""
-    return f"{size} bytes of binary output (not kept: mostly control characters or bytes that are not UTF-8)"

@@ -28,9 +28,11 @@ class Support:
     def words(self) -> str:
         """One line for `roost daemon status` and `roost doctor`."""
         if not self.ok:
-            return f"jobs are NOT sandboxed: {self.reason} (a profile with isolation = \"sandbox!\" is refused)"
+            return (f"jobs of profiles with isolation = \"sandbox\" are NOT sandboxed: {self.reason} "
+                    f"(one with \"sandbox!\" is refused)")
         limit = "a pids cgroup per job" if self.pids else "rlimits (no cgroup roost may use)"
-        return f"jobs are sandboxed with bubblewrap ({self.bwrap}); process limits by {limit}"
+        return (f"jobs of profiles with isolation = \"sandbox\" are sandboxed with bubblewrap ({self.bwrap}); "
+                f"process limits by {limit}")
 
     def to_wire(self) -> dict[str, object]:
         return {"ok": self.ok, "reason": self.reason, "words": self.words()}

@@ -9,7 +9,7 @@ from typing import Mapping
 #: From the loosest to the strictest: no walls; walls where the machine has them (else it runs
 #: unsandboxed, saying so); walls or no job at all.
 LEVELS = ("none", "sandbox", "sandbox!")
-DEFAULT_LEVEL = "sandbox"
+DEFAULT_LEVEL = "none"
 
 #: What no job reads unless a profile opens it (``sandbox_hide`` adds, ``sandbox_show`` takes away).
 DEFAULT_HIDE = ("~/.ssh", "~/.aws", "~/.config/gcloud", "~/.config/gh", "~/.netrc", "~/.docker", "~/.kube",

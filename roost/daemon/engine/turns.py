@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Coroutine
 
+from roost import binary_text
 from roost.daemon.engine import approvals, limits, reports, spend, stall_watch
 from roost.daemon.engine.messages import AbortAnswer, Due, Event, PromptAnswer, SteerAnswer
 from roost.daemon.engine.slot import Ending, Phase, Slot, Turn
@@ -14,8 +15,6 @@ from roost.daemon.engine.ports import EngineApi
 from roost.models import QUESTION_MAX, Job, State, cut_middle
 from roost.protocol import ENTRY_MAX, without_lone_surrogates
 from roost.rules.budgets import stop_reason as budget_stop
-
-from roost.rules import quotas
 
 #: The most background commands of one worker whose ids the daemon keeps.
 BACKGROUND_MAX = 256
@@ -212,8 +211,8 @@ def _on_one(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> None
         limits.clear_notice(eng, job)
     if kind not in ("response", "malformed"):
         stall_watch.heard(eng, job, slot, str(kind))
-    if kind == "text" and quotas.binary(str(event.get("text", ""))):  # an agent's that no person reads
-        eng.timeline(job, "note", message=quotas.binary_words(len(str(event["text"]).encode(errors="replace"))))
+    if kind == "text" and binary_text.binary(str(event.get("text", ""))):  # an agent's that no person reads
+        eng.timeline(job, "note", message=binary_text.binary_words(len(str(event["text"]).encode(errors="replace"))))
     elif kind == "text":
         text = str(event.get("text", ""))
         # A text that continues the one before (a command's output, cut in pieces) adds to it,
