@@ -209,7 +209,7 @@ async def test_a_chain_deeper_than_the_cap_goes_to_its_end(rig: Rig) -> None:
 
 # -- a real daemon, real built-in workers ------------------------------------------------------------------------
 def test_three_hundred_children_run_within_a_cap_of_eight(daemon_factory) -> None:
-    daemon = daemon_factory("max_live_workers = 8\nspare_workers = 0\n")
+    daemon = daemon_factory("max_live_workers = 8\nspare_workers = 0\nmax_spawns_per_minute = 0\n")  # 300 spawns in one turn
     parent = daemon.spawn("spawn*300 say hi\nsay spawned them all", title="many")
     most = 0
 
