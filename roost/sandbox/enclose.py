@@ -27,15 +27,17 @@ def enclose(launch: Launch, job: Job, paths: Paths, settings: Any, support: Supp
     """``launch`` as it runs inside the job's walls (``support`` says the machine can build them);
     ``prefixes``: the variables its driver's agent needs; ``share_net``: it keeps the machine's network."""
     home = launch.env.get("HOME") or os.path.expanduser("~")
+    # A profile may give its agent a HOME of its own: the person's secrets stay hidden under both.
+    homes = list(dict.fromkeys([home, os.path.expanduser("~")]))
     tree = _existing([job.cwd, git_common_dir(job.cwd)])
     state = _existing(launch.writable)
     protected = [p for root in tree + state if os.path.isdir(root) for p in _git_control(root)]
-    hidden = [*_expand(settings.sandbox_hide, home), paths.state_dir, paths.config_dir, paths.runtime_dir]
+    hidden = [*(p for h in homes for p in _expand(settings.sandbox_hide, h)), paths.state_dir, paths.config_dir, paths.runtime_dir]
     if settings.source is not None:
         hidden.append(settings.source)
     if settings.worktree.dir:
         hidden.append(Path(settings.worktree.dir).expanduser())
-    shown = {os.path.realpath(p) for p in _expand(settings.sandbox_show, home)}
+    shown = {os.path.realpath(p) for h in homes for p in _expand(settings.sandbox_show, h)}
     hidden = [p for p in _existing(hidden) if p not in shown]
     # A tree inside a hidden directory (a worktree under roost's state) is bound after the hiding, as the
     # agent's state is; one holding a hidden directory (roost's home as the cwd) before it, so it stays hidden.
