@@ -138,3 +138,24 @@ def test_a_machine_without_bubblewrap_refuses_a_required_sandbox_and_says_so(
     assert daemon.show(job)["driver_opts"]["walls"].startswith("none: not sandboxed, bubblewrap")
     status = daemon.call("status")["sandbox"]
     assert not status["ok"] and "NOT sandboxed" in status["words"]
+
+
+@pytest.mark.parametrize("bwrap", ["/nonexistent/bwrap", "bwrap"])
+async def test_the_apps_top_bar_says_when_jobs_are_not_sandboxed(daemon_factory: Callable[[str], DaemonHarness],
+                                                                  world, bwrap):
+    """Never silently: the app's agent view says it in its top bar when the daemon's jobs run without walls
+    (and only then), as `roost daemon status` does."""
+    from roost.tui.agent_row_cells import UNSANDBOXED
+    from roost.tui.agent_view import AgentViewScreen
+
+    from tui_helpers import SIZE, make_app, table_ids, until
+
+    daemon = daemon_factory(config(f"sandbox_bwrap = {json.dumps(bwrap)}"))
+    job = daemon.spawn("echo hi", driver="sh", cwd=str(world["project"]))
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, AgentViewScreen) and job in table_ids(app), "the job listed")
+        bar = str(app.screen.query_one("#topbar").render())
+        assert (UNSANDBOXED in bar) is (bwrap != "bwrap"), bar
+        assert bar.startswith("roost  ·  ")
+    assert daemon.call("status")["sandbox"]["ok"] is (bwrap == "bwrap")

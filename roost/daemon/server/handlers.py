@@ -139,6 +139,8 @@ def hello(ctx: Context, req: Request) -> dict[str, Any]:
     reply: dict[str, Any] = {"version": PROTOCOL_VERSION, "daemon": __version__, "job": job}
     if job is None:  # a person: what they must hear about comes with the greeting, no extra round trip
         reply["store_notice"] = ctx.supervisor.store.notice()
+        walls = ctx.supervisor.walls
+        reply["sandbox_notice"] = None if walls.ok else walls.words()  # the app's top bar says it (never silently)
     return reply
 
 
