@@ -5,12 +5,15 @@ was; the same shell unsandboxed (isolation = "none") shows that each attack woul
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 from pathlib import Path
 from typing import Callable
 
 import pytest
+
+from roost.sandbox.probe import PIDS_ROOT
 
 from conftest import DaemonHarness, environ_of, pid_alive
 
@@ -120,10 +123,21 @@ def test_fork_bomb_and_memory_hog_meet_the_limits(daemon_factory: Callable[[str]
             "    if pid == 0:\n      os.close(1); os.close(2); time.sleep(60); os._exit(0)\n    kids.append(pid)\n"
             "except OSError as exc:\n  print('STOPPED', exc)\nprint('FORKED', len(kids))\n"
             "[os.kill(k, signal.SIGKILL) for k in kids]")
-    out = run(daemon, f"python3 -c \"{bomb}\"; python3 -c 'x = bytearray(400 << 20); print(1 + 1)'", world["project"])
+    script = f"python3 -c \"{bomb}\"; python3 -c 'x = bytearray(400 << 20); print(1 + 1)'"
+    job = daemon.spawn(f"( {script} ) 2>&1; true", driver="sh", cwd=str(world["project"]))
+    daemon.wait_state(job, "idle")
+    out = "\n".join(daemon.texts(job))
     forked = int(out.split("FORKED ", 1)[1].split()[0])
     assert "STOPPED" in out and forked < 40, out
     assert "\n2\n" not in out and "MemoryError" in out
+    roost_group = PIDS_ROOT / "roost"
+    groups = list(roost_group.glob(f"*-{job}")) if os.access(roost_group / "cgroup.procs", os.W_OK) else None
+    if groups is not None:  # a pids cgroup per job: the limit's, gone with the job's worker and shim
+        [group] = groups
+        pid = daemon.show(job)["pid"]
+        assert str(pid) in (group / "cgroup.procs").read_text().split()
+        daemon.close_after_turn(job)
+        daemon.wait_for(lambda: not group.exists(), what="the job's cgroup removed once its shim ended")
 
 
 def test_a_machine_without_bubblewrap_refuses_a_required_sandbox_and_says_so(

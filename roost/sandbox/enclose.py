@@ -14,7 +14,7 @@ from roost.drivers.base import Launch
 from roost.models import Job
 from roost.paths import Paths
 from roost.sandbox.probe import Support
-from roost.sandbox.walls import DEFAULT_HIDE, Mounts, bwrap_argv, kept_env, limit_argv
+from roost.sandbox.walls import DEFAULT_HIDE, Mounts, bwrap_argv, kept_env, rlimits
 
 #: The directory beside the control socket holding only a hard link to it: what a sandbox is shown.
 SOCKET_DIR = "walls"
@@ -48,15 +48,14 @@ def enclose(launch: Launch, job: Job, paths: Paths, settings: Any, support: Supp
                     hidden_files=tuple(p for p in hidden if not os.path.isdir(p)),
                     socket=(str(socket_link(paths)), str(paths.runtime_dir)),
                     share_net=share_net)
-    argv = bwrap_argv(support.bwrap, mounts, launch.argv)
-    if support.prlimit:
-        argv = limit_argv(support.prlimit, settings.sandbox_memory_mb,
-                          0 if support.pids else settings.sandbox_processes, argv)
-    if support.pids is not None and settings.sandbox_processes:
-        argv = _in_pids_group(support.pids / job.id, settings.sandbox_processes, argv)
+    most = settings.sandbox_processes
+    where = support.group(job.id)
+    group = _pids_group(where, most) if where is not None and most else None
     own = {k for k, v in launch.env.items() if os.environ.get(k) != v}
     own |= set(settings.driver(job.driver).options.get("env") or {}) | set(settings.sandbox_env)
-    return dataclasses.replace(launch, argv=argv, env=kept_env(launch.env, own, prefixes))
+    return dataclasses.replace(launch, argv=bwrap_argv(support.bwrap, mounts, launch.argv),
+                               env=kept_env(launch.env, own, prefixes), cgroup=group,
+                               rlimits=rlimits(settings.sandbox_memory_mb, 0 if group else most))
 
 
 def socket_link(paths: Paths) -> Path:
@@ -77,11 +76,12 @@ def socket_link(paths: Paths) -> Path:
     return folder
 
 
-def _in_pids_group(group: Path, most: int, argv: list[str]) -> list[str]:
-    """``argv`` started inside its own pids cgroup holding at most ``most`` processes."""
+def _pids_group(group: Path, most: int) -> Path:
+    """The job's own pids cgroup, holding at most ``most`` processes of its worker's tree and its shim
+    (which joins it before it starts the agent: roost/daemon/processes/shim_process.py)."""
     group.mkdir(exist_ok=True)
-    (group / "pids.max").write_text(str(most))
-    return ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), *argv]
+    (group / "pids.max").write_text(str(most + 1))
+    return group
 
 
 def _git_control(root: str) -> list[str]:

@@ -3,6 +3,7 @@ worker keeps, and the bubblewrap command line for a set of paths already looked 
 
 from __future__ import annotations
 
+import resource
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -107,8 +108,8 @@ def bwrap_argv(bwrap: str, mounts: Mounts, argv: list[str]) -> list[str]:
     return [*out, "--", *argv]
 
 
-def limit_argv(prlimit: str, memory_mb: int, processes: int, argv: list[str]) -> list[str]:
-    """``argv`` under per-process limits (0: none) on its data (heap) and on processes (counted per user,
-    so only a backstop where no cgroup is: docs/isolation.md)."""
-    limits = ([f"--data={memory_mb << 20}"] if memory_mb else []) + ([f"--nproc={processes}"] if processes else [])
-    return [prlimit, *limits, "--", *argv] if limits else argv
+def rlimits(memory_mb: int, processes: int) -> tuple[tuple[int, int], ...]:
+    """The per-process limits (resource, most) for a job's data (heap) and processes (0: none); the
+    process count is per user, so only a backstop where no cgroup is (docs/isolation.md)."""
+    limits = [(resource.RLIMIT_DATA, memory_mb << 20)] if memory_mb else []
+    return tuple(limits + ([(resource.RLIMIT_NPROC, processes)] if processes else []))
