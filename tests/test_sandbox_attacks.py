@@ -173,3 +173,28 @@ async def test_the_apps_top_bar_says_when_jobs_are_not_sandboxed(daemon_factory:
         assert (UNSANDBOXED in bar) is (bwrap != "bwrap"), bar
         assert bar.startswith("roost  ·  ")
     assert daemon.call("status")["sandbox"]["ok"] is (bwrap == "bwrap")
+
+
+def test_the_trees_git_cannot_be_swapped_for_one_of_the_jobs_making(daemon_factory: Callable[[str], DaemonHarness],
+                                                                      world):
+    """With .git/hooks and .git/config read-only, a job could still rename .git away and make its own
+    (hooks of its choosing for the person's next git): the tree's .git stays put."""
+    daemon = daemon_factory(config())
+    out = run(daemon, "mv .git .git-old; mkdir -p .git/hooks && echo pwned > .git/hooks/pre-commit; ls -a", world["project"])
+    assert not (world["project"] / ".git-old").exists(), out
+    assert not (world["project"] / ".git" / "hooks" / "pre-commit").exists()
+    assert subprocess.run(["git", "-C", str(world["project"]), "status"], capture_output=True).returncode == 0
+
+
+def test_a_worktrees_git_file_cannot_point_elsewhere(daemon_factory: Callable[[str], DaemonHarness], world, tmp_path):
+    subprocess.run(["git", "-C", str(world["project"]), "commit", "-q", "--allow-empty", "-m", "first"], check=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t"})
+    tree = tmp_path / "tree"
+    subprocess.run(["git", "-C", str(world["project"]), "worktree", "add", "-q", str(tree)], check=True)
+    before = (tree / ".git").read_text()
+    daemon = daemon_factory(config())
+    run(daemon, "echo 'gitdir: /elsewhere' > .git; mv .git .git-old; "
+                "echo 'ROOT' > \"$(cat .git | cut -d' ' -f2)/commondir\"", tree)
+    assert (tree / ".git").read_text() == before and not (tree / ".git-old").exists()
+    assert subprocess.run(["git", "-C", str(tree), "status"], capture_output=True).returncode == 0

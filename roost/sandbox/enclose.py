@@ -18,8 +18,9 @@ from roost.sandbox.walls import DEFAULT_HIDE, Mounts, bwrap_argv, kept_env, rlim
 
 #: The directory beside the control socket holding only a hard link to it: what a sandbox is shown.
 SOCKET_DIR = "walls"
-#: A repository's control files, kept read-only even in a writable tree.
-GIT_CONTROL = ("hooks", "config", "config.worktree", "info")
+#: A repository's control files, kept read-only even in a writable tree (``commondir``: where a
+#: worktree's git finds its config and hooks).
+GIT_CONTROL = ("hooks", "config", "config.worktree", "info", "commondir")
 
 
 def enclose(launch: Launch, job: Job, paths: Paths, settings: Any, support: Support,
@@ -32,6 +33,11 @@ def enclose(launch: Launch, job: Job, paths: Paths, settings: Any, support: Supp
     tree = _existing([job.cwd, git_common_dir(job.cwd)])
     state = _existing(launch.writable)
     protected = [p for root in tree + state if os.path.isdir(root) for p in _git_control(root)]
+    # The tree's .git stays where it is: a directory bound onto itself (a mount point cannot be renamed,
+    # so no .git of the job's making takes its place), a worktree's .git file read-only.
+    dot_git = [os.path.join(root, ".git") for root in tree]
+    pinned = [p for p in dot_git if os.path.isdir(p)]
+    protected += [p for p in dot_git if os.path.isfile(p)]
     hidden = [*(p for h in homes for p in _expand(settings.sandbox_hide, h)), paths.state_dir, paths.config_dir, paths.runtime_dir]
     if settings.source is not None:
         hidden.append(settings.source)
@@ -43,7 +49,8 @@ def enclose(launch: Launch, job: Job, paths: Paths, settings: Any, support: Supp
     # agent's state is; one holding a hidden directory (roost's home as the cwd) before it, so it stays hidden.
     inside = [t for t in tree if any(_under(t, h) for h in hidden)]
     mounts = Mounts(readable=tuple(_existing(_expand(settings.sandbox_read, home))),
-                    tree=tuple(t for t in tree if t not in inside), state=tuple(inside + state), protected=tuple(protected),
+                    tree=tuple(t for t in tree if t not in inside), state=tuple(inside + state + pinned),
+                    protected=tuple(protected),
                     hidden_dirs=tuple(p for p in hidden if os.path.isdir(p)),
                     hidden_files=tuple(p for p in hidden if not os.path.isdir(p)),
                     socket=(str(socket_link(paths)), str(paths.runtime_dir)),
