@@ -38,7 +38,8 @@ def enclose(launch: Launch, job: Job, paths: Paths, settings: Any, support: Supp
     dot_git = [os.path.join(root, ".git") for root in tree]
     pinned = [p for p in dot_git if os.path.isdir(p)]
     protected += [p for p in dot_git if os.path.isfile(p)]
-    hidden = [*(p for h in homes for p in _expand(settings.sandbox_hide, h)), paths.state_dir, paths.config_dir, paths.runtime_dir]
+    hidden = [*(p for h in homes for p in _expand(settings.sandbox_hide, h)),
+              paths.state_dir, paths.config_dir, paths.runtime_dir]
     if settings.source is not None:
         hidden.append(settings.source)
     if settings.worktree.dir:
