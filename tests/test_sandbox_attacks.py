@@ -5,12 +5,15 @@ was; the same shell unsandboxed (isolation = "none") shows that each attack woul
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 from pathlib import Path
 from typing import Callable
 
 import pytest
+
+from roost.sandbox.probe import PIDS_ROOT
 
 from conftest import DaemonHarness, environ_of, pid_alive
 
@@ -121,10 +124,21 @@ def test_fork_bomb_and_memory_hog_meet_the_limits(daemon_factory: Callable[[str]
             "    if pid == 0:\n      os.close(1); os.close(2); time.sleep(60); os._exit(0)\n    kids.append(pid)\n"
             "except OSError as exc:\n  print('STOPPED', exc)\nprint('FORKED', len(kids))\n"
             "[os.kill(k, signal.SIGKILL) for k in kids]")
-    out = run(daemon, f"python3 -c \"{bomb}\"; python3 -c 'x = bytearray(400 << 20); print(1 + 1)'", world["project"])
+    script = f"python3 -c \"{bomb}\"; python3 -c 'x = bytearray(400 << 20); print(1 + 1)'"
+    job = daemon.spawn(f"( {script} ) 2>&1; true", driver="sh", cwd=str(world["project"]))
+    daemon.wait_state(job, "idle")
+    out = "\n".join(daemon.texts(job))
     forked = int(out.split("FORKED ", 1)[1].split()[0])
     assert "STOPPED" in out and forked < 40, out
     assert "\n2\n" not in out and "MemoryError" in out
+    roost_group = PIDS_ROOT / "roost"
+    groups = list(roost_group.glob(f"*-{job}")) if os.access(roost_group / "cgroup.procs", os.W_OK) else None
+    if groups is not None:  # a pids cgroup per job: the limit's, gone with the job's worker and shim
+        [group] = groups
+        pid = daemon.show(job)["pid"]
+        assert str(pid) in (group / "cgroup.procs").read_text().split()
+        daemon.close_after_turn(job)
+        daemon.wait_for(lambda: not group.exists(), what="the job's cgroup removed once its shim ended")
 
 
 def test_a_machine_without_bubblewrap_refuses_a_required_sandbox_and_says_so(
@@ -139,3 +153,52 @@ def test_a_machine_without_bubblewrap_refuses_a_required_sandbox_and_says_so(
     assert daemon.show(job)["driver_opts"]["walls"].startswith("none: not sandboxed, bubblewrap")
     status = daemon.call("status")["sandbox"]
     assert not status["ok"] and "NOT sandboxed" in status["words"]
+
+
+@pytest.mark.parametrize(("bwrap", "asked"), [("/nonexistent/bwrap", True), ("bwrap", True),
+                                             ("/nonexistent/bwrap", False)])
+async def test_the_apps_top_bar_says_when_jobs_are_not_sandboxed(daemon_factory: Callable[[str], DaemonHarness],
+                                                                  world, bwrap, asked):
+    """Never silently: the app's agent view says it in its top bar when jobs that ask for walls run
+    without them (and only then: with no profile asking, walls are off by default), as `roost daemon
+    status` does."""
+    from roost.tui.agent_row_cells import UNSANDBOXED
+    from roost.tui.agent_view import AgentViewScreen
+
+    from tui_helpers import SIZE, make_app, table_ids, until
+
+    text = config(f"sandbox_bwrap = {json.dumps(bwrap)}")
+    daemon = daemon_factory(text if asked else text.replace('isolation = "sandbox"\n', ""))
+    job = daemon.spawn("echo hi", driver="sh", cwd=str(world["project"]))
+    app = make_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, AgentViewScreen) and job in table_ids(app), "the job listed")
+        bar = str(app.screen.query_one("#topbar").render())
+        assert (UNSANDBOXED in bar) is (bwrap != "bwrap" and asked), bar
+        assert bar.startswith("roost  ·  ")
+    assert daemon.call("status")["sandbox"]["ok"] is (bwrap == "bwrap")
+
+
+def test_the_trees_git_cannot_be_swapped_for_one_of_the_jobs_making(daemon_factory: Callable[[str], DaemonHarness],
+                                                                      world):
+    """With .git/hooks and .git/config read-only, a job could still rename .git away and make its own
+    (hooks of its choosing for the person's next git): the tree's .git stays put."""
+    daemon = daemon_factory(config())
+    out = run(daemon, "mv .git .git-old; mkdir -p .git/hooks && echo pwned > .git/hooks/pre-commit; ls -a", world["project"])
+    assert not (world["project"] / ".git-old").exists(), out
+    assert not (world["project"] / ".git" / "hooks" / "pre-commit").exists()
+    assert subprocess.run(["git", "-C", str(world["project"]), "status"], capture_output=True).returncode == 0
+
+
+def test_a_worktrees_git_file_cannot_point_elsewhere(daemon_factory: Callable[[str], DaemonHarness], world, tmp_path):
+    subprocess.run(["git", "-C", str(world["project"]), "commit", "-q", "--allow-empty", "-m", "first"], check=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t"})
+    tree = tmp_path / "tree"
+    subprocess.run(["git", "-C", str(world["project"]), "worktree", "add", "-q", str(tree)], check=True)
+    before = (tree / ".git").read_text()
+    daemon = daemon_factory(config())
+    run(daemon, "echo 'gitdir: /elsewhere' > .git; mv .git .git-old; "
+                "echo 'ROOT' > \"$(cat .git | cut -d' ' -f2)/commondir\"", tree)
+    assert (tree / ".git").read_text() == before and not (tree / ".git-old").exists()
+    assert subprocess.run(["git", "-C", str(tree), "status"], capture_output=True).returncode == 0

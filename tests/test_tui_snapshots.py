@@ -118,6 +118,9 @@ class FixedRows:
     def store_notice(self) -> str | None:
         return None
 
+    def sandbox_notice(self) -> str | None:
+        return None
+
     def end_reason(self) -> str:
         return "fixed rows never end"
 

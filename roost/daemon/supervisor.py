@@ -83,7 +83,7 @@ class Supervisor:
         #: Built-in workers started ahead (roost/daemon/processes/spare.py); none with a factory of fakes.
         self.spares = Spares(paths, config) if make_worker is None else None
         #: What this machine can build walls with (roost/sandbox/probe.py), found once at the start.
-        self.walls = probe(config().sandbox_bwrap)
+        self.walls = probe(config().sandbox_bwrap, paths.state_dir)
         self.engine = Engine(store, self.index, self.publisher, config,
                              make_worker or process_factory(paths, config, self.spares, self.walls), clock, monotonic,
                              hooks=self.hooks)

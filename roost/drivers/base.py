@@ -63,6 +63,11 @@ class Launch:
     #: The agent's own state outside the job's tree that it writes (its config or session directory,
     #: a session file): what a sandbox lets it write besides the tree (roost/sandbox/enclose.py).
     writable: tuple[str, ...] = ()
+    #: Limits the shim takes on before it starts the agent, so the agent's whole tree has them with no
+    #: wrapper process (a sandbox's: roost/sandbox/enclose.py): (resource, most) rlimits, and a cgroup
+    #: it joins (removed once the shim is reaped).
+    rlimits: tuple[tuple[int, int], ...] = ()
+    cgroup: Path | None = None
 
 
 class Adapter:

@@ -14,12 +14,13 @@ from roost.drivers.base import Launch
 from roost.models import Job
 from roost.paths import Paths
 from roost.sandbox.probe import Support
-from roost.sandbox.walls import DEFAULT_HIDE, Mounts, bwrap_argv, kept_env, limit_argv
+from roost.sandbox.walls import DEFAULT_HIDE, Mounts, bwrap_argv, kept_env, rlimits
 
 #: The directory beside the control socket holding only a hard link to it: what a sandbox is shown.
 SOCKET_DIR = "walls"
-#: A repository's control files, kept read-only even in a writable tree.
-GIT_CONTROL = ("hooks", "config", "config.worktree", "info")
+#: A repository's control files, kept read-only even in a writable tree (``commondir``: where a
+#: worktree's git finds its config and hooks).
+GIT_CONTROL = ("hooks", "config", "config.worktree", "info", "commondir")
 
 
 def enclose(launch: Launch, job: Job, paths: Paths, settings: Any, support: Support,
@@ -27,34 +28,42 @@ def enclose(launch: Launch, job: Job, paths: Paths, settings: Any, support: Supp
     """``launch`` as it runs inside the job's walls (``support`` says the machine can build them);
     ``prefixes``: the variables its driver's agent needs; ``share_net``: it keeps the machine's network."""
     home = launch.env.get("HOME") or os.path.expanduser("~")
+    # A profile may give its agent a HOME of its own: the person's secrets stay hidden under both.
+    homes = list(dict.fromkeys([home, os.path.expanduser("~")]))
     tree = _existing([job.cwd, git_common_dir(job.cwd)])
     state = _existing(launch.writable)
     protected = [p for root in tree + state if os.path.isdir(root) for p in _git_control(root)]
-    hidden = [*_expand(settings.sandbox_hide, home), paths.state_dir, paths.config_dir, paths.runtime_dir]
+    # The tree's .git stays where it is: a directory bound onto itself (a mount point cannot be renamed,
+    # so no .git of the job's making takes its place), a worktree's .git file read-only.
+    dot_git = [os.path.join(root, ".git") for root in tree]
+    pinned = [p for p in dot_git if os.path.isdir(p)]
+    protected += [p for p in dot_git if os.path.isfile(p)]
+    hidden = [*(p for h in homes for p in _expand(settings.sandbox_hide, h)),
+              paths.state_dir, paths.config_dir, paths.runtime_dir]
     if settings.source is not None:
         hidden.append(settings.source)
     if settings.worktree.dir:
         hidden.append(Path(settings.worktree.dir).expanduser())
-    shown = {os.path.realpath(p) for p in _expand(settings.sandbox_show, home)}
+    shown = {os.path.realpath(p) for h in homes for p in _expand(settings.sandbox_show, h)}
     hidden = [p for p in _existing(hidden) if p not in shown]
     # A tree inside a hidden directory (a worktree under roost's state) is bound after the hiding, as the
     # agent's state is; one holding a hidden directory (roost's home as the cwd) before it, so it stays hidden.
     inside = [t for t in tree if any(_under(t, h) for h in hidden)]
     mounts = Mounts(readable=tuple(_existing(_expand(settings.sandbox_read, home))),
-                    tree=tuple(t for t in tree if t not in inside), state=tuple(inside + state), protected=tuple(protected),
+                    tree=tuple(t for t in tree if t not in inside), state=tuple(inside + state + pinned),
+                    protected=tuple(protected),
                     hidden_dirs=tuple(p for p in hidden if os.path.isdir(p)),
                     hidden_files=tuple(p for p in hidden if not os.path.isdir(p)),
                     socket=(str(socket_link(paths)), str(paths.runtime_dir)),
                     share_net=share_net)
-    argv = bwrap_argv(support.bwrap, mounts, launch.argv)
-    if support.prlimit:
-        argv = limit_argv(support.prlimit, settings.sandbox_memory_mb,
-                          0 if support.pids else settings.sandbox_processes, argv)
-    if support.pids is not None and settings.sandbox_processes:
-        argv = _in_pids_group(support.pids / job.id, settings.sandbox_processes, argv)
+    most = settings.sandbox_processes
+    where = support.group(job.id)
+    group = _pids_group(where, most) if where is not None and most else None
     own = {k for k, v in launch.env.items() if os.environ.get(k) != v}
     own |= set(settings.driver(job.driver).options.get("env") or {}) | set(settings.sandbox_env)
-    return dataclasses.replace(launch, argv=argv, env=kept_env(launch.env, own, prefixes))
+    return dataclasses.replace(launch, argv=bwrap_argv(support.bwrap, mounts, launch.argv),
+                               env=kept_env(launch.env, own, prefixes), cgroup=group,
+                               rlimits=rlimits(settings.sandbox_memory_mb, 0 if group else most))
 
 
 def socket_link(paths: Paths) -> Path:
@@ -75,11 +84,12 @@ def socket_link(paths: Paths) -> Path:
     return folder
 
 
-def _in_pids_group(group: Path, most: int, argv: list[str]) -> list[str]:
-    """``argv`` started inside its own pids cgroup holding at most ``most`` processes."""
+def _pids_group(group: Path, most: int) -> Path:
+    """The job's own pids cgroup, holding at most ``most`` processes of its worker's tree and its shim
+    (which joins it before it starts the agent: roost/daemon/processes/shim_process.py)."""
     group.mkdir(exist_ok=True)
-    (group / "pids.max").write_text(str(most))
-    return ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), *argv]
+    (group / "pids.max").write_text(str(most + 1))
+    return group
 
 
 def _git_control(root: str) -> list[str]:

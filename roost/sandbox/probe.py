@@ -4,6 +4,7 @@ process limit). ``Support`` says it in plain words for `roost daemon status`."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -21,9 +22,10 @@ class Support:
     ok: bool
     reason: str
     bwrap: str = ""
-    prlimit: str = ""
     #: roost's own pids cgroup (each job a group under it, with pids.max), or None: rlimits only.
     pids: Path | None = None
+    #: What this home's jobs' groups start with (several roost homes may share the pids cgroup).
+    tag: str = ""
 
     def words(self) -> str:
         """One line for `roost daemon status` and `roost doctor`."""
@@ -34,12 +36,17 @@ class Support:
         return (f"jobs of profiles with isolation = \"sandbox\" are sandboxed with bubblewrap ({self.bwrap}); "
                 f"process limits by {limit}")
 
+    def group(self, job_id: str) -> Path | None:
+        """Where job ``job_id``'s pids cgroup goes, or None: no cgroup roost may use."""
+        return self.pids / f"{self.tag}-{job_id}" if self.pids is not None else None
+
     def to_wire(self) -> dict[str, object]:
         return {"ok": self.ok, "reason": self.reason, "words": self.words()}
 
 
-def probe(bwrap: str) -> Support:
-    """Whether ``bwrap`` (a name on PATH or a path) runs a command in new pid, ipc, uts namespaces here."""
+def probe(bwrap: str, state_dir: Path) -> Support:
+    """Whether ``bwrap`` (a name on PATH or a path) runs a command in new pid, ipc, uts namespaces here;
+    ``state_dir``: the home whose jobs' cgroups this daemon makes (and sweeps, left empty by a past one)."""
     found = shutil.which(os.path.expanduser(bwrap))
     if found is None:
         return Support(False, f"bubblewrap ({bwrap}) is not installed (Debian/Ubuntu: apt install bubblewrap)")
@@ -52,14 +59,25 @@ def probe(bwrap: str) -> Support:
     if done.returncode != 0:
         why = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         return Support(False, f"bubblewrap ({found}) cannot make namespaces here (user namespaces off?): {why[0]}")
-    return Support(True, "", found, shutil.which("prlimit") or "", _pids_group())
+    tag = hashlib.sha256(os.fsencode(state_dir)).hexdigest()[:8]
+    return Support(True, "", found, _pids_group(tag), tag)
 
 
-def _pids_group() -> Path | None:
-    """roost's group in the pids cgroup, made when roost may (root, or a delegated tree); else None."""
+def _pids_group(tag: str) -> Path | None:
+    """roost's group in the pids cgroup, made when roost may (root, or a delegated tree); else None.
+    This home's jobs' groups (named ``tag-JOB``) left empty go: their shims outlived a past daemon,
+    which could not remove them."""
     group = PIDS_ROOT / "roost"
     try:
         group.mkdir(exist_ok=True)
-        return group if os.access(group / "cgroup.procs", os.W_OK) else None
+        if not os.access(group / "cgroup.procs", os.W_OK):
+            return None
     except OSError:
         return None
+    for job in group.glob(f"{tag}-*"):
+        if job.is_dir():
+            try:
+                job.rmdir()  # refused while a process is in it
+            except OSError:
+                pass
+    return group

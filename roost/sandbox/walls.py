@@ -3,8 +3,9 @@ worker keeps, and the bubblewrap command line for a set of paths already looked 
 
 from __future__ import annotations
 
+import resource
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 #: From the loosest to the strictest: no walls; walls where the machine has them (else it runs
 #: unsandboxed, saying so); walls or no job at all.
@@ -25,6 +26,12 @@ ENV_PREFIXES = ("LC_", "ROOST_")
 
 class IsolationRefused(Exception):
     """A job that requires walls where this machine cannot build them: the message says why."""
+
+
+def asked(levels: Iterable[str | None]) -> bool:
+    """Whether any job asks for walls (the default, or a profile's level): only then is a machine
+    that cannot build them worth a notice in the app."""
+    return any(strictest(level) != "none" for level in [*levels, None])
 
 
 def strictest(*levels: str | None) -> str:
@@ -107,8 +114,8 @@ def bwrap_argv(bwrap: str, mounts: Mounts, argv: list[str]) -> list[str]:
     return [*out, "--", *argv]
 
 
-def limit_argv(prlimit: str, memory_mb: int, processes: int, argv: list[str]) -> list[str]:
-    """``argv`` under per-process limits (0: none) on its data (heap) and on processes (counted per user,
-    so only a backstop where no cgroup is: docs/isolation.md)."""
-    limits = ([f"--data={memory_mb << 20}"] if memory_mb else []) + ([f"--nproc={processes}"] if processes else [])
-    return [prlimit, *limits, "--", *argv] if limits else argv
+def rlimits(memory_mb: int, processes: int) -> tuple[tuple[int, int], ...]:
+    """The per-process limits (resource, most) for a job's data (heap) and processes (0: none); the
+    process count is per user, so only a backstop where no cgroup is (docs/isolation.md)."""
+    limits = [(resource.RLIMIT_DATA, memory_mb << 20)] if memory_mb else []
+    return tuple(limits + ([(resource.RLIMIT_NPROC, processes)] if processes else []))

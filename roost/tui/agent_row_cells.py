@@ -55,16 +55,21 @@ def age_cell(item: AgentViewRow, palette: Palette, now: float) -> Text:
     return cell(format_age(age_seconds(item.row, now)), palette.muted)
 
 
+#: The top bar's word when the daemon's jobs run without walls (docs/isolation.md): never silently.
+UNSANDBOXED = "jobs NOT sandboxed: roost daemon status says why"
+
+
 def topbar_text(counts: Mapping[str, int], approvals: int, work: WorkCounts, palette: Palette, more: int,
-                filter_text: str, found: int, found_of: int | None) -> Text:
-    """What needs you first (failed, asking, approvals), then the counts: a narrow terminal
-    cuts the bar at its end, so "failed" is the last word it may lose. "Working" and "queued" are
+                filter_text: str, found: int, found_of: int | None, unsandboxed: bool) -> Text:
+    """What needs you first (jobs without walls, failed, asking, approvals), then the counts: a narrow
+    terminal cuts the bar at its end, so "NOT sandboxed" is the last word it may lose. "Working" and "queued" are
     the daemon's counts (``work``, roost/rules/counts.py): every job, subagents too, as ``roost
     daemon status`` says them; the rest (``counts``, ``header_counts`` of the rows listed, and the
     ``approvals`` they ask) the agent view keeps by the rows that changed (roost/rules/view_model.py)."""
     asking = counts["needs you"]
     working, *queued = work_parts(work)
     parts: list[tuple[object, str, Style | str]] = [
+        (unsandboxed, UNSANDBOXED, palette.error + BOLD),
         (counts["failed"], f"{counts['failed']} failed", palette.error + BOLD),
         (asking, f"{asking} need{'s' if asking == 1 else ''} you", palette.warning + BOLD),
         (approvals, f"{APPROVAL_MARK} {plural(approvals, 'approval')}", palette.warning + BOLD),

@@ -207,7 +207,8 @@ class AgentViewScreen(RoostScreen):
         self.empty.update("no job matches the filter: esc clears it" if self.filter_text and every
                           else "no jobs yet: press n to start one, or run  roost demo")
         self.topbar.update(topbar_text(self.listing.counts.as_dict(), self.listing.approvals, self.link.counts,
-                                       self.palette, self.link.more, self.filter_text, len(self.found), self.found_of))
+                                       self.palette, self.link.more, self.filter_text, len(self.found), self.found_of,
+                                       bool(self.link.sandbox_notice)))
         self.arm_tick()  # other rows in view (a filter, new rows): their ages say when to tick
 
     # -- keys --------------------------------------------------------------------------------------

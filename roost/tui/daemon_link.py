@@ -61,6 +61,9 @@ class JobSource(Protocol):
     def store_notice(self) -> str | None:
         """What the daemon said, greeting this connection, about a repaired store (None: nothing)."""
 
+    def sandbox_notice(self) -> str | None:
+        """What the daemon said, greeting this connection, when its jobs run without walls (None: they have them)."""
+
     def end_reason(self) -> str:
         """Why the last events stream ended (the daemon went away, or dropped a slow reader)."""
 
@@ -106,6 +109,9 @@ class DaemonSource:
 
     def store_notice(self) -> str | None:
         return self._client.greeting.get("store_notice") if self._client is not None else None
+
+    def sandbox_notice(self) -> str | None:
+        return self._client.greeting.get("sandbox_notice") if self._client is not None else None
 
     def end_reason(self) -> str:
         client = self._client
@@ -160,6 +166,8 @@ class DaemonLink:
         self.counts = WorkCounts()
         #: The store's repair notice, from the hello and then its ``store_notice`` events (the banner shows it).
         self.store_notice: str | None = None
+        #: The daemon's words when this machine cannot build walls, from the hello (the top bar says it).
+        self.sandbox_notice: str | None = None
         self._held: dict[int, set[str]] = {}
         #: The agent view's subscription: the rows it holds are bounded (roost/rules/row_window.py).
         self._view_sub: int | None = None
@@ -171,6 +179,7 @@ class DaemonLink:
         its rows; the update names every row that came or went."""
         await self.source.connect()
         self.store_notice = self.source.store_notice()
+        self.sandbox_notice = self.source.sandbox_notice()
         gone = set(self.rows)
         self.rows.clear()
         self._held.clear()

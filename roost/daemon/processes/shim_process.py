@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 import subprocess
 import tempfile
 import threading
@@ -94,13 +95,20 @@ async def open_process(job_id: str, launch: Launch, tail_env: dict[str, str] | N
     know_shim(shim.pid, shim_start, job_id)  # before its agent can say hello to anyone
     assert shim.stdin is not None
     try:
+        _confine(shim.pid, launch)
+    except OSError as exc:  # a job that should be limited never runs unlimited
+        shim.kill()
+        path.unlink(missing_ok=True)
+        raise ShimError(f"the worker's limits could not be set on its shim: {exc}") from None
+    try:
         with shim.stdin:
             shim.stdin.write(b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0"
                                       for k, v in {**launch.env, **(tail_env or {})}.items()))
     except BrokenPipeError:  # it died at once: its connection says why (or that nobody answered)
         pass
     reaped: asyncio.Future[int] = loop.create_future()
-    threading.Thread(target=_reap, args=(shim, loop, reaped), name=f"reap-{shim.pid}", daemon=True).start()
+    threading.Thread(target=_reap, args=(shim, loop, reaped, launch.cgroup), name=f"reap-{shim.pid}",
+                     daemon=True).start()
     try:
         link = await ShimLink.connect(path)
     except (OSError, asyncio.TimeoutError) as exc:
@@ -143,9 +151,25 @@ def save_record(record: ShimRecord, path: Path) -> bool:
     return True
 
 
-def _reap(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited: "asyncio.Future[int]") -> None:
-    """In a thread of its own: wait for this shim's pid only (no other child is reaped here)."""
+def _confine(pid: int, launch: Launch) -> None:
+    """The shim ``pid`` under its launch's limits while it waits for its environment (it starts the
+    agent only then), so the agent's whole tree inherits them."""
+    for which, most in launch.rlimits:
+        resource.prlimit(pid, which, (most, most))
+    if launch.cgroup is not None:
+        (launch.cgroup / "cgroup.procs").write_text(str(pid))
+
+
+def _reap(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited: "asyncio.Future[int]",
+          cgroup: Path | None) -> None:
+    """In a thread of its own: wait for this shim's pid only (no other child is reaped here), then
+    remove its job's cgroup (refused while the agent's tree left anything in it)."""
     rc = proc.wait()
+    if cgroup is not None:
+        try:
+            cgroup.rmdir()
+        except OSError:
+            pass
     try:
         loop.call_soon_threadsafe(lambda: exited.done() or exited.set_result(rc))
     except RuntimeError:

@@ -25,6 +25,7 @@ from roost.models import State
 from roost.proctree import read_proc
 from roost.protocol import (LIST_LIMIT, LOGS_LIMIT, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode,
                             parse_request)
+from roost.sandbox.walls import asked as walls_asked
 
 if TYPE_CHECKING:
     from roost.daemon.server.connection import Connection
@@ -139,6 +140,9 @@ def hello(ctx: Context, req: Request) -> dict[str, Any]:
     reply: dict[str, Any] = {"version": PROTOCOL_VERSION, "daemon": __version__, "job": job}
     if job is None:  # a person: what they must hear about comes with the greeting, no extra round trip
         reply["store_notice"] = ctx.supervisor.store.notice()
+        walls = ctx.supervisor.walls
+        wanted = walls_asked(profile.isolation for profile in ctx.supervisor.config.drivers.values())
+        reply["sandbox_notice"] = None if walls.ok or not wanted else walls.words()  # the app's top bar says it
     return reply
 
 
