@@ -114,11 +114,12 @@ class Store:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
+            #: Each job's bytes of output on its timeline (roost/daemon/storage/output_bytes.py); made
+            #: before the migration, whose failed transaction rolls back what it counted too.
+            self.output = OutputBytes(self._db)
             self._migrate()
             #: Each model call's spend and the budgets (roost/daemon/storage/usage.py).
             self.usage = usage.UsageTable(self._db)
-            #: Each job's bytes of output on its timeline (roost/daemon/storage/output_bytes.py).
-            self.output = OutputBytes(self._db)
         except sqlite3.DatabaseError as exc:
             raise StoreDamaged(f"{path}: cannot open the store: {exc}") from None
 
