@@ -163,7 +163,8 @@ class Recorder:
 class Rig:
     """A supervisor on a real store in a temp dir, fake workers and a fake clock."""
 
-    def __init__(self, tmp: Path, config: Config) -> None:
+    def __init__(self, tmp: Path, config: Config, adopt: Any = None) -> None:
+        """``adopt``: the engine's ``adopt_worker`` (a later daemon that re-adopts workers)."""
         self.clock = FakeClock()
         self.config = config
         self.workers: dict[str, list[FakeWorker]] = {}
@@ -174,6 +175,7 @@ class Rig:
         self.sup = Supervisor(self.store, self.paths, lambda: self.config, clock=self.clock.wall,
                               monotonic=self.clock.mono, make_worker=self._make,
                               publisher=self.recorder)  # type: ignore[arg-type]
+        self.sup.engine.adopt_worker = adopt
         self.sup.recover()
         self.sup.start()
 

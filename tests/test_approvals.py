@@ -199,6 +199,37 @@ def test_a_restart_of_the_daemon_settles_a_pending_approval_as_gone(daemon: Daem
     assert not (tmp_path / "w" / "made.txt").exists()
 
 
+def test_a_daemon_stopped_while_a_job_waits_on_an_approval_it_cannot_carry_fails_the_turn_and_tells_the_parent(
+        daemon: DaemonHarness, tmp_path: Path) -> None:
+    """Issue 31, item 9: the built-in agent's approval is not carried across a restart (its worker
+    keeps no snapshot), so a stopping daemon (SIGTERM, as `roost daemon stop`) closes that worker.
+    The job was left `idle` with no turn end and its parent told nothing; now its turn ends `failed`
+    (one turn_end), nothing it asked ran, and the next daemon hands its parent's agent the report."""
+    where = tmp_path / "w"
+    where.mkdir()
+    parent = daemon.spawn("say lead", cwd=str(where))
+    daemon.wait_state(parent, "idle")
+    job = daemon.spawn("ask-run echo made > made.txt\nsay after", cwd=str(where), parent=parent)
+    [entry] = pending(daemon, job)
+    daemon.stop(keep_workers=True)
+    daemon.start()
+    row = daemon.show(job)
+    assert row["state"] == "failed" and row["reason"] == "the daemon shut down during its turn"
+    assert row["approvals"] == [] and row["pid"] is None
+    ends = [e["data"] for e in daemon.timeline(job) if e["kind"] == "turn_end"]
+    assert ends == [{"outcome": "failed", "error": "the daemon shut down during its turn"}]
+    assert decisions(daemon, job)[-1]["id"] == entry["id"] and decisions(daemon, job)[-1]["decision"] == "gone"
+    assert not (where / "made.txt").exists()
+
+    def told() -> list[dict[str, Any]]:
+        return [r for e in daemon.timeline(parent) if e["kind"] == "reports" for r in e["data"]["reports"]]
+
+    daemon.wait_for(told, what="the parent's agent to be handed the child's report")
+    daemon.wait_state(parent, "idle")
+    assert [(r["child"], r["state"], r["text"]) for r in told()] == [
+        (job, "failed", "the daemon shut down during its turn")]
+
+
 def test_no_code_in_roost_reads_yes_words_as_an_answer() -> None:
     """A permission is answered by the approval's id, never by parsing what someone typed."""
     found = []

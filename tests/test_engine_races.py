@@ -81,3 +81,25 @@ async def test_a_restart_by_a_message_is_saved_even_when_the_job_must_wait_to_st
     await rig.settle()
     assert rig.state(busy) == "working" and rig.state(job) == "idle"
     assert {j.id: j.state for j in rig.store.jobs()}[job] == State.IDLE
+
+
+async def test_a_turn_the_shutdown_cuts_ends_failed_once_and_its_report_waits_for_the_next_daemon(
+        tmp_path: Path) -> None:
+    """A stopping daemon closes a child mid-turn (its worker not left to the next daemon): the turn
+    ends `failed` with one turn_end, settled at the worker's exit (neither the agent's own aborted
+    turn_end nor the abort's answer settles it while it closes), and the report goes to the parent's
+    outbox; the parent, its worker closed, is not woken by a daemon that is stopping."""
+    rig = Rig(tmp_path, Config(idle_timeout=100, max_running_jobs=0, wake_reaped_parent=True))
+    parent = await rig.spawn("lead")
+    rig.worker(parent).end_turn()
+    await rig.settle()
+    await rig.sup.close(parent)
+    await rig.settle()
+    child = await rig.spawn("sub", caller=parent)
+    await rig.sup.shutdown(close_workers=True)
+    await rig.settle()
+    assert rig.state(child) == "failed" and rig.job(child).reason == "the daemon shut down during its turn"
+    ends = [e["data"] for e in rig.store.timeline_page(child, limit=2000)["entries"] if e["kind"] == "turn_end"]
+    assert ends == [{"outcome": "failed", "error": "the daemon shut down during its turn"}]
+    assert [(r["child"], r["state"]) for r in rig.store.pending_reports(parent)] == [(child, "failed")]
+    assert len(rig.workers[parent]) == 1 and parent not in rig.sup.engine.slots, "no worker started while stopping"

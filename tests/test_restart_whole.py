@@ -39,7 +39,7 @@ def test_a_prompt_the_worker_took_is_not_sent_again_after_two_kills(daemon_facto
     daemon's get_state must not be answered by the second's old answer ("not busy"): the message
     would go again while the worker runs it."""
     daemon: DaemonHarness = daemon_factory("")
-    job = daemon.spawn("say first")
+    job = daemon.spawn("say first", isolation="none")  # the pid is the agent itself: SIGSTOP holds it
     pid = daemon.wait_state(job, "idle")["pid"]
     daemon.kill()
     daemon.start()

@@ -58,10 +58,10 @@ def on_adopt(eng: EngineApi, job: Job, msg: Adopt) -> None:
         slot.approvals[entry["id"]] = (str(entry["wid"]), now)
         eng.approvals.jobs[entry["id"]] = job.id
         eng.timeline(job, "approval", id=entry["id"], asked=True, again=True, tool=entry["tool"], what=entry["what"])
-    eng.spawn_task(_adopt(eng, job.id, worker, msg.record))
+    eng.spawn_task(_adopt(eng, job.id, worker, msg.record, turn.run if turn else None))
 
 
-async def _adopt(eng: EngineApi, job_id: str, worker: Any, record: Any) -> None:
+async def _adopt(eng: EngineApi, job_id: str, worker: Any, record: Any, run: int | None) -> None:
     try:
         await worker.start()
     except OSError as exc:  # its shim is gone, or is not the one started: what is left of it goes
@@ -73,15 +73,18 @@ async def _adopt(eng: EngineApi, job_id: str, worker: Any, record: Any) -> None:
         state = await worker.request("get_state", timeout=ADOPT_TIMEOUT)
     except (asyncio.TimeoutError, ConnectionError):
         return  # it exited (Exited says how), or hangs: the stall rules see to a turn that never ends
-    eng.post(job_id, Resynced(worker, bool((state.get("data") or {}).get("busy"))))
+    eng.post(job_id, Resynced(worker, bool((state.get("data") or {}).get("busy")), run))
 
 
 def on_resynced(eng: EngineApi, job: Job, msg: Resynced) -> None:
     """A turn the record says is in flight but the worker never began: its prompt was committed and
-    the daemon went before writing it to the shim. It was not delivered: it goes again."""
+    the daemon went before writing it to the shim. It was not delivered: it goes again. Only that
+    turn: when its turn_end came among the lines the shim kept, the turn in flight now is one this
+    daemon began meanwhile, which the worker may have been handed after it answered get_state
+    (its reports were sent twice); its own PromptAnswer settles it."""
     slot = eng.current(job, msg)
     turn = slot.turn if slot is not None else None
-    if slot is None or turn is None or msg.busy or turn.kind == "own":
+    if slot is None or turn is None or msg.busy or turn.kind == "own" or turn.run != msg.run:
         return
     slot.turn = None
     slot.idle_since = eng.monotonic()

@@ -261,6 +261,9 @@ class Resynced(WorkerMessage):
     """A re-adopted worker answered get_state, after everything its shim kept: whether a turn runs."""
 
     busy: bool
+    #: The run of the turn the record had in flight at the adoption (None: none); the answer says
+    #: nothing of a turn begun after it.
+    run: int | None
 
 
 @dataclass

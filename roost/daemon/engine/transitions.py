@@ -244,7 +244,10 @@ def on_resume(eng: EngineApi, job: Job, msg: m.Resume) -> None:
 
 
 def on_reports(eng: EngineApi, job: Job, msg: m.Reports) -> None:
-    """Children's reports wait for this job: what the rule says to do with them, now."""
+    """Children's reports wait for this job: what the rule says to do with them, now. A stopping
+    daemon starts and hands over nothing: they wait in the outbox for the next one (``Supervisor.start``)."""
+    if eng.closing_down:
+        return
     pending = eng.store.pending_reports(job.id)
     if not pending or spend.turn_refusal(eng, job) is not None:  # past the cap they wait for a raise
         return

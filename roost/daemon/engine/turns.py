@@ -178,6 +178,8 @@ def on_abort_answer(eng: EngineApi, job: Job, msg: AbortAnswer) -> None:
     if not msg.ok:
         eng.effect(msg.worker.kill)
         return
+    if slot.phase is Phase.CLOSING:  # as its turn_end would be, settled when the worker exits
+        return
     if slot.turn.ending is not None:  # the abort was taken but no turn_end came: settle this run
         eng.answer_turn(slot.turn, {"outcome": "delivered", "job": job.id})
         slot.turn = None

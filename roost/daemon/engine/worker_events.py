@@ -240,21 +240,28 @@ def on_exited(eng: EngineApi, job: Job, msg: Exited) -> None:
     slot = eng.current(job, msg)
     if slot is None:
         return
+    what = describe_exit(msg.returncode)
+    # Settled while the slot still holds the turn they were asked in: the job goes back to working
+    # in it (not idle), so a close that cuts that turn fails it below.
+    approvals.gone(eng, job, f"its worker {what} before anyone answered")
     del eng.slots[job.id]
     eng.effect(getattr(msg.worker, "release", lambda: None))  # once committed, its shim may end
     eng.queue.releasing.pop(job.id, None)
     on_purpose = slot.phase is Phase.CLOSING
     #: A stop or an archive was cutting its turn (the job may have been restarted since).
     cut_short = slot.turn is not None and slot.turn.ending is not None
-    what = describe_exit(msg.returncode)
-    approvals.gone(eng, job, f"its worker {what} before anyone answered")
     end_own_subagents(eng, job, slot.close_reason if on_purpose else f"worker {what}")
     job.pid = None
+    #: A turn the close cut (a shutdown's: its worker could not be left to the next daemon) ends here.
+    closed_in_turn = on_purpose and job.state in TURN_STATES
     if on_purpose:
         job.reaped = True
+        if closed_in_turn:  # it never sits at "working" with no worker
+            reason = f"{slot.close_reason or 'closed'} during its turn"
+            if slot.turn is not None:  # its own turn_end was not taken while closing: it ends here, once
+                eng.timeline(job, "turn_end", outcome="failed", error=reason)
+            eng.set_state(job, State.FAILED, "failure", reason=reason)
         eng.timeline(job, "closed", reason=slot.close_reason or "closed", exit=what)
-        if job.state in TURN_STATES:  # it never sits at "working" with no worker
-            eng.set_state(job, State.FAILED, "failure", reason=f"{slot.close_reason or 'closed'} during its turn")
     elif job.state == State.STOPPED or cut_short or job.archived_at is not None or eng.closing_down:
         job.reaped = True
         eng.timeline(job, "closed", reason="worker ended after a stop", exit=what)
@@ -268,7 +275,9 @@ def on_exited(eng: EngineApi, job: Job, msg: Exited) -> None:
         eng.answer_turn(slot.turn, {"outcome": "queued", "job": job.id})
     for fut in slot.close_replies:
         eng.settle(fut, {"closed": True})
-    if job.state == State.FAILED and not on_purpose and job.archived_at is None:
+    if closed_in_turn and job.archived_at is None:  # its parent hears of it, as of a worker lost with a SIGKILL
+        reports.route(eng, job, State.FAILED, job.reason)
+    elif job.state == State.FAILED and not on_purpose and job.archived_at is None:
         reports.route(eng, job, State.FAILED, eng.last_error(job))
     refuse = "its worker ended before it was ready" if slot.resume_replies else ""
     if (slot.reopen or (cut_short and eng.inbox[job.id])) and not eng.closing_down and job.archived_at is None and job.state != State.STOPPED:
