@@ -26,6 +26,7 @@ WORKER_SIDE = (
     "programs/__init__.py", "programs/builtin_agent.py", "programs/command_worker.py",
     "programs/turn_output.py", "programs/worker_process.py", "programs/mcp_server.py",
     "hosts/__init__.py", "hosts/remote.py", "hosts/remote_shim.py",
+    "sandbox/__init__.py", "sandbox/walls.py", "rules/__init__.py", "rules/quotas.py",
 )
 #: roost's own package on this machine: a launch's argument inside it names a file to ship.
 PACKAGE = Path(roost.__file__).parent
