@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from typing import Any
 
 import click
 
@@ -29,7 +30,7 @@ def stop(ctx: Ctx, job_id: str | None, tree: bool, every: bool) -> None:
     paths = paths_mod.resolve()
     error = probe(paths.socket)
     if error is not None and error.code == UNREACHABLE:
-        return stop_offline(paths, job_id, tree)
+        return stop_offline(ctx, paths, job_id, tree)
     if job_id is None:
         return stop_every(ctx)
     result = ctx.call("stop", job=job_id, tree=tree)
@@ -62,12 +63,19 @@ def stop_every(ctx: Ctx) -> None:
         else "nothing was running")
 
 
-def stop_offline(paths: paths_mod.Paths, job_id: str | None, tree: bool) -> None:
-    """The stop with no daemon, the daemon's lock held meanwhile so that none starts under it."""
-    from roost.daemon.processes.offline_stop import jobs_on_record, stop_without_daemon  # most stops find a daemon
+def stop_offline(ctx: Ctx, paths: paths_mod.Paths, job_id: str | None, tree: bool) -> None:
+    """The stop with no daemon, the daemon's lock held meanwhile so that none starts under it. A job's
+    is refused: told by what a job cannot shed — the caller runs below a worker's shim on record (every
+    shim is a subreaper: what a job's tree orphans stays below it; roost/daemon/server/peers.py) —
+    besides what its environment says."""
+    from roost.daemon.processes.offline_stop import (jobs_on_record, shims_on_record,  # most stops find a daemon
+                                                     stop_without_daemon)
+    from roost.daemon.server.peers import shim_owner
 
-    if job_identity()[0] is not None:
-        fail("no roost daemon answers: a job's stop waits for one")
+    owner = shim_owner(os.getpid(), shims_on_record(paths.state_dir))
+    if owner is not None or job_identity()[0] is not None:
+        fail("no roost daemon answers: a job's stop waits for one"
+             + (f" (this runs below the worker of job {owner})" if owner else ""))
     if tree:
         fail("no roost daemon answers, and the jobs below this one are known to it only: "
              f"`roost stop {job_id}` ends this job's worker without it")
@@ -79,14 +87,27 @@ def stop_offline(paths: paths_mod.Paths, job_id: str | None, tree: bool) -> None
         except BlockingIOError:
             fail("a roost daemon holds its lock but does not answer; try again in a moment")
         targets = [job_id] if job_id is not None else jobs_on_record(paths.state_dir)
+        hosts = _hosts(ctx)  # a worker on an SSH host is ended there, over a session of its own
         if not targets:
             say("no roost daemon runs, and no worker is on record: nothing to stop")
         for target in targets:
             try:
-                say(f"no roost daemon runs; {stop_without_daemon(paths.state_dir, target)}")
+                say(f"no roost daemon runs; {stop_without_daemon(paths.state_dir, target, hosts=hosts)}")
             except LookupError as exc:
                 if job_id is not None:
                     fail(f"no roost daemon runs, and {exc}: nothing to stop", 2)
                 say(f"no roost daemon runs; {exc}: nothing to stop")
     finally:
         os.close(fd)
+
+
+def _hosts(ctx: Ctx) -> dict[str, Any]:
+    """The config's hosts; none when the config cannot be read (a stop of a worker here needs none,
+    and one on a host is then left marked for the next daemon, which says why)."""
+    from roost.config import ConfigError, load_config
+
+    try:
+        return dict(load_config(paths_mod.config_file(ctx.config)).hosts)
+    except ConfigError as exc:
+        say(f"the config cannot be read ({exc}): workers on hosts are left for the next daemon to stop")
+        return {}

@@ -36,8 +36,8 @@ from roost.daemon.git import worktrees
 from roost.daemon.processes.launch import WorkerFactory, adopt_factory, process_factory
 from roost.sandbox.probe import probe
 from roost.sandbox.walls import IsolationRefused, decide
-from roost.daemon.processes.remote_worker import remote_opener
-from roost.daemon.processes.shim_link import token_hash
+from roost.daemon.processes.remote_worker import end_left, remote_opener
+from roost.daemon.processes.shim_link import ShimRecord, token_hash
 from roost.daemon.processes.shim_process import know_shim
 from roost.hosts import placement
 from roost.hosts.placement import place
@@ -89,10 +89,12 @@ class Supervisor:
                              hooks=self.hooks)
         self.publisher.counts_of = self.counts
         if make_worker is None:
-            self.engine.adopt_worker = adopt_factory(paths, config)
+            self.engine.adopt_worker = adopt_factory(paths, config, self._host_link)
         self.engine.prepare_host = self._prepare_host
         self._ended: list[Job] = []
         self._adopt: list[tuple[str, Any]] = []
+        #: Workers past daemons left on SSH hosts that this one does not take over.
+        self._left: list[ShimRecord] = []
         #: Ids given to spawns not answered yet.
         self._naming: set[str] = set()
         #: Each job's diff, made once per state of its worktree (roost/daemon/git/diffs.py).
@@ -101,6 +103,12 @@ class Supervisor:
     @property
     def config(self) -> Config:
         return self._config()
+
+    def _host_link(self, name: str) -> Any:
+        """The daemon's link to SSH host ``name`` (ConfigError when it is gone from the config)."""
+        if self.engine.host_socket is None:
+            raise ConfigError(f"host {name}: this daemon serves no host sockets")
+        return placement.link_for(self.config.host(name), self.engine.host_socket)
 
     async def _prepare_host(self, job_id: str, worker: Any) -> str | None:
         """A job on another host: its link, its launch there (roost/hosts/placement.py)."""
@@ -120,7 +128,9 @@ class Supervisor:
         self._ended = done.ended
         self._adopt = done.adopt if self.engine.adopt_worker is not None else []
         for job_id, record in self._adopt:  # their processes are their jobs' from the first hello on
-            know_shim(record.shim_pid, record.shim_start, job_id)
+            if record.remote is None:  # a host's shim has the host's pid
+                know_shim(record.shim_pid, record.shim_start, job_id)
+        self._left = done.left_on_hosts
         runs = [int(turn["run"]) for job_id, _ in self._adopt
                 if (turn := (self.index.get(job_id).live or {}).get("turn"))]  # type: ignore[union-attr]
         if runs:  # a new turn's run token is never an adopted turn's
@@ -141,6 +151,10 @@ class Supervisor:
         for job_id, record in self._adopt:  # first: their shims keep what the workers said meanwhile
             self.engine.post(job_id, m.Adopt(record=record))
         self._adopt = []
+        for record in self._left:  # not taken over (a person stopped it while no daemon ran): ended there
+            if record.remote is not None and record.remote.host in self.config.hosts:
+                self.engine.spawn_task(end_left(self._host_link(record.remote.host), record))
+        self._left = []
         for parent_id in self.store.parents_with_reports():
             if parent_id in self.index.jobs:
                 self.engine.post(parent_id, m.Reports())
@@ -199,11 +213,11 @@ class Supervisor:
 
     def _keeps(self, job_id: str, slot: Any) -> bool:
         """Whether a stopping daemon leaves this worker running for the next one to re-adopt (a Ray
-        host's too: its relay runs under a shim here; not yet an SSH host's, written down nowhere here)."""
+        host's too: its relay runs under a shim here; an SSH host's under its shim there, its record
+        here naming the host, the socket and the tree there)."""
         job = self.index.get(job_id)
         launch = getattr(slot.worker, "launch", None)
-        process = getattr(slot.worker, "process", None)
-        return (job is not None and not (process is not None and process.remote)
+        return (job is not None
                 and approval_rules.carried(job.approvals, (job.live or {}).get("adapter"))
                 and slot.phase.value == "ready"
                 and launch is not None and launch.adoptable and hasattr(slot.worker, "detach"))

@@ -51,6 +51,16 @@ def ssh_options(host: HostSettings) -> list[str]:
     return [*out, *host.options]
 
 
+#: Every ssh of roost's: no prompt, no unknown host key, a silent drop seen in seconds.
+BATCH = ("-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=5",
+         "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-o", "LogLevel=ERROR")
+
+
+def one_off(host: HostSettings, command: str) -> list[str]:
+    """argv of one ssh session of its own (no master: `roost stop` with no daemon) running ``command``."""
+    return ["ssh", *ssh_options(host), *BATCH, host.ssh, command]
+
+
 def host_socket_path(runtime_dir: Path, name: str) -> Path:
     """The daemon's socket for host ``name``'s workers (what its forward targets): one per host, in
     the runtime directory (0700), short since a Unix socket's path is bounded."""
@@ -105,9 +115,7 @@ class Link:
         return proc is None and not os.path.isdir("/proc/self") or proc is not None and proc.state not in ("Z", "X")
 
     def base(self) -> list[str]:
-        return ["ssh", *ssh_options(self.host), "-T", "-S", str(self.control), "-o", "BatchMode=yes",
-                "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5",
-                "-o", "ServerAliveCountMax=3", "-o", "LogLevel=ERROR"]
+        return ["ssh", *ssh_options(self.host), "-S", str(self.control), *BATCH]
 
     def session(self, command: str) -> list[str]:
         """argv of one session over the master running ``command`` (a shell line) on the host."""

@@ -28,7 +28,7 @@ from roost.hosts.link import HostDown, Link
 from roost.hosts.remote_shim import PYTHON, QUOTED_PYTHON
 from roost.models import Job
 from roost.paths import Paths, resolve
-from roost.proctree import MARK_VAR
+from roost.proctree import MARK_VAR, record_path
 from roost.protocol import ErrorCode, ProtocolError
 
 #: The host name that means this machine (for a child of a remote job that should run here).
@@ -121,8 +121,10 @@ async def _remote_shim(link: Link, job: Job, worker: Any, lost_after: float, rem
              "env": env, "cwd": job.cwd, "pythonpath": runner[-1] if shipped else ""}
     path = await link.write_setup(job.id, json.dumps(setup).encode(), [*files, shim, *([shipped] if shipped else [])])
     worker.open = remote_opener(link, tuple(runner), path, f"{link.remote_dir}/{shim.name}", lambda: lost_after)
+    # Written down here (the host, its socket and tree there, the runner): a later daemon re-adopts it.
     worker.launch = Launch(argv=local.argv, env=local.env, cwd=local.cwd,
-                           session=moved(local.session) if local.session else None, record=None)
+                           session=moved(local.session) if local.session else None,
+                           record=record_path(_paths().state_dir, job.id), adoptable=local.adoptable)
 
 
 def ray_token(host: HostSettings) -> str:

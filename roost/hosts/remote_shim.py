@@ -12,7 +12,8 @@ Three commands the daemon runs on the host, each a session over the master:
   start of the same job ends what a past one left first (a job that failed while its host was lost).
 - ``--relay SOCKET``: copy stdin to the shim's socket and the socket to stdout, so the daemon
   speaks to the shim over a session; exit ``GONE`` when no shim listens there.
-- ``--signal TREE SIG``: signal the worker's tree (``0``: end it, SIGTERM then SIGKILL).
+- ``--signal TREE SIG [shim]``: signal the worker's tree (``0``: end it, SIGTERM then SIGKILL; with
+  ``shim``, its shim too: `roost stop` while no daemon runs, whose exit nobody is there to take).
 
 The shim keeps the worker running when the link drops and keeps what it says (bounded) for the
 daemon's next connection, as it does locally across a daemon restart.
@@ -217,7 +218,7 @@ def relay(sock_path: str) -> int:
     return 0
 
 
-def signal_tree(tree_path: str, sig: int) -> int:
+def signal_tree(tree_path: str, sig: int, shim: bool = False) -> int:
     try:
         data = json.loads(Path(tree_path).read_text())
         tree = WorkerTree(**{k: data[k] for k in ("job", "pid", "start", "floor", "mark", "boot")})
@@ -226,7 +227,10 @@ def signal_tree(tree_path: str, sig: int) -> int:
     if sig:
         tree.signal(sig, session_known=True)
         return 0
-    return 0 if asyncio.run(tree.end(grace=0, session_known=True)) else 1
+    ended = asyncio.run(tree.end(grace=0, session_known=True))
+    if shim:
+        send(int(data.get("shim_pid", 0)), int(data.get("shim_start", -1)), 9)
+    return 0 if ended else 1
 
 
 def main(args: list[str]) -> int:
@@ -234,4 +238,4 @@ def main(args: list[str]) -> int:
         return launch(*args[1:7])
     if args[0] == "--relay":
         return relay(args[1])
-    return signal_tree(args[1], int(args[2]))
+    return signal_tree(args[1], int(args[2]), args[3:4] == ["shim"])

@@ -36,8 +36,9 @@ def on_adopt(eng: EngineApi, job: Job, msg: Adopt) -> None:
     try:
         worker = eng.adopt_worker(job, msg.record, committed, on_event, on_exit)
     except (ConfigError, DriverError) as exc:
-        msg.record.tree.kill_now()
-        msg.record.kill()
+        if msg.record.remote is None:  # a host's: its shim there ends it alone (docs/hosts.md)
+            msg.record.tree.kill_now()
+            msg.record.kill()
         eng.set_state(job, State.FAILED, "failure", reason=f"could not re-adopt its worker: {exc}")
         job.pid, job.reaped = None, True
         eng.save(job)
@@ -65,8 +66,9 @@ async def _adopt(eng: EngineApi, job_id: str, worker: Any, record: Any, run: int
     try:
         await worker.start()
     except OSError as exc:  # its shim is gone, or is not the one started: what is left of it goes
-        await record.tree.end(grace=0)
-        record.kill()
+        if record.remote is None:  # a host's was ended there by its opener
+            await record.tree.end(grace=0)
+            record.kill()
         eng.post(job_id, Exited(worker, -9, [f"could not re-adopt its worker: {exc}"]))
         return
     try:  # answered after every line the shim kept: a turn_end among them is applied first

@@ -14,6 +14,7 @@ from roost.config import Config
 from roost.daemon.engine.slot import WorkerHandle
 from roost.daemon.processes.spare import Spares
 from roost.daemon.processes.process import Worker
+from roost.daemon.processes.remote_worker import adopt_remote
 from roost.daemon.processes.shim_process import adopt_opener
 from roost.daemon.processes.shim_link import ShimRecord
 from roost.drivers import driver_for
@@ -72,11 +73,13 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
     return make
 
 
-def adopt_factory(paths: Paths, config: Callable[[], Config]) -> AdoptFactory:
-    """The handle of a worker a past daemon started, taken over through its shim's socket: the job's
+def adopt_factory(paths: Paths, config: Callable[[], Config], host_link: Callable[[str], Any] | None = None
+                  ) -> AdoptFactory:
+    """The handle of a worker a past daemon started, taken over through its shim's socket (on an SSH
+    host: through a relay over ``host_link(NAME)``, the daemon's link to that host): the job's
     driver as a fresh start would have it, its adapter restored from the job's record (what it knew
     after the last line committed). Raises ConfigError
-    or DriverError (its profile is gone from the config) for the engine to report."""
+    or DriverError (its profile, or its host, is gone from the config) for the engine to report."""
 
     def adopt(job: Job, record: ShimRecord, committed: int, on_event: EventSink, on_exit: ExitSink) -> WorkerHandle:
         profile = config().driver(job.driver)
@@ -91,7 +94,14 @@ def adopt_factory(paths: Paths, config: Callable[[], Config]) -> AdoptFactory:
             adapter.restore(live.get("adapter") or {}, None if turn.get("kind") == "own" else turn.get("run"))
         except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # a record changed by hand
             raise DriverError(f"what its adapter knew cannot be read back from the job's record: {exc!r}") from None
+        if record.remote is None:
+            opener = adopt_opener(record, committed)
+        elif host_link is None:
+            raise DriverError(f"its worker runs on host {record.remote.host}, and this daemon reaches no hosts")
+        else:
+            settings = config()
+            opener = adopt_remote(host_link(record.remote.host), record, committed, lambda: settings.host_lost_after)
         return Worker(job.id, launch, adapter, paths.job_log(job.id), on_event=on_event, on_exit=on_exit,
-                      opener=adopt_opener(record, committed))
+                      opener=opener)
 
     return adopt

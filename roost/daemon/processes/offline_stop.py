@@ -9,15 +9,22 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
+from roost.config import HostSettings
 from roost.daemon.processes.shim_link import ShimRecord
+from roost.hosts.link import last_line, one_off
 from roost.proctree import boot_id, read_proc, record_path
 
 #: How long the worker's tree has after SIGTERM before SIGKILL.
 GRACE = 3.0
+#: How long reaching a worker's host may take (the login, then ending its tree there).
+REACH_TIMEOUT = 30.0
 REASON = "stopped by a person while no daemon ran (roost stop)"
 
 
@@ -72,12 +79,29 @@ def jobs_on_record(state_dir: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.json") if not p.stem.startswith("spare-")) if folder.is_dir() else []
 
 
-def stop_without_daemon(state_dir: Path, job_id: str, reason: str = REASON) -> str:
-    """End the worker of ``job_id`` that a past daemon left under its shim; what was done, in words.
-    Raises LookupError when no running worker of the job is on record."""
+def shims_on_record(state_dir: Path) -> dict[tuple[int, int], str]:
+    """The shims on this machine that past daemons wrote down, (pid, start time) -> the job whose
+    worker each runs (``spare-…`` for a spare's): what ``peers.shim_owner`` looks for among a
+    process's ancestors."""
+    folder = record_path(state_dir, "x").parent
+    out: dict[tuple[int, int], str] = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        record = ShimRecord.load(path)
+        if record is not None and record.remote is None:
+            out[(record.shim_pid, record.shim_start)] = path.stem
+    return out
+
+
+def stop_without_daemon(state_dir: Path, job_id: str, reason: str = REASON,
+                        hosts: Mapping[str, HostSettings] | None = None) -> str:
+    """End the worker of ``job_id`` that a past daemon left under its shim (on an SSH host: there, over
+    a session of its own, the host found in ``hosts``); what was done, in words. Raises LookupError
+    when no running worker of the job is on record."""
     record = ShimRecord.load(record_path(state_dir, job_id))
     if record is None:
         raise LookupError(f"no worker of job {job_id} is on record in {state_dir}")
+    if record.remote is not None:
+        return _stop_there(state_dir, job_id, record, reason, hosts or {})
     tree = record.tree
     proc = read_proc(tree.pid)
     if tree.boot != boot_id() or proc is None or proc.start != tree.start or proc.state in ("Z", "X"):
@@ -89,3 +113,27 @@ def stop_without_daemon(state_dir: Path, job_id: str, reason: str = REASON) -> s
     if not ended:
         return f"{job_id}: sent SIGTERM and SIGKILL to the worker (pid {tree.pid}), but something of its tree still runs"
     return f"{job_id}: ended its worker (pid {tree.pid}) and its shim; the next daemon records it as stopped"
+
+
+def _stop_there(state_dir: Path, job_id: str, record: ShimRecord, reason: str,
+                hosts: Mapping[str, HostSettings]) -> str:
+    """The worker of ``record`` is on an SSH host: the mark first (so that the next daemon ends it
+    there and records the stop, whatever happens here), then its tree and its shim ended there."""
+    assert record.remote is not None
+    tree, name = record.tree, record.remote.host
+    StopMark(job_id, tree.pid, tree.start, time.time(), reason).save(state_dir)
+    later = "the next daemon ends it there and records it as stopped"
+    host = hosts.get(name)
+    if host is None or host.kind != "ssh":
+        return f"{job_id}: its worker runs on host {name}, which is not an SSH host of the config; {later}"
+    command = shlex.join([*record.remote.runner, "--signal", record.remote.tree, "0", "shim"])
+    try:
+        done = subprocess.run(one_off(host, command), capture_output=True, text=True, timeout=REACH_TIMEOUT,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{job_id}: cannot reach host {name} to end its worker ({exc}); {later}"
+    if done.returncode != 0:
+        why = last_line(done.stderr) or f"exit {done.returncode}"
+        return f"{job_id}: cannot end its worker on host {name} ({why}); {later}"
+    return f"{job_id}: ended its worker on host {name} (pid {tree.pid} there) and its shim; the next daemon records " \
+           f"it as stopped"

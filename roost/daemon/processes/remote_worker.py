@@ -24,8 +24,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from roost.daemon.processes.shim_process import Opener, Process
-from roost.daemon.processes.shim_link import KEEP, SHIM_HELLO_TIMEOUT, ShimError, ShimLink, ShimRecord, handshake, token_hash
+from roost.daemon.processes.shim_process import Opener, Process, save_record
+from roost.daemon.processes.shim_link import (KEEP, SHIM_HELLO_TIMEOUT, RemotePlace, ShimError, ShimLink, ShimRecord,
+                                              handshake, token_hash)
 from roost.drivers.base import Launch
 from roost.hosts.link import HostDown, Link, last_line
 from roost.hosts.remote_shim import GONE, NOT_STARTED
@@ -179,9 +180,10 @@ def remote_opener(link: Link, command: tuple[str, ...], setup_path: str, shim_pa
             info = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise ShimError(f"host {link.host.name}: the worker's launcher said {last_line(out)!r}") from None
-        tree = RemoteTree(job=job_id, pid=int(info["pid"]), start=int(info["start"]), floor=int(info["floor"]),
-                          mark=str(info["mark"]), boot=str(info["boot"]), link=link, command=command,
-                          tree_path=socket_path.removesuffix(".sock") + ".tree")
+        plain = WorkerTree(job=job_id, pid=int(info["pid"]), start=int(info["start"]), floor=int(info["floor"]),
+                           mark=str(info["mark"]), boot=str(info["boot"]))
+        place = RemotePlace(link.host.name, command, socket_path.removesuffix(".sock") + ".tree")
+        tree = remote_tree(plain, link, place)
         connector = Connector(link, command, socket_path, lost_after)
         try:
             reader, writer, hello = await connector.open()
@@ -189,8 +191,54 @@ def remote_opener(link: Link, command: tuple[str, ...], setup_path: str, shim_pa
             await tree.end(grace=0)
             raise
         shim = ShimLink(reader, writer, hello, 0, reconnect=connector.again, place=link.host.name)
-        record = ShimRecord(tree, int(info["shim_pid"]), int(info["shim_start"]), socket_path,
-                            token_hash(launch.env.get("ROOST_TOKEN", "")), False)
+        record = ShimRecord(plain, int(info["shim_pid"]), int(info["shim_start"]), socket_path,
+                            token_hash(launch.env.get("ROOST_TOKEN", "")), launch.adoptable, place)
+        if launch.record is not None:  # written down: a later daemon finds it there (adopt_remote)
+            save_record(record, launch.record)
         return Process(shim.worker_pid, tree, record, shim, remote=True)
 
     return open_remote
+
+
+def remote_tree(tree: WorkerTree, link: Link, place: RemotePlace) -> RemoteTree:
+    """A worker's tree as written down, signalled on its host over ``link``."""
+    return RemoteTree(**dataclasses.asdict(tree), link=link, command=place.runner, tree_path=place.tree)
+
+
+def adopt_remote(link: Link, record: ShimRecord, committed: int, lost_after: Callable[[], float]) -> Opener:
+    """An opener that takes over a worker a past daemon left under its shim on ``link``'s host: a relay
+    to the socket its record names, tried with back-off as after a dropped link (roost/rules/host_loss.py)
+    until the shim answers — the same shim and worker — or ``host_lost_after`` has passed (then the
+    job fails with the reason, and the shim there ends its worker alone soon after)."""
+    assert record.remote is not None
+    place = record.remote
+
+    async def adopt(job_id: str, launch: Launch) -> Process:
+        tree = remote_tree(record.tree, link, place)
+        connector = Connector(link, place.runner, record.socket, lost_after)
+        try:
+            reader, writer, hello = await connector.again()
+        except ShimError:
+            await tree.end(grace=0)  # what a gone shim left there (a host out of reach: its shim ends it alone)
+            raise
+        shim = ShimLink(reader, writer, hello, committed, reconnect=connector.again, place=link.host.name)
+        if (shim.shim_pid, shim.worker_pid, shim.worker_start) != (record.shim_pid, record.tree.pid, record.tree.start):
+            shim.close()
+            raise ShimError(f"its socket on {link.host.name} is answered by another worker ({shim.worker_pid}, not "
+                            f"{record.tree.pid})")
+        return Process(shim.worker_pid, tree, record, shim.resume(), remote=True)
+
+    return adopt
+
+
+async def end_left(link: Link, record: ShimRecord) -> None:
+    """End, on its host, a worker a past daemon left there that this one does not take over (a person
+    stopped it while no daemon ran, or it cannot be re-adopted)."""
+    assert record.remote is not None
+    try:
+        await link.ensure()
+    except HostDown as exc:
+        log.warning("job %s: cannot end the worker a past daemon left on host %s: %s (its shim there ends it "
+                    "alone)", record.tree.job, link.host.name, exc)
+        return
+    await remote_tree(record.tree, link, record.remote).end(grace=0)

@@ -91,15 +91,19 @@ class ShimRecord:
     token_hash: str
     #: Whether a new daemon can speak for its worker (its adapter keeps nothing, or restores what it knew).
     adoptable: bool
+    #: A worker on an SSH host (``RemotePlace``): its pids, socket and tree are the host's, none of this
+    #: machine's; None for a shim here.
+    remote: "RemotePlace | None" = None
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        remote = {"remote": asdict(self.remote)} if self.remote is not None else {}
         with os.fdopen(fd, "w") as fh:
             json.dump({**asdict(self.tree), "shim": {"pid": self.shim_pid, "start": self.shim_start,
                                                      "socket": self.socket, "token_hash": self.token_hash,
-                                                     "adoptable": self.adoptable}}, fh)
+                                                     "adoptable": self.adoptable, **remote}}, fh)
         os.replace(tmp, path)
 
     @classmethod
@@ -108,19 +112,38 @@ class ShimRecord:
         try:
             shim = json.loads(path.read_text())["shim"]
             hashed = str(shim["token_hash"]) if "token_hash" in shim else token_hash(str(shim["token"]))  # a past roost's
+            far = shim.get("remote")
+            remote = RemotePlace(str(far["host"]), tuple(str(a) for a in far["runner"]), str(far["tree"])) \
+                if far is not None else None
             return cls(tree, int(shim["pid"]), int(shim["start"]), str(shim["socket"]), hashed,
-                       bool(shim["adoptable"])) if tree is not None else None
+                       bool(shim["adoptable"]), remote) if tree is not None else None
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def alive(self) -> bool:
-        """Whether the shim that was started still runs (its pid with its start time)."""
+        """Whether the shim that was started still runs (its pid with its start time); a host's shim
+        cannot be told from here (its hello, once reached, says whether it is the same)."""
+        if self.remote is not None:
+            return True
         proc = read_proc(self.shim_pid)
         return proc is not None and proc.start == self.shim_start and proc.state not in ("Z", "X")
 
     def kill(self) -> None:
-        """SIGKILL the shim, if it is still the one started (its worker's tree is the caller's)."""
-        send(self.shim_pid, self.shim_start, 9)
+        """SIGKILL the shim, if it is still the one started (its worker's tree is the caller's); a
+        host's is ended there (``--signal``), never by its pid here."""
+        if self.remote is None:
+            send(self.shim_pid, self.shim_start, 9)
+
+
+@dataclass(frozen=True)
+class RemotePlace:
+    """Where a worker on an SSH host runs, as its record keeps it for the next daemon (or `roost stop`
+    with none): the host's name in the config, the command that runs roost's far side there, and its
+    tree's file there (the socket is the record's own ``socket``)."""
+
+    host: str
+    runner: tuple[str, ...]
+    tree: str
 
 
 @contextlib.contextmanager
@@ -237,10 +260,13 @@ class ShimLink:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_unix_connection(address, limit=MAX_FRAME + (1 << 16)), timeout)
         hello = await handshake(reader, writer, timeout)
-        link = cls(reader, writer, hello, committed)
-        if committed:
-            link._send(b"A %d\n" % committed)
-        return link
+        return cls(reader, writer, hello, committed).resume()
+
+    def resume(self) -> "ShimLink":
+        """Tell the shim what is committed already: it sends again only what follows."""
+        if self.committed:
+            self._send(b"A %d\n" % self.committed)
+        return self
 
     async def _pump(self) -> None:
         rc: int | None = None

@@ -36,6 +36,8 @@ class Recovered:
     queued: list[str] = field(default_factory=list)
     #: Jobs whose workers run on under their shims, to re-adopt (with the shims' records).
     adopt: list[tuple[str, ShimRecord]] = field(default_factory=list)
+    #: Workers on SSH hosts that are not re-adopted: ended there once the loop runs (the host is reached then).
+    left_on_hosts: list[ShimRecord] = field(default_factory=list)
 
 
 def load_records(store: Store, index: JobIndex) -> None:
@@ -61,7 +63,7 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
     load_records(store, index)
     marks = StopMark.load_all(state_dir)  # `roost stop` while no daemon ran (offline_stop.py)
     out = Recovered(adopt=[(job_id, r) for job_id, r in adoptable(index, state_dir) if job_id not in marks])
-    kill_stale_workers(state_dir, keep={job_id for job_id, _ in out.adopt})
+    out.left_on_hosts = kill_stale_workers(state_dir, keep={job_id for job_id, _ in out.adopt})
     kept = {job_id for job_id, _ in out.adopt}
     now = clock()
 
@@ -164,7 +166,9 @@ def _to_recover(job: Facts) -> bool:
 
 def adoptable(index: JobIndex, state_dir: Path) -> list[tuple[str, ShimRecord]]:
     """The jobs whose workers a new daemon takes over: under a shim on this machine (a Ray host's job
-    too: its relay to the actor runs under one here; an SSH host's worker has no record here), ready
+    too: its relay to the actor runs under one here) or on the job's SSH host (its record names the
+    host, the socket and the tree there: whether that shim is still the one started is its hello's to
+    say, when the relay reaches it — roost/daemon/processes/remote_worker.py ``adopt_remote``), ready
     when the last daemon wrote the record (not starting, not being closed), no approval pending that
     its adapter's snapshot does not carry whole (rules/approvals.py ``carried``: Claude Code's do), a
     driver whose adapter
@@ -177,38 +181,47 @@ def adoptable(index: JobIndex, state_dir: Path) -> list[tuple[str, ShimRecord]]:
         if not approval_rules.carried(job.approvals, live.get("adapter")) or live.get("phase") != "ready":
             continue
         record = ShimRecord.load(record_path(state_dir, job.id))
-        if (record is not None and record.adoptable and record.tree.boot == boot and record.tree.pid == job.pid
-                and record.alive()):
+        if record is None or not record.adoptable or record.tree.pid != job.pid:
+            continue
+        here = record.remote is None and record.tree.boot == boot and record.alive()
+        if here or record.remote is not None and record.remote.host == job.host:
             out.append((job.id, record))
     return out
 
 
-def kill_stale_workers(state_dir: Path, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+def kill_stale_workers(state_dir: Path, keep: set[str] = frozenset()) -> list[ShimRecord]:  # type: ignore[assignment]
     """Kill every worker a dead daemon left, and every process of its tree (its agents too, in
     sessions of their own or orphaned to PID 1 when the worker died), from the records the daemon
     writes when it starts a worker — all of them, also those whose pid never reached the job's
     record. By pid and start time, so a recycled pid is never killed; a record from another boot
-    names nothing alive."""
+    names nothing alive. A worker on an SSH host is not signalled from here (its pids are the
+    host's): its record is answered, for the daemon to end it there."""
     folder = record_path(state_dir, "x").parent
     if not folder.is_dir():
-        return
+        return []
     boot = boot_id()
     named = set()  # the sockets records name (a spare's keeps its name when a job takes it)
+    far: list[ShimRecord] = []
     for path in sorted(folder.glob("*.json")):
         if path.stem in keep:
             if (kept := ShimRecord.load(path)) is not None:
                 named.add(Path(kept.socket))
             continue
+        shim = ShimRecord.load(path)
+        if shim is not None and shim.remote is not None:
+            far.append(shim)
+            path.unlink(missing_ok=True)
+            continue
         tree = WorkerTree.load(path)
         if tree is not None and tree.boot == boot and not tree.kill_now():
             log.error("%s: processes of an old worker (%d) are still alive after SIGKILL", path.stem, tree.pid)
-        shim = ShimRecord.load(path)
         if shim is not None and tree is not None and tree.boot == boot:
             shim.kill()
             Path(shim.socket).unlink(missing_ok=True)
         path.unlink(missing_ok=True)
     for sock in sorted(set(folder.glob("*.sock")) - named):
         end_unrecorded_shim(sock)
+    return far
 
 
 def end_unrecorded_shim(path: Path) -> None:
