@@ -20,7 +20,7 @@ from roost.rules.approvals import describe
 from roost.rules.state_table import ALLOWED
 
 #: How much of a text an explanation quotes (a prompt, a question, a reason).
-QUOTE_MAX = 160
+EXCERPT_MAX = 160
 #: The notes a ``state`` entry carries when no approval is pending any more (engine and recovery).
 _SETTLED_NOTES = ("no approval is pending any more", "its approvals went with its worker")
 
@@ -109,7 +109,7 @@ def _guess(old: State | None, new: State, data: dict[str, Any], before: str, aft
 
 
 def _quote(text: Any) -> str:
-    return cut(" ".join(str(text).split()), QUOTE_MAX)
+    return cut(" ".join(str(text).split()), EXCERPT_MAX)
 
 
 def _who(by: Any) -> str:
