@@ -160,7 +160,10 @@ _DOLLARS = Arg((int, float, type(None)))  # >= 0 and finite: checked by the daem
 _TOKENS = Arg((int, type(None)), bounds=(0, INT_MAX))
 #: The most days ``usage`` looks back.
 USAGE_DAYS_MAX = 366
-#: Each operation's arguments (docs/protocols.md says what they mean).
+#: A required job id: what an operation module (roost/daemon/ops/) names its target with.
+JOB_ID = _ID
+#: Each operation's arguments (docs/protocols.md says what they mean), but those of the operations
+#: in modules of roost/daemon/ops/: each module holds its own.
 OPS: dict[str, dict[str, Arg]] = {
     "hello": {"version": Arg((int,), required=True, bounds=(0, INT_MAX)), "client": Arg((str,), cap=bounds.NAME_MAX),
               "job": _OPT_ID, "token": _OPT_ID},
@@ -193,10 +196,8 @@ OPS: dict[str, dict[str, Arg]] = {
     "unsubscribe": {"sub": Arg((int,), required=True, bounds=(0, INT_MAX))},
     "attach": {"job": _ID, "resume": _BOOL},
     "release": _JOB,
-    "seen": _JOB,
     "archive": _JOB,
     "detach": _JOB,
-    "rename": {"job": _ID, "title": Arg((str,), required=True, cap=bounds.TITLE_MAX)},
     "unarchive": _JOB,
     "label": {"job": _ID, "key": Arg((str,), required=True, cap=bounds.LABEL_KEY_MAX),
               "value": Arg((str, type(None)), required=True, cap=bounds.LABEL_VALUE_MAX)},
@@ -348,15 +349,16 @@ def without_lone_surrogates(obj: Any) -> Any:
     return obj
 
 
-def parse_request(obj: dict[str, Any]) -> tuple[Any, str, dict[str, Any]]:
-    """Check a request frame against OPS; return (id, op, args)."""
+def parse_request(obj: dict[str, Any], ops: dict[str, dict[str, Arg]] = OPS) -> tuple[Any, str, dict[str, Any]]:
+    """Check a request frame against ``ops`` (the daemon's: OPS and its operation modules'); return
+    (id, op, args)."""
     req_id = obj.get("id")
     op = obj.get("op")
     if not isinstance(op, str):
         raise ProtocolError(ErrorCode.BAD_FRAME, "request needs an \"op\" string")
-    spec = OPS.get(op)
+    spec = ops.get(op)
     if spec is None:
-        raise ProtocolError(ErrorCode.UNKNOWN_OP, f"unknown operation {bounds.quote(op)} (known: {', '.join(sorted(OPS))})")
+        raise ProtocolError(ErrorCode.UNKNOWN_OP, f"unknown operation {bounds.quote(op)} (known: {', '.join(sorted(ops))})")
     args = obj.get("args", {})
     if not isinstance(args, dict):
         raise ProtocolError(ErrorCode.BAD_ARGS, f"{op}: \"args\" must be an object")

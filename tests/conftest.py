@@ -222,6 +222,12 @@ class DaemonHarness:
     def wait_state(self, job_id: str, *states: str, timeout: float = WAIT) -> dict[str, Any]:
         return self.wait_row(job_id, lambda r: r["state"] in states, timeout, f"job {job_id} to be {'/'.join(states)}")
 
+    def sync(self) -> None:
+        """A barrier: returns once everything posted to the daemon's mailboxes before it is applied,
+        committed and pushed (the ``sync`` operation). Check "nothing happened" after it, never
+        after a sleep; wait first for the worker's own word (a timeline entry) it cannot see coming."""
+        assert self.call("sync") == {"synced": True}
+
     def children(self, job_id: str) -> list[dict[str, Any]]:
         with self.client() as client:
             return list(client.children(job_id))

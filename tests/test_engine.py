@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from roost.config import Config
+from roost.daemon.ops.rename import rename
 from roost.protocol import ProtocolError
 from tests.engine_fakes import Rig
 
@@ -206,7 +207,7 @@ async def test_rename_and_unarchive_bring_back_the_subtree_archived_with_it(rig:
     root = await rig.spawn("root")
     kid = await rig.spawn("kid", caller=root)
     grandkid = await rig.spawn("grandkid", caller=kid)
-    await rig.sup.rename(kid, "  the   kid ")
+    await rename(rig.sup, kid, "  the   kid ")
     assert rig.job(kid).title == "the kid"
     await rig.sup.archive(kid)
     await rig.settle()

@@ -50,7 +50,7 @@ async def test_a_parents_row_counts_its_subagents_as_they_start_and_end(rig: Rig
     assert subagent_counts(row(rig, job)) == (3, 3) == panel_counts(rig, job)
     rig.recorder.rows.clear()
     worker.on_event(subagent("t2", "working", "halfway"))  # progress: nothing to count, no row pushed
-    await rig.settle()
+    await rig.sup.engine.idle()  # the event is applied and committed: a push would be recorded by now
     assert not any(job in ids for ids in rig.recorder.rows)
     worker.on_event(subagent("t2", "done", "42 files"))
     worker.on_event(subagent("t3", "failed", "no such file"))

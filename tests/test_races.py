@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 
 import pytest
 
@@ -28,7 +27,8 @@ def test_a_stop_right_after_a_message_cuts_that_turn(daemon: DaemonHarness):
         client.call("send", job=job, text="wait-for never")
         assert client.call("stop", job=job)["stopped"] == 1
     daemon.wait_state(job, "stopped")
-    time.sleep(0.3)
+    daemon.wait_for(lambda: any(e["kind"] == "turn_end" for e in daemon.timeline(job)), what="the cut turn's end")
+    daemon.sync()  # the aborted turn's end and all it posted are applied: nothing restarts the job
     assert daemon.show(job)["state"] == "stopped"
 
 
@@ -40,7 +40,7 @@ def test_a_stop_racing_the_answer_to_a_question_wins(daemon: DaemonHarness, atte
         client.call("send", job=job, text="yes")
         client.call("stop", job=job)
     row = daemon.wait_state(job, "stopped")
-    time.sleep(0.3)
+    daemon.sync()  # the answer and the stop are both applied: the stop won
     assert daemon.show(job)["state"] == "stopped"
     assert row["worker_up"]
 

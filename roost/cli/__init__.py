@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "children": ("roost.cli.jobs", "children"),
     "ls": ("roost.cli.listing", "ls"),
     "show": ("roost.cli.listing", "show"),
+    "explain": ("roost.cli.explain", "explain"),
     "logs": ("roost.cli.logs", "logs"),
     "worktrees": ("roost.cli.worktrees", "worktrees"),
     "diff": ("roost.cli.worktrees", "diff"),

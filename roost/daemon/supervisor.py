@@ -18,7 +18,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from roost.bounds import TITLE_MAX, labels_problem
+from roost.bounds import labels_problem
 from roost.config import Config, ConfigError
 from roost.daemon.engine import messages as m
 from roost.daemon.git.diffs import DiffCache
@@ -117,9 +117,7 @@ class Supervisor:
 
     async def _ask(self, job_id: str, message: m.Message) -> Any:
         """Post a message to a job's mailbox and wait for its handler's answer."""
-        message.reply = asyncio.get_running_loop().create_future()
-        self.engine.post(job_id, message)
-        return await message.reply
+        return await self.engine.ask(job_id, message)
 
     # -- start-up and shutdown ----------------------------------------------------------------------
     def recover(self) -> None:
@@ -330,14 +328,6 @@ class Supervisor:
                 "whole": whole is not None or approval_rules.is_whole(entry["what"]),
                 "next": after if after < len(text) else None}
 
-    async def rename(self, job_id: str, title: str) -> dict[str, Any]:
-        self.index.require(job_id)
-        title = " ".join(title.split())
-        if not title or len(title) > TITLE_MAX:
-            raise ProtocolError(ErrorCode.BAD_ARGS, f"rename: a title is 1 to {TITLE_MAX} characters, not {len(title)}")
-        await self._ask(job_id, m.Rename(title))
-        return self.index.row(job_id)
-
     async def unarchive(self, job_id: str) -> dict[str, Any]:
         """Bring back an archived job and what was archived with it (its subtree, archived at or
         after it). A job whose parent is still archived comes back as a root."""
@@ -378,12 +368,6 @@ class Supervisor:
     async def set_pinned(self, job_id: str, pinned: bool) -> dict[str, Any]:
         self.index.require(job_id)
         await self._ask(job_id, m.Pin(pinned))
-        return self.index.row(job_id)
-
-    async def mark_seen(self, job_id: str) -> dict[str, Any]:
-        """A person opened the job (``seen``): it is no longer marked as ended unseen."""
-        self.index.require(job_id)
-        await self._ask(job_id, m.Seen())
         return self.index.row(job_id)
 
     async def set_label(self, job_id: str, key: str, value: str | None) -> dict[str, Any]:

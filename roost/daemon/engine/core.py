@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine
 
 from roost.config import Config
+from roost.daemon.engine.barrier import Barriers
 from roost.daemon.engine.book import Book
 from roost.daemon.storage.index import JobIndex
 from roost.daemon.engine.journal import Journal
@@ -119,6 +120,8 @@ class Engine(Records):
         self.stalled: dict[str, str] = {}
         self._retry: asyncio.TimerHandle | None = None
         self._retry_delay = RETRY_FIRST
+        #: What ``idle`` waits for (roost/daemon/engine/barrier.py).
+        self.barriers = Barriers()
 
     @property
     def config(self) -> Config:
@@ -137,6 +140,7 @@ class Engine(Records):
             if job_id not in self.stalled:
                 self._ready.append(job_id)
         box.append(message)
+        self.barriers.posted(message)
         if job_id in self.stalled and not isinstance(message, WorkerMessage) and message.reply is not None:
             self._ready.append(job_id)  # its sender is told at once why it waits for nothing
         self._schedule()
@@ -181,6 +185,7 @@ class Engine(Records):
             if not self.stalled:
                 self._retry_delay = RETRY_FIRST
         self._release([m for _, m in done])
+        passed = self.barriers.committed(m for _, m in done)  # what their effects post, they wait for too
         for _, run, _ in effects:
             run()
         for job_id in touched:
@@ -192,6 +197,7 @@ class Engine(Records):
         if self._pump_wanted:
             self._pump_wanted = False
             self.pump()
+        self.barriers.effects_ran(passed)
         if self._ready:
             self._schedule()
 
@@ -228,7 +234,11 @@ class Engine(Records):
         self._applying = at
         try:
             with self.store.savepoint():
-                BY_MESSAGE[type(message)](self, job, message)
+                handler = BY_MESSAGE.get(type(message))
+                if handler is None:  # an operation module's message carries its transition (roost/daemon/ops/)
+                    message.apply(self, job)
+                else:
+                    handler(self, job, message)
             return True
         except ProtocolError as exc:  # a refusal, for the sender: nothing of it happened
             self._undo(mark, at)
@@ -305,6 +315,18 @@ class Engine(Records):
                 self._ready.append(job_id)
         if self._ready:
             self._schedule()
+
+    async def idle(self) -> None:
+        """Wait until every message posted before this call is applied and committed, with what
+        those post in turn (roost/daemon/engine/barrier.py): the ``sync`` operation's barrier."""
+        await self.barriers.wait([message for box in self._mailboxes.values() for message in box])
+
+    async def ask(self, job_id: str, message: Message) -> Any:
+        """Post a message to a job's mailbox and wait for its handler's answer (released once the
+        change it reports is committed)."""
+        message.reply = asyncio.get_running_loop().create_future()
+        self.post(job_id, message)
+        return await message.reply
 
     async def workers_gone(self) -> None:
         """Wait (no polling) until every worker's exit has been applied."""

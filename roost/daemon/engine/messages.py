@@ -34,6 +34,12 @@ class Message:
     def refuse_unknown(self, job_id: str) -> None:
         self.fail(ProtocolError(ErrorCode.UNKNOWN_JOB, f"no job with id {job_id!r}"))
 
+    def apply(self, eng: Any, job: Job) -> None:
+        """The transition of a message an operation module defines (roost/daemon/ops/): it carries its
+        own, written against ``EngineApi``; the engine's own messages have theirs in
+        ``transitions.BY_MESSAGE``."""
+        raise TypeError(f"{type(self).__name__} has no transition: none in BY_MESSAGE, and no apply of its own")
+
 
 # -- commands ---------------------------------------------------------------------------------------
 @dataclass
@@ -97,11 +103,6 @@ class Pin(Message):
 
 
 @dataclass
-class Seen(Message):
-    """A person opened the job: what its turn ended with has been seen."""
-
-
-@dataclass
 class Label(Message):
     key: str
     value: str | None
@@ -124,11 +125,6 @@ class Archive(Message):
 class Detach(Message):
     #: The job that asked (an ancestor), None for a person or the daemon's own (archive).
     caller: str | None = None
-
-
-@dataclass
-class Rename(Message):
-    title: str
 
 
 @dataclass

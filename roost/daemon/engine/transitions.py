@@ -2,7 +2,8 @@
 
 The commands (what people, owners and the time rules ask of a job) are here; what the worker did
 is in ``worker_life``. ``BY_MESSAGE`` maps each message type to its handler (the socket's
-requests have their own table, ``handlers.HANDLERS``).
+requests have their own table, ``handlers.HANDLERS``); a message an operation module defines
+(roost/daemon/ops/) carries its transition itself (``Message.apply``).
 """
 
 from __future__ import annotations
@@ -129,13 +130,6 @@ def on_pin(eng: EngineApi, job: Job, msg: m.Pin) -> None:
     msg.answer(None)
 
 
-def on_seen(eng: EngineApi, job: Job, msg: m.Seen) -> None:
-    if job.unseen:
-        job.unseen = False
-        eng.save(job)
-    msg.answer(None)
-
-
 def on_label(eng: EngineApi, job: Job, msg: m.Label) -> None:
     labels = dict(job.labels)
     if msg.value is None:
@@ -217,13 +211,6 @@ def _make_root(eng: EngineApi, job: Job) -> None:
     eng.changed(moved)
 
 
-def on_rename(eng: EngineApi, job: Job, msg: m.Rename) -> None:
-    eng.timeline(job, "renamed", old=job.title, title=msg.title)
-    job.title = msg.title
-    eng.save(job)
-    msg.answer(None)
-
-
 def on_unarchive(eng: EngineApi, job: Job, msg: m.Unarchive) -> None:
     if job.archived_at is None:
         msg.answer(None)
@@ -300,8 +287,8 @@ def on_due(eng: EngineApi, job: Job, msg: m.Due) -> None:
 
 
 BY_MESSAGE: dict[type, Callable[[EngineApi, Job, Any], None]] = {
-    m.Start: on_start, m.Send: on_send, m.Stop: on_stop, m.Close: on_close, m.Pin: on_pin, m.Seen: on_seen, m.Label: on_label,
-    m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume, m.Rename: on_rename,
+    m.Start: on_start, m.Send: on_send, m.Stop: on_stop, m.Close: on_close, m.Pin: on_pin, m.Label: on_label,
+    m.Report: on_report, m.Archive: on_archive, m.Detach: on_detach, m.Resume: on_resume,
     m.Unarchive: on_unarchive, m.SetBudget: spend.on_set_budget,
     m.Reports: on_reports, m.Due: on_due, m.EndedAtStart: on_ended_at_start,
     m.Evict: w.on_evict, m.Spawned: w.on_spawned, m.StartFailed: w.on_start_failed, m.Ready: w.on_ready, m.NotReady: w.on_not_ready,

@@ -4,58 +4,26 @@
 A caller is a **person** (a connection with no job identity, of this user, from a process outside
 the daemon's own tree: roost/daemon/server/peers.py) or a **job** (a connection that proved a job with its
 token; on a host's socket, only a job placed on that host). A job reaches a target job only within
-its rule's reach; a person reaches every job.
+its rule's reach; a person reaches every job. An operation in a module of roost/daemon/ops/ names
+its own rule there (``Reach`` and ``Rule`` are defined there too); this table holds the others.
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from roost.protocol import OPS, SUBSCRIPTIONS, ErrorCode, ProtocolError
+from roost.daemon.ops.operation import MINE as _MINE
+from roost.daemon.ops.operation import PERSON as _PERSON
+from roost.daemon.ops.operation import Reach, Rule
+from roost.protocol import OPS, SUBSCRIPTIONS, Arg, ErrorCode, ProtocolError
 
 if TYPE_CHECKING:
     from roost.daemon.storage.index import JobIndex
 
+__all__ = ["RULES", "Reach", "Rule", "check", "rule_key", "table_keys"]
 
-class Reach(enum.Enum):
-    """How far a job's call may reach; the value is how docs and errors say it."""
-
-    #: Jobs may not call it at all: it is a person's.
-    NONE = "no job"
-    #: It acts on the calling job itself (no target argument).
-    SELF = "itself"
-    #: The target is the calling job or one of its descendants (its subtree).
-    SUBTREE = "its subtree"
-    #: The target is one of the calling job's descendants, never the job itself.
-    BELOW = "its descendants"
-    #: The target is in the calling job's subtree or is one of its ancestors.
-    FAMILY = "its subtree and its ancestors"
-    #: It touches nothing of another job (hello, the daemon's status, the connection's own state).
-    ANY = "any caller"
-
-
-@dataclass(frozen=True)
-class Rule:
-    """Who may call one operation: whether a person may, how far a job reaches, and which
-    argument names the job acted on (a job that leaves it out means itself)."""
-
-    jobs: Reach
-    target: str | None = None
-    person: bool = True
-
-    def callers(self) -> str:
-        """The rule in words, for docs and the table's test."""
-        people = "a person" if self.person else ""
-        job = "" if self.jobs is Reach.NONE else (
-            "any job" if self.jobs is Reach.ANY else f"a job, on {self.jobs.value}")
-        return " or ".join(part for part in (people, job) if part)
-
-
-_PERSON = Rule(Reach.NONE)
-_MINE = Rule(Reach.SUBTREE, "job")
-#: Every operation's rule; ``subscribe``'s depends on what is subscribed to (``subscribe WHAT``).
+#: The rule of every operation not moved into a module of roost/daemon/ops/ yet (a module names its
+#: own); ``subscribe``'s depends on what is subscribed to (``subscribe WHAT``).
 RULES: dict[str, Rule] = {
     "hello": Rule(Reach.ANY),
     "spawn": Rule(Reach.SELF),  # a job's child is always its own (the parent argument is ignored)
@@ -67,7 +35,6 @@ RULES: dict[str, Rule] = {
     "label": _MINE,
     "archive": _MINE,
     "detach": Rule(Reach.BELOW, "job"),  # a job never detaches itself out of its tree (and its budget)
-    "rename": _MINE,
     "unarchive": _MINE,
     "merge": _MINE,
     "fork": _MINE,  # a job's fork is its own child, like its spawns
@@ -86,7 +53,6 @@ RULES: dict[str, Rule] = {
     "unsubscribe": Rule(Reach.ANY),
     "attach": _PERSON,
     "release": Rule(Reach.ANY),
-    "seen": _PERSON,  # what a person has looked at: no job can see for them
     "status": Rule(Reach.ANY),
     "acknowledge": _PERSON,
     "usage": Rule(Reach.SUBTREE, "job"),  # a job sees its own subtree's spend; a person's, every job's
@@ -103,15 +69,17 @@ def rule_key(op: str, args: dict[str, Any]) -> str:
     return f"{op} {args.get('what')}" if op == "subscribe" else op
 
 
-def table_keys() -> set[str]:
-    """The keys the table must have: one per operation, one per subscription kind."""
-    return {key for op in OPS for key in ([f"subscribe {w}" for w in SUBSCRIPTIONS] if op == "subscribe" else [op])}
+def table_keys(ops: dict[str, dict[str, Arg]] = OPS) -> set[str]:
+    """The keys a table of rules for ``ops`` must have: one per operation, one per subscription kind."""
+    return {key for op in ops for key in ([f"subscribe {w}" for w in SUBSCRIPTIONS] if op == "subscribe" else [op])}
 
 
-def check(op: str, args: dict[str, Any], caller: str | None, index: JobIndex) -> None:
-    """Raise ``auth`` unless ``caller`` (a job id, None for a person) may call ``op`` with ``args``.
-    A job's call that names no target is about the job itself: its argument is filled in."""
-    rule = RULES[rule_key(op, args)]
+def check(op: str, args: dict[str, Any], caller: str | None, index: JobIndex,
+          rules: dict[str, Rule] = RULES) -> None:
+    """Raise ``auth`` unless ``caller`` (a job id, None for a person) may call ``op`` with ``args``
+    by its rule in ``rules``. A job's call that names no target is about the job itself: its
+    argument is filled in."""
+    rule = rules[rule_key(op, args)]
     if caller is None:
         if not rule.person:
             raise ProtocolError(ErrorCode.AUTH, f"{op} is for jobs: call it from a worker (ROOST_JOB_ID is not set)")

@@ -1,19 +1,24 @@
-"""One small function per operation of the client protocol, found through one table.
+"""The dispatch of every request, and one small function per operation not moved into a module of
+roost/daemon/ops/ yet.
 
-``handle_line`` parses a frame, checks who may call what (roost/daemon/server/authority.py), runs the operation's handler and
-queues the reply on the connection. Handlers only translate arguments into calls of the
-Supervisor's API (and the Publisher's for subscriptions); a handler may return a value or an
-awaitable, so the sync reads and the async commands look the same here.
+``handle_line`` parses a frame, checks who may call what (roost/daemon/server/authority.py), runs the
+operation — a module's (``ops.operations()``: its arguments, rule and run in one file) or a handler of
+``HANDLERS`` (arguments in roost/protocol.py ``OPS``, rule in ``authority.RULES``) — and queues the
+reply on the connection. Handlers only translate arguments into calls of the Supervisor's API (and
+the Publisher's for subscriptions); a handler may return a value or an awaitable, so the sync reads
+and the async commands look the same here.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from roost import __version__
+from roost.daemon.ops import operations
+from roost.daemon.ops.operation import Context, Request, Rule
 from roost.daemon.processes.shim_process import SHIMS
 from roost.daemon.server import authority
 from roost.daemon.server.peers import shim_owner
@@ -23,44 +28,16 @@ from roost.daemon.storage import usage_report
 from roost.daemon.storage.search import SEARCH_LIMIT
 from roost.models import State
 from roost.proctree import read_proc
-from roost.protocol import (LIST_LIMIT, LOGS_LIMIT, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode,
+from roost.protocol import (LIST_LIMIT, LOGS_LIMIT, OPS, PROTOCOL_VERSION, Arg, ErrorCode, ProtocolError, decode,
                             parse_request)
 from roost.sandbox.walls import asked as walls_asked
 
 if TYPE_CHECKING:
     from roost.daemon.server.connection import Connection
-    from roost.daemon.supervisor import Supervisor
 
 log = logging.getLogger("roost.daemon")
 
 _STATES = frozenset(s.value for s in State)
-
-
-@dataclass
-class Context:
-    """What handlers need besides the request: the supervisor, the daemon's own facts for
-    ``status``, a way to stop the daemon (soon: the reply goes out first) and to read its config
-    file again."""
-
-    supervisor: Supervisor
-    facts: Callable[[], dict[str, Any]]
-    stop: Callable[[bool], None]
-    reload: Callable[[], dict[str, Any]]
-    #: How many open connections said hello as a job (``max_connections_per_job`` bounds them).
-    job_connections: Callable[[str], int]
-
-
-@dataclass
-class Request:
-    conn: Connection
-    id: Any
-    op: str
-    args: dict[str, Any]
-
-    @property
-    def caller(self) -> str | None:
-        """The job this connection speaks for, or None for a person."""
-        return self.conn.job
 
 
 Handler = Callable[[Context, Request], Any]
@@ -75,6 +52,24 @@ def handles(*ops: str) -> Callable[[Handler], Handler]:
     return register
 
 
+@functools.cache
+def arguments() -> dict[str, dict[str, Arg]]:
+    """Every operation's arguments: the modules' and ``OPS``."""
+    return {**OPS, **{name: op.args for name, op in operations().items()}}
+
+
+@functools.cache
+def rules() -> dict[str, Rule]:
+    """Every operation's rule: the modules' and ``authority.RULES``."""
+    return {**authority.RULES, **{name: op.rule for name, op in operations().items()}}
+
+
+def runner(op: str) -> Handler:
+    """What runs an operation: its module's ``run``, or its handler here."""
+    module = operations().get(op)
+    return module.run if module is not None else HANDLERS[op]
+
+
 async def handle_line(ctx: Context, conn: Connection, line: bytes) -> None:
     """Run one request frame and queue its reply (or error) on the connection."""
     req_id: Any = None
@@ -82,12 +77,12 @@ async def handle_line(ctx: Context, conn: Connection, line: bytes) -> None:
     try:
         frame = decode(line)
         req_id = frame.get("id")
-        req_id, op, args = parse_request(frame)
+        req_id, op, args = parse_request(frame, arguments())
         if op != "hello" and not conn.hello:
             raise ProtocolError(ErrorCode.NO_HELLO,
                                 f"send hello first: {{\"op\": \"hello\", \"args\": {{\"version\": {PROTOCOL_VERSION}}}}}")
-        authority.check(op, args, conn.job, ctx.supervisor.index)  # who may call what: the one place
-        result = HANDLERS[op](ctx, Request(conn, req_id, op, args))
+        authority.check(op, args, conn.job, ctx.supervisor.index, rules())  # who may call what: the one place
+        result = runner(op)(ctx, Request(conn, req_id, op, args))
         if inspect.isawaitable(result):
             result = await result
         conn.reply(req_id, result)
@@ -204,19 +199,9 @@ def detach(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.detach(req.args["job"], req.caller)
 
 
-@handles("rename")
-def rename(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.rename(req.args["job"], req.args["title"])
-
-
 @handles("unarchive")
 def unarchive(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.unarchive(req.args["job"])
-
-
-@handles("seen")
-def seen(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.mark_seen(req.args["job"])
 
 
 @handles("attach")

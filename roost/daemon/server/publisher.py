@@ -60,6 +60,8 @@ class Publisher:
         self._timelines: dict[str, set[Subscription]] = {}
         self._dirty: set[str] = set()
         self._flush_pending = False
+        #: Who waits for the pending flush (``flushed``).
+        self._flush_waiters: list[asyncio.Future[None]] = []
         #: Working and queued jobs, subagents too (the supervisor sets it): agent views get them
         #: in their reply and a ``counts`` event when they change; the last sent.
         self.counts_of: Callable[[], WorkCounts] = WorkCounts
@@ -153,8 +155,19 @@ class Publisher:
             self._flush_pending = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    async def flushed(self) -> None:
+        """Wait until the row changes committed so far are pushed (queued on their connections, before
+        anything queued after this returns): the ``sync`` operation's last step."""
+        if self._flush_pending:
+            waiter = asyncio.get_running_loop().create_future()
+            self._flush_waiters.append(waiter)
+            await waiter
+
     def _flush(self) -> None:
         self._flush_pending = False
+        waiters, self._flush_waiters = self._flush_waiters, []
+        for waiter in waiters:
+            waiter.set_result(None)
         dirty, self._dirty = self._dirty, set()
         for job_id in dirty:
             job = self._index.get(job_id)

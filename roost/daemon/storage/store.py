@@ -381,6 +381,15 @@ class Store:
                                (job_id, kind)).fetchone()
         return json.loads(row["data"]) if row else None
 
+    def newest_entry(self, job_id: str, kind: str, before: int | None = None) -> dict[str, Any] | None:
+        """The job's newest timeline entry of one kind (before seq ``before``), whole: what ``explain``
+        reads of the change that put a job in its state."""
+        row = self._db.execute("SELECT seq, job, ts, kind, data FROM timeline WHERE job=? AND kind=? AND seq<? "
+                               "ORDER BY seq DESC LIMIT 1", (job_id, kind, before if before is not None else 2 ** 62)
+                               ).fetchone()
+        return None if row is None else {"seq": row["seq"], "job": row["job"], "ts": row["ts"], "kind": row["kind"],
+                                         "data": json.loads(row["data"])}
+
     def subagent_words(self, job_id: str) -> list[dict[str, Any]]:
         """The ``id``, ``state`` and ``title`` of each of the job's ``subagent`` entries, oldest
         first, read through the (job, seq) index without their texts: what the index counts them
