@@ -61,7 +61,7 @@ async def restarted(tmp_path: Path, parent: str, monkeypatch: pytest.MonkeyPatch
         adopted.append(worker)
         return worker
 
-    record = SimpleNamespace(shim_pid=0, shim_start=0, token_hash="")
+    record = SimpleNamespace(shim_pid=0, shim_start=0, token_hash="", remote=None)
     monkeypatch.setattr(recovery, "adoptable", lambda index, state_dir: [(parent, record)])
     rig = Rig(tmp_path, CFG, adopt=adopt)
     await rig.settle()
