@@ -1,0 +1,45 @@
+"""What a job's network policy adds to its sandbox's command line and environment.
+
+``none``: ``--unshare-net`` and nothing else: loopback only, no way out. ``allow``: the same
+namespace, plus the job's proxy socket bind-mounted inside and the forwarder started before the agent,
+with the proxy variables pointing at it. ``all``: the person's network as it is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roost.programs import egress_forwarder
+
+#: The forwarder's program (run by path with ``-I -S``: no site, nothing of roost imported).
+FORWARDER = Path(egress_forwarder.__file__)
+#: The port the forwarder listens on inside a job's namespace, and where the socket is seen there.
+PROXY_PORT = 3128
+INSIDE_SOCKET = "/run/roost-egress.sock"
+#: The variables that point an agent's HTTP clients at the proxy (both spellings: tools read either).
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+
+
+def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
+    """The proxy variables for a job in ``allow``; NO_PROXY empty, so nothing is sent around it (there is
+    no around: the namespace has loopback only)."""
+    url = f"http://127.0.0.1:{port}"
+    env = {name: url for name in PROXY_VARS}
+    env.update({name.lower(): url for name in PROXY_VARS})
+    env.update({"NO_PROXY": "", "no_proxy": ""})
+    return env
+
+
+def bwrap_args(mode: str, socket: Path | None) -> list[str]:
+    """The bwrap options for a job's network (before its ``--``): none for ``all``."""
+    if mode == "all":
+        return []
+    args = ["--unshare-net"]
+    if mode == "allow" and socket is not None:
+        args += ["--bind", str(socket), INSIDE_SOCKET]
+    return args
+
+
+def forwarder_argv(python: str, argv: list[str], port: int = PROXY_PORT) -> list[str]:
+    """The agent's command line behind the forwarder (the part after bwrap's ``--``) for ``allow``."""
+    return [python, "-I", "-S", str(FORWARDER), INSIDE_SOCKET, str(port), "--", *argv]
