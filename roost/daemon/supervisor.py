@@ -31,6 +31,7 @@ from roost.daemon.processes.spare import Spares
 from roost.daemon.storage.store import Store
 from roost.daemon.engine import spend
 from roost.daemon.git import worktrees
+from roost.daemon.egress.proxies import Proxies
 from roost.daemon.processes.launch import WorkerFactory, adopt_factory, process_factory
 from roost.daemon.processes.remote_worker import remote_opener
 from roost.hosts import placement
@@ -76,12 +77,14 @@ class Supervisor:
         self.hooks = Hooks(config)
         #: Built-in workers started ahead (roost/daemon/processes/spare.py); none with a factory of fakes.
         self.spares = Spares(paths, config) if make_worker is None else None
+        #: Each live job's egress proxy (roost/daemon/egress/), its socket beside the control socket.
+        self.proxies = Proxies(paths.runtime_dir / "egress")
         self.engine = Engine(store, self.index, self.publisher, config,
-                             make_worker or process_factory(paths, config, self.spares), clock, monotonic,
+                             make_worker or process_factory(paths, config, self.spares, self.proxies), clock, monotonic,
                              hooks=self.hooks)
         self.publisher.counts_of = self.counts
         if make_worker is None:
-            self.engine.adopt_worker = adopt_factory(paths, config)
+            self.engine.adopt_worker = adopt_factory(paths, config, self.proxies)
         self.engine.prepare_host = self._prepare_host
         self._ended: list[Job] = []
         self._adopt: list[tuple[str, Any]] = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 from pathlib import Path
 from typing import Callable
 
@@ -46,16 +47,31 @@ class JobProxy:
         self.open = 0
         self.refused: set[str] = set()
         self.server: asyncio.AbstractServer | None = None
+        self.starting: asyncio.Task[asyncio.AbstractServer] | None = None
         self.tasks: set[asyncio.Task[None]] = set()
 
-    async def start(self, path: Path) -> None:
+    def listen(self, path: Path) -> None:
+        """Serve the unix socket at ``path``: listening before this returns (so a first connection waits
+        in its backlog, never refused), served once the loop runs the server's start."""
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        self.server = await asyncio.start_unix_server(self._serve, path=str(path), limit=HEAD_MAX)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
         os.chmod(path, 0o600)
+        listener.listen(128)
+        self.starting = asyncio.get_running_loop().create_task(
+            asyncio.start_unix_server(self._serve, sock=listener, limit=HEAD_MAX))
+
+    async def start(self, path: Path) -> None:
+        self.listen(path)
+        assert self.starting is not None
+        self.server = await self.starting
 
     async def close(self) -> None:
         """Stop taking connections and cut the ones open (the job's worker is gone)."""
+        if self.starting is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                self.server = await self.starting
         if self.server is not None:
             self.server.close()
         for task in list(self.tasks):

@@ -1,7 +1,7 @@
 """What a job's network policy adds to its sandbox's command line and environment.
 
 ``none``: ``--unshare-net`` and nothing else: loopback only, no way out. ``allow``: the same
-namespace, plus the job's proxy socket bind-mounted inside and the forwarder started before the agent,
+namespace, plus the job's proxy socket reachable inside and the forwarder started before the agent,
 with the proxy variables pointing at it. ``all``: the person's network as it is.
 """
 
@@ -13,9 +13,8 @@ from roost.programs import egress_forwarder
 
 #: The forwarder's program (run by path with ``-I -S``: no site, nothing of roost imported).
 FORWARDER = Path(egress_forwarder.__file__)
-#: The port the forwarder listens on inside a job's namespace, and where the socket is seen there.
+#: The port the forwarder listens on inside a job's namespace.
 PROXY_PORT = 3128
-INSIDE_SOCKET = "/run/roost-egress.sock"
 #: The variables that point an agent's HTTP clients at the proxy (both spellings: tools read either).
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 
@@ -30,16 +29,7 @@ def proxy_env(port: int = PROXY_PORT) -> dict[str, str]:
     return env
 
 
-def bwrap_args(mode: str, socket: Path | None) -> list[str]:
-    """The bwrap options for a job's network (before its ``--``): none for ``all``."""
-    if mode == "all":
-        return []
-    args = ["--unshare-net"]
-    if mode == "allow" and socket is not None:
-        args += ["--bind", str(socket), INSIDE_SOCKET]
-    return args
-
-
-def forwarder_argv(python: str, argv: list[str], port: int = PROXY_PORT) -> list[str]:
-    """The agent's command line behind the forwarder (the part after bwrap's ``--``) for ``allow``."""
-    return [python, "-I", "-S", str(FORWARDER), INSIDE_SOCKET, str(port), "--", *argv]
+def forwarder_argv(python: str, argv: list[str], socket: Path, port: int = PROXY_PORT) -> list[str]:
+    """The agent's command line behind the forwarder (the part after bwrap's ``--``) for ``allow``;
+    ``socket``: where the job's proxy socket is seen inside its walls."""
+    return [python, "-I", "-S", str(FORWARDER), str(socket), str(port), "--", *argv]

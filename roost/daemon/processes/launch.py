@@ -11,15 +11,19 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from roost.config import Config
+from roost.config.settings import DriverProfile
+from roost.daemon.egress.proxies import Proxies
 from roost.daemon.engine.slot import WorkerHandle
 from roost.daemon.processes.spare import Spares
 from roost.daemon.processes.process import Worker
 from roost.daemon.processes.shim_process import adopt_opener
 from roost.daemon.processes.shim_link import ShimRecord
 from roost.drivers import driver_for
-from roost.drivers.base import DriverError, LaunchContext
+from roost.drivers.base import Driver, DriverError, LaunchContext
 from roost.models import Job
 from roost.paths import Paths
+from roost.rules import egress
+from roost.rules.egress import Policy
 
 #: Takes one step of a worker's events (roost/daemon/engine/worker_events.py ``sinks``).
 EventSink = Callable[[list[dict[str, Any]]], None]
@@ -40,9 +44,20 @@ WorkerFactory = Callable[[Job, str, EventSink, ExitSink], Made]
 AdoptFactory = Callable[[Job, ShimRecord, int, EventSink, ExitSink], WorkerHandle]
 
 
-def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares | None = None) -> WorkerFactory:
-    """The real factory: the job's driver launches an OS process. Raises ConfigError or
-    DriverError (say, the profile is gone from the config) for the engine to report."""
+def network_policy(job: Job, profile: DriverProfile, driver: Driver) -> Policy:
+    """The job's network (roost/rules/egress.py): what its record keeps, else its profile's; its
+    driver's provider hosts always in. A job on another host: ``all`` here (its host's walls are its own)."""
+    if job.host:
+        return Policy(mode="all")
+    stored = job.driver_opts.get("network") or egress.resolve(profile.network, profile.allow, None, None, None).stored()
+    return egress.from_record(stored, driver.provider_hosts(profile.options))
+
+
+def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares | None = None,
+                    proxies: Proxies | None = None) -> WorkerFactory:
+    """The real factory: the job's driver launches an OS process, inside its network walls when
+    ``proxies`` is given. Raises ConfigError or DriverError (say, the profile is gone from the config)
+    for the engine to report."""
 
     def make(job: Job, token: str, on_event: EventSink, on_exit: ExitSink) -> Made:
         settings = config()
@@ -51,7 +66,12 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
         ctx = LaunchContext(socket=paths.socket, token=token, sessions_dir=paths.sessions_dir,
                             state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
         launch = driver.launch(job, ctx)
-        opener = spares.open if spares is not None and spares.serves(job, profile) else None
+        policy = network_policy(job, profile, driver) if proxies is not None else Policy(mode="all")
+        if proxies is not None:
+            launch, on_exit = proxies.wall(job.id, launch, policy, on_event), proxies.closing(job.id, on_exit)
+        # a spare worker started with no walls: only a job whose network is "all" may take one
+        serves = spares is not None and policy.mode == "all" and spares.serves(job, profile)
+        opener = spares.open if serves else None
         worker = Worker(job.id, launch, driver.adapter(job), paths.job_log(job.id), on_event=on_event,
                         on_exit=on_exit, opener=opener)
         ready = settings.host(job.host).ready_time(driver.ready_timeout) if job.host else driver.ready_timeout
@@ -60,7 +80,7 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
     return make
 
 
-def adopt_factory(paths: Paths, config: Callable[[], Config]) -> AdoptFactory:
+def adopt_factory(paths: Paths, config: Callable[[], Config], proxies: Proxies | None = None) -> AdoptFactory:
     """The handle of a worker a past daemon started, taken over through its shim's socket: the job's
     driver as a fresh start would have it, its adapter restored from the job's record (what it knew
     after the last line committed), the token it runs with. Raises ConfigError
@@ -72,6 +92,11 @@ def adopt_factory(paths: Paths, config: Callable[[], Config]) -> AdoptFactory:
         ctx = LaunchContext(socket=paths.socket, token=record.token, sessions_dir=paths.sessions_dir,
                             state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
         launch = driver.launch(job, ctx)
+        if proxies is not None:  # its forwarder reaches the proxy at the same path again
+            policy = network_policy(job, profile, driver)
+            if policy.mode == "allow":
+                proxies.open(job.id, policy, on_event)
+                on_exit = proxies.closing(job.id, on_exit)
         adapter = driver.adapter(job)
         live = job.live or {}
         turn = live.get("turn") or {}

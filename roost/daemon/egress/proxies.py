@@ -1,0 +1,79 @@
+"""The daemon's egress proxies, one per live local job whose network is not ``all``, and what that
+policy does to the job's launch (its command line under ``bwrap --unshare-net``, the proxy variables).
+
+This is the minimal hook: until the job's whole sandbox (roost/sandbox) wraps the launch, the network
+walls are a bwrap of their own around the worker, with the rest of the system as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from roost.daemon.egress.proxy import JobProxy
+from roost.daemon.egress.sandbox_net import forwarder_argv, proxy_env
+from roost.drivers.base import Launch
+from roost.rules.egress import Policy
+from roost.worker_protocol import note
+
+#: Takes a list of worker events (roost/daemon/processes/launch.py ``EventSink``).
+EventSink = Callable[[list[dict[str, Any]]], None]
+ExitSink = Callable[[int, list[str]], Awaitable[None]]
+
+
+class Proxies:
+    """Each job's proxy socket is ``root/JOB.sock``, served while its worker lives."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.live: dict[str, JobProxy] = {}
+
+    def wall(self, job_id: str, launch: Launch, policy: Policy, on_event: EventSink) -> Launch:
+        """``launch`` inside the job's network walls; as it is for ``all``. Without bubblewrap the walls
+        cannot be had: the launch runs as it is and its timeline says so."""
+        if policy.mode == "all":
+            return launch
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            on_event([note(f"network = {policy.mode!r} is not enforced: bubblewrap (bwrap) is not installed; "
+                           f"this job reaches the whole network")])
+            return launch
+        argv = [bwrap, "--dev-bind", "/", "/", "--unshare-net", "--"]
+        if policy.mode == "none":
+            return replace(launch, argv=argv + launch.argv)
+        path = self.open(job_id, policy, on_event)
+        return replace(launch, argv=argv + forwarder_argv(sys.executable, launch.argv, path),
+                       env={**launch.env, **proxy_env()})
+
+    def open(self, job_id: str, policy: Policy, on_event: EventSink) -> Path:
+        """Serve the job's socket (a worker re-adopted after a restart gets it again at the same path)."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = self.root / f"{job_id}.sock"
+        proxy = JobProxy(job_id, policy, lambda job, target, why: on_event([note(f"network: refused {why}")]))
+        proxy.listen(path)
+        old, self.live[job_id] = self.live.get(job_id), proxy
+        if old is not None:
+            asyncio.get_running_loop().create_task(old.close())
+        return path
+
+    def closing(self, job_id: str, on_exit: ExitSink) -> ExitSink:
+        """``on_exit`` after the job's proxy is closed."""
+
+        async def exited(returncode: int, tail: list[str]) -> None:
+            await self.close(job_id)
+            await on_exit(returncode, tail)
+
+        return exited
+
+    async def close(self, job_id: str) -> None:
+        """The job's worker is gone: stop its proxy and cut what it had open."""
+        proxy = self.live.pop(job_id, None)
+        if proxy is not None:
+            await proxy.close()
+            with contextlib.suppress(FileNotFoundError):
+                (self.root / f"{job_id}.sock").unlink()
