@@ -186,11 +186,15 @@ class Driver:
     def adapter(self, job: Job) -> Adapter:
         return Adapter()
 
+    def provider_urls(self, options: Mapping[str, Any]) -> list[str]:
+        """The base URLs of the model its agent reaches: a job in ``network = "allow"`` always reaches
+        their hosts. Here: the ``*_BASE_URL`` variables of the profile's ``env`` (else the daemon's); a
+        driver adds its own settings and its provider's default."""
+        return base_urls(options)
+
     def provider_hosts(self, options: Mapping[str, Any]) -> list[str]:
-        """The host:port patterns of the model its agent reaches (roost/rules/egress.py): a job in
-        ``network = "allow"`` always reaches them. Here: the hosts of the ``*_BASE_URL`` variables of the
-        profile's ``env`` (else the daemon's); a driver adds its own settings and its provider's default."""
-        return base_url_hosts(options)
+        """The host:port patterns of :meth:`provider_urls` (roost/rules/egress.py)."""
+        return [p for p in dict.fromkeys(map(url_pattern, self.provider_urls(options))) if p]
 
     def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
         """How a fork of ``source`` (job ``new_id``) starts with the conversation so far: its
@@ -210,13 +214,12 @@ def copy_session(source: Job, target: Path) -> str | None:
     return str(target)
 
 
-def base_url_hosts(options: Mapping[str, Any], defaults: Mapping[str, str] = MappingProxyType({})) -> list[str]:
-    """The patterns of every ``*_BASE_URL`` variable in the profile's ``env`` or the daemon's environment
-    (the profile's first), and of ``defaults`` (variable -> the provider's own URL) for those unset."""
+def base_urls(options: Mapping[str, Any], defaults: Mapping[str, str] = MappingProxyType({})) -> list[str]:
+    """Every ``*_BASE_URL`` variable in the profile's ``env`` or the daemon's environment (the
+    profile's first), and ``defaults`` (variable -> the provider's own URL) for those unset."""
     env = {**os.environ, **(options.get("env") or {})}
     urls = [v for k, v in env.items() if k.endswith("_BASE_URL")]
-    urls += [url for name, url in defaults.items() if not env.get(name)]
-    return [p for p in dict.fromkeys(map(url_pattern, urls)) if p]
+    return urls + [url for name, url in defaults.items() if not env.get(name)]
 
 
 def inherited_env(extra: Mapping[str, str]) -> dict[str, str]:

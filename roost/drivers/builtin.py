@@ -30,7 +30,7 @@ class BuiltinDriver(Driver):
         """The built-in agent has no fork of its own: the fork gets a copy of the session file."""
         return copy_session(source, sessions_dir / f"{new_id}.jsonl"), None
 
-    def provider_hosts(self, options: Mapping[str, Any]) -> list[str]:
+    def provider_urls(self, options: Mapping[str, Any]) -> list[str]:
         """None: the built-in agent needs no model and no network."""
         return []
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 from roost.drivers import limits
 from roost.drivers.usage import pi_call
-from roost.drivers.base import (SNAPSHOT_VALUE, Adapter, Driver, Launch, LaunchContext, base_url_hosts, existing_cwd,
+from roost.drivers.base import (SNAPSHOT_VALUE, Adapter, Driver, Launch, LaunchContext, base_urls, existing_cwd,
                                 find_agent_program, inherited_env, kept, line_field, newest, text_of)
 from roost.models import Job
 from roost.protocol import encode, loads
@@ -103,7 +103,7 @@ class PiDriver(Driver):
                              **extra_env, **ctx.roost_env(job)})
         return Launch(argv=argv, env=env, cwd=job.cwd, session=job.session, record=ctx.record(job))
 
-    def provider_hosts(self, options: Mapping[str, Any]) -> list[str]:
+    def provider_urls(self, options: Mapping[str, Any]) -> list[str]:
         """The ``baseUrl`` of the profile's provider in pi's models.json (its agent dir), else that
         provider's own API (PROVIDER_URLS); and any ``*_BASE_URL`` of the profile's env."""
         provider = str(options.get("provider") or "")
@@ -114,7 +114,7 @@ class PiDriver(Driver):
             url = str(models["providers"][provider].get("baseUrl") or url)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
-        return base_url_hosts(options, {"_PROVIDER_BASE_URL": url} if url else {})
+        return base_urls(options, {"_PROVIDER_BASE_URL": url} if url else {})
 
     def adapter(self, job: Job) -> Adapter:
         """The adapter for the worker :meth:`launch` just described (it checks the same options)."""

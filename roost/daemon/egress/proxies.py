@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 from roost.daemon.egress.proxy import JobProxy
+from roost.daemon.egress.request_head import SecretKey
 from roost.daemon.egress.sandbox_net import forwarder_argv, proxy_env
 from roost.drivers.base import Launch
-from roost.rules.egress import Policy
+from roost.rules.egress import Policy, url_pattern
 from roost.worker_protocol import note
 
 #: Takes a list of worker events (roost/daemon/processes/launch.py ``EventSink``).
@@ -33,9 +35,12 @@ class Proxies:
         self.root = root
         self.live: dict[str, JobProxy] = {}
 
-    def wall(self, job_id: str, launch: Launch, policy: Policy, on_event: EventSink) -> Launch:
+    def wall(self, job_id: str, launch: Launch, policy: Policy, on_event: EventSink,
+             provider_urls: tuple[str, ...] = (), token: str = "") -> Launch:
         """``launch`` inside the job's network walls; as it is for ``all``. Without bubblewrap the walls
-        cannot be had: the launch runs as it is and its timeline says so."""
+        cannot be had: the launch runs as it is and its timeline says so. In ``allow``, when every
+        provider URL is plain http, its keys (``*_KEY`` variables) become placeholders the proxy swaps
+        back on the way there only; over https (a tunnel the proxy cannot read) the job keeps them."""
         if policy.mode == "all":
             return launch
         bwrap = shutil.which("bwrap")
@@ -46,15 +51,17 @@ class Proxies:
         argv = [bwrap, "--dev-bind", "/", "/", "--unshare-net", "--"]
         if policy.mode == "none":
             return replace(launch, argv=argv + launch.argv)
-        path = self.open(job_id, policy, on_event)
-        return replace(launch, argv=argv + forwarder_argv(sys.executable, launch.argv, path),
-                       env={**launch.env, **proxy_env()})
+        placeholders, keys = placeholder_keys(launch.env, list(provider_urls), token)
+        path = self.open(job_id, policy, on_event, keys)
+        env = {**launch.env, **proxy_env(), **placeholders}
+        return replace(launch, argv=argv + forwarder_argv(sys.executable, launch.argv, path), env=env)
 
-    def open(self, job_id: str, policy: Policy, on_event: EventSink) -> Path:
+    def open(self, job_id: str, policy: Policy, on_event: EventSink, keys: tuple[SecretKey, ...] = ()) -> Path:
         """Serve the job's socket (a worker re-adopted after a restart gets it again at the same path)."""
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = self.root / f"{job_id}.sock"
-        proxy = JobProxy(job_id, policy, lambda job, target, why: on_event([note(f"network: refused {why}")]))
+        proxy = JobProxy(job_id, policy, lambda job, target, why: on_event([note(f"network: refused {why}")]),
+                         keys)
         proxy.listen(path)
         old, self.live[job_id] = self.live.get(job_id), proxy
         if old is not None:
@@ -77,3 +84,17 @@ class Proxies:
             await proxy.close()
             with contextlib.suppress(FileNotFoundError):
                 (self.root / f"{job_id}.sock").unlink()
+
+
+def placeholder_keys(env: Mapping[str, str], provider_urls: list[str],
+                     token: str) -> tuple[dict[str, str], tuple[SecretKey, ...]]:
+    """For each ``*_KEY`` variable of a job's environment, a placeholder (what the job's environment
+    says instead) and the real key for each provider host; none unless every provider URL is plain
+    http (the proxy reads only those heads). A placeholder is made from the worker's token, so a
+    daemon that re-adopts the worker knows it again; it is worth nothing anywhere but this proxy."""
+    patterns = [url_pattern(u) for u in provider_urls]
+    if not patterns or not all(p and u.startswith("http://") for p, u in zip(patterns, provider_urls)):
+        return {}, ()
+    names = [n for n, v in env.items() if n.endswith("_KEY") and v and not n.startswith("ROOST_")]
+    placeholders = {n: "roost-placeholder-" + hashlib.sha256(f"{token}\0{n}".encode()).hexdigest()[:24] for n in names}
+    return placeholders, tuple(SecretKey(placeholders[n], env[n], p) for n in names for p in patterns if p)

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable
 
 from roost.config import Config
 from roost.config.settings import DriverProfile
-from roost.daemon.egress.proxies import Proxies
+from roost.daemon.egress.proxies import Proxies, placeholder_keys
 from roost.daemon.engine.slot import WorkerHandle
 from roost.daemon.processes.spare import Spares
 from roost.daemon.processes.process import Worker
@@ -45,11 +45,12 @@ AdoptFactory = Callable[[Job, ShimRecord, int, EventSink, ExitSink], WorkerHandl
 
 
 def network_policy(job: Job, profile: DriverProfile, driver: Driver) -> Policy:
-    """The job's network (roost/rules/egress.py): what its record keeps, else its profile's; its
+    """The job's network (roost/rules/egress.py): what its record keeps from its spawn, else (a job from
+    before policies) its profile's; its
     driver's provider hosts always in. A job on another host: ``all`` here (its host's walls are its own)."""
     if job.host:
         return Policy(mode="all")
-    stored = job.driver_opts.get("network") or egress.resolve(profile.network, profile.allow, None, None, None).stored()
+    stored = job.driver_opts.get("egress") or egress.resolve(profile.network, profile.allow, None, None, None).stored()
     return egress.from_record(stored, driver.provider_hosts(profile.options))
 
 
@@ -68,7 +69,8 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
         launch = driver.launch(job, ctx)
         policy = network_policy(job, profile, driver) if proxies is not None else Policy(mode="all")
         if proxies is not None:
-            launch, on_exit = proxies.wall(job.id, launch, policy, on_event), proxies.closing(job.id, on_exit)
+            launch = proxies.wall(job.id, launch, policy, on_event, tuple(driver.provider_urls(profile.options)), token)
+            on_exit = proxies.closing(job.id, on_exit)
         # a spare worker started with no walls: only a job whose network is "all" may take one
         serves = spares is not None and policy.mode == "all" and spares.serves(job, profile)
         opener = spares.open if serves else None
@@ -95,7 +97,8 @@ def adopt_factory(paths: Paths, config: Callable[[], Config], proxies: Proxies |
         if proxies is not None:  # its forwarder reaches the proxy at the same path again
             policy = network_policy(job, profile, driver)
             if policy.mode == "allow":
-                proxies.open(job.id, policy, on_event)
+                keys = placeholder_keys(launch.env, driver.provider_urls(profile.options), record.token)[1]
+                proxies.open(job.id, policy, on_event, keys)
                 on_exit = proxies.closing(job.id, on_exit)
         adapter = driver.adapter(job)
         live = job.live or {}
