@@ -21,6 +21,7 @@ from roost.client import ClientError
 from roost.config import ConfigError, parse_config
 from roost import paths as paths_mod
 from roost.daemon.processes.spare import BACKOFF_MAX, ROOM, ROOM_VAR, Spares, backoff, bind_frame
+from roost.rules.egress import Policy
 from roost.drivers.base import Launch
 from roost.models import Job
 from roost.proctree import MARK_VAR, WorkerTree, read_proc
@@ -46,6 +47,15 @@ def ready_spare(daemon: DaemonHarness, other_than: int | None = None) -> int:
 def environ(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
     return dict(item.split("=", 1) for item in raw if "=" in item)
+
+
+def agent(pid: int) -> int:
+    """The worker's agent process: itself, or the one process bwrap runs when the worker is walled
+    (its network, roost/daemon/egress/sandbox_net.py): what its cwd and environment are read from."""
+    if Path(f"/proc/{pid}/comm").read_text().strip() != "bwrap":
+        return pid
+    [child] = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return int(child)
 
 
 def alive(who: tuple[int, int]) -> bool:
@@ -94,13 +104,14 @@ def test_the_bound_worker_is_the_job_s_in_everything(daemon: DaemonHarness, tmp_
                        cwd=str(work))
     row = daemon.wait_state(job, "idle")
     assert row["pid"] == spare
-    assert os.readlink(f"/proc/{spare}/cwd") == str(work)
+    assert os.readlink(f"/proc/{agent(spare)}/cwd") == str(work)
     assert daemon.texts(job)[:3] == ["one", str(work), job]
-    env = environ(spare)  # what /proc shows, as for a fresh worker
+    env = environ(agent(spare))  # what /proc shows, as for a fresh worker
     assert env["ROOST_JOB_ID"] == job and len(env["ROOST_TOKEN"]) == 32
     assert env["ROOST_SOCKET"] == str(daemon.paths.socket) and ROOM_VAR not in env
-    assert {k: v for k, v in env.items() if not k.startswith("ROOST_")} == \
-        {k: v for k, v in daemon.env.items() if not k.startswith("ROOST_")}
+    own = ("ROOST_", "PWD")  # bwrap (the spare's network walls) sets PWD to where it started
+    assert {k: v for k, v in env.items() if not k.startswith(own)} == \
+        {k: v for k, v in daemon.env.items() if not k.startswith(own)}
     # Its tool calls are the job's: the child is its child, and the token proves the job.
     kids = daemon.children(job)
     assert len(kids) == 1 and daemon.wait_state(kids[0]["id"], "done")["parent"] == job
@@ -120,7 +131,7 @@ def test_the_bound_worker_is_the_job_s_in_everything(daemon: DaemonHarness, tmp_
     second = ready_spare(daemon, other_than=spare)
     daemon.call("send", job=job, text="recall")
     row = daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"].startswith("earlier"))
-    assert row["pid"] == second and os.readlink(f"/proc/{second}/cwd") == str(work)
+    assert row["pid"] == second and os.readlink(f"/proc/{agent(second)}/cwd") == str(work)
     assert "say one" in row["last_text"]
     log = daemon.paths.job_log(job).read_text()
     assert "skipped 1 unreadable line" in log and str(session) in log
@@ -232,10 +243,10 @@ def test_a_daemon_whose_environment_names_a_job_still_binds_each_job_as_itself(r
     daemon.start()
     try:
         spare = ready_spare(daemon)
-        assert "ROOST_JOB_ID" not in environ(spare)
+        assert "ROOST_JOB_ID" not in environ(agent(spare))
         job = daemon.spawn("run sh -c 'echo $ROOST_JOB_ID'")
         row = daemon.wait_state(job, "idle")
-        assert row["pid"] == spare and row["last_text"] == job and environ(spare)["ROOST_JOB_ID"] == job
+        assert row["pid"] == spare and row["last_text"] == job and environ(agent(spare))["ROOST_JOB_ID"] == job
     finally:
         daemon.stop()
 
@@ -308,10 +319,14 @@ def test_which_jobs_a_spare_serves(roost_home: Path):
     builtin = config.driver("builtin")
     assert pool.key == ("builtin", builtin.options)
     local = Job(id="j1", title="t", driver="builtin", cwd="/")
-    assert pool.serves(local, builtin) and pool.serves(local, config.driver("mine")), "alike profiles share it"
-    assert not pool.serves(local, config.driver("sh"))
-    assert not pool.serves(Job(id="j2", title="t", driver="builtin", cwd="/", host="h"), builtin)
-    assert not pool.serves(Job(id="j3", title="t", driver="builtin", cwd="/", worktree="/w"), builtin)
+    none = Policy(chain=((),))  # the built-in agent's default: allow, with no provider and no list
+    assert pool.serves(local, builtin, none) and pool.serves(local, config.driver("mine"), none), "alike profiles share it"
+    assert not pool.serves(local, config.driver("sh"), none)
+    assert not pool.serves(Job(id="j2", title="t", driver="builtin", cwd="/", host="h"), builtin, none)
+    assert not pool.serves(Job(id="j3", title="t", driver="builtin", cwd="/", worktree="/w"), builtin, none)
+    # a spare has no network (walled), or all of it (no bubblewrap): it serves a job that has the same
+    opened = Policy(chain=(("x.org",),))
+    assert pool.serves(local, builtin, opened) is False and pool.serves(local, builtin, Policy(mode="all")) is not pool.walled
     off = parse_config("spare_workers = 0\n", "t.toml")
     assert Spares(paths_mod.resolve(), lambda: off)._plan().key is None
 

@@ -168,6 +168,12 @@ class Policy:
             return True
         return bool(self._parsed) and all(any(p.matches(name, port) for p in c) for c in self._parsed)
 
+    def reaches_nothing(self) -> bool:
+        """Whether no host at all passes (``none``, or ``allow`` with no provider and an empty list):
+        a namespace with loopback only is the whole of it, and no proxy is needed."""
+        return self.mode == "none" or (self.mode == "allow" and not self.provider and
+                                       (not self.chain or any(not c for c in self.chain)))
+
     def stored(self) -> dict[str, Any]:
         """What a job's record keeps (``driver_opts["network"]``): the mode and the chain; the provider
         hosts come from the driver's profile at each start."""

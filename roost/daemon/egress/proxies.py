@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from roost.daemon.egress.proxy import JobProxy
 from roost.daemon.egress.request_head import SecretKey
-from roost.daemon.egress.sandbox_net import forwarder_argv, proxy_env
+from roost.daemon.egress.sandbox_net import forwarder_argv, proxy_env, unshared
 from roost.drivers.base import Launch
 from roost.rules.egress import Policy, url_pattern
 from roost.worker_protocol import note
@@ -43,18 +42,18 @@ class Proxies:
         back on the way there only; over https (a tunnel the proxy cannot read) the job keeps them."""
         if policy.mode == "all":
             return launch
-        bwrap = shutil.which("bwrap")
-        if bwrap is None:
+        walled = unshared(launch.argv)
+        if walled is None:
             on_event([note(f"network = {policy.mode!r} is not enforced: bubblewrap (bwrap) is not installed; "
                            f"this job reaches the whole network")])
             return launch
-        argv = [bwrap, "--dev-bind", "/", "/", "--unshare-net", "--"]
-        if policy.mode == "none":
-            return replace(launch, argv=argv + launch.argv)
+        if policy.reaches_nothing():
+            return replace(launch, argv=walled)
         placeholders, keys = placeholder_keys(launch.env, list(provider_urls), token)
         path = self.open(job_id, policy, on_event, keys)
         env = {**launch.env, **proxy_env(), **placeholders}
-        return replace(launch, argv=argv + forwarder_argv(sys.executable, launch.argv, path), env=env)
+        bwrap = walled[:walled.index("--") + 1]
+        return replace(launch, argv=bwrap + forwarder_argv(sys.executable, launch.argv, path), env=env)
 
     def open(self, job_id: str, policy: Policy, on_event: EventSink, keys: tuple[SecretKey, ...] = ()) -> Path:
         """Serve the job's socket (a worker re-adopted after a restart gets it again at the same path)."""

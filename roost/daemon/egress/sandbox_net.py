@@ -7,6 +7,7 @@ with the proxy variables pointing at it. ``all``: the person's network as it is.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from roost.programs import egress_forwarder
@@ -33,3 +34,10 @@ def forwarder_argv(python: str, argv: list[str], socket: Path, port: int = PROXY
     """The agent's command line behind the forwarder (the part after bwrap's ``--``) for ``allow``;
     ``socket``: where the job's proxy socket is seen inside its walls."""
     return [python, "-I", "-S", str(FORWARDER), str(socket), str(port), "--", *argv]
+
+
+def unshared(argv: list[str]) -> list[str] | None:
+    """``argv`` in a network namespace of its own with loopback only (the rest of the system as it
+    is), or None when bubblewrap is not installed."""
+    bwrap = shutil.which("bwrap")
+    return None if bwrap is None else [bwrap, "--dev-bind", "/", "/", "--unshare-net", "--", *argv]

@@ -71,8 +71,7 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
         if proxies is not None:
             launch = proxies.wall(job.id, launch, policy, on_event, tuple(driver.provider_urls(profile.options)), token)
             on_exit = proxies.closing(job.id, on_exit)
-        # a spare worker started with no walls: only a job whose network is "all" may take one
-        serves = spares is not None and policy.mode == "all" and spares.serves(job, profile)
+        serves = spares is not None and spares.serves(job, profile, policy)
         opener = spares.open if serves else None
         worker = Worker(job.id, launch, driver.adapter(job), paths.job_log(job.id), on_event=on_event,
                         on_exit=on_exit, opener=opener)
