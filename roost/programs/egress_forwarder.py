@@ -20,7 +20,7 @@ import sys
 import threading
 
 #: The most connections relayed at once (the proxy has its own bound, per job); bytes per step.
-MAX_CONNECTIONS = 64
+RELAYS = 64
 CHUNK = 64 * 1024
 PR_SET_PDEATHSIG = 1
 
@@ -48,7 +48,7 @@ def main(argv: list[str]) -> None:
 
 
 def serve(listener: socket.socket, path: str) -> None:
-    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+    slots = threading.BoundedSemaphore(RELAYS)
     while True:
         conn, _ = listener.accept()
         if not slots.acquire(blocking=False):

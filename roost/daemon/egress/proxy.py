@@ -24,7 +24,7 @@ from roost.rules.egress import Policy
 #: The most connections one job may hold open through its proxy at once; the bytes read per step
 #: (a relay streams, it never holds more than this per direction); how long a server may take to answer
 #: the connect.
-MAX_CONNECTIONS = 64
+JOB_CONNECTIONS = 64
 CHUNK = 64 * 1024
 CONNECT_TIMEOUT = 30.0
 #: The most refused targets one proxy names on its job's timeline; the rest are counted, not named.
@@ -38,7 +38,7 @@ class JobProxy:
     """One job's egress proxy, serving the unix socket at ``path`` until :meth:`close`."""
 
     def __init__(self, job_id: str, policy: Policy, on_refused: Refused, keys: tuple[SecretKey, ...] = (),
-                 max_connections: int = MAX_CONNECTIONS) -> None:
+                 max_connections: int = JOB_CONNECTIONS) -> None:
         self.job_id = job_id
         self.policy = policy
         self.keys = keys
