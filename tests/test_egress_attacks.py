@@ -80,3 +80,19 @@ def test_a_child_is_never_more_open_than_its_parent(daemon_factory: Callable[[st
         daemon.wait_state(job, "idle", "failed", timeout=60)
     assert "unreachable" in "\n".join(daemon.texts(child))
     assert "outside /open" in "\n".join(daemon.texts(root))
+
+
+def test_a_worker_readopted_after_a_restart_reaches_its_provider_again(
+        daemon_factory: Callable[[str], DaemonHarness], other):  # noqa: F811
+    """The daemon goes (SIGTERM, the worker stays under its shim) and comes back: the job's proxy is
+    served again at the same path, with the same placeholder for the key."""
+    daemon = daemon_factory(shell_profile(provider=other))
+    job = daemon.spawn("echo first", driver="sh")
+    pid = daemon.wait_state(job, "idle")["pid"]
+    daemon.stop(keep_workers=True)
+    daemon.start()
+    daemon.wait_row(job, lambda r: r["state"] == "idle" and r["worker_up"], what="the worker re-adopted")
+    daemon.call("send", job=job, text=f"{CURL} -H \"Authorization: Bearer $OPEN_API_KEY\" http://127.0.0.1:{other}/again")
+    daemon.wait_for(lambda: any("outside /again" in t for t in daemon.texts(job)), what="the provider's answer")
+    assert f"outside /again key=Bearer {REAL}" in "\n".join(daemon.texts(job))
+    assert daemon.show(job)["pid"] == pid, "the same worker, not a new one"

@@ -5,8 +5,9 @@ job's network is ``allow``). The job's network namespace has loopback only, so t
 out: the agent's HTTP_PROXY / HTTPS_PROXY point here, and every byte goes on to the daemon's proxy
 (roost/daemon/egress/proxy.py) over the unix socket bind-mounted at SOCKET, which decides.
 
-It binds before anything else runs, then forks: the child relays (and dies with its parent, the
-agent: PR_SET_PDEATHSIG), the parent becomes the agent (exec), so the agent is what bwrap started.
+It binds before anything else runs, then forks: the child becomes the agent (exec; it dies with the
+forwarder: PR_SET_PDEATHSIG), the parent relays, passes on the signals it gets, and ends as the agent
+ends. So the forwarder is above the agent, never in the tree the agent's worker cleans up.
 Standard library only, nothing of roost imported: it starts in a few milliseconds.
 """
 
@@ -23,6 +24,8 @@ import threading
 RELAYS = 64
 CHUNK = 64 * 1024
 PR_SET_PDEATHSIG = 1
+#: What the forwarder passes on to the agent.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def main(argv: list[str]) -> None:
@@ -34,17 +37,31 @@ def main(argv: list[str]) -> None:
     listener.bind(("127.0.0.1", port))
     listener.listen(128)
     parent = os.getpid()
-    if os.fork() == 0:
+    child = os.fork()
+    if child == 0:  # the agent: it dies with the forwarder, so nothing runs unrelayed
+        listener.close()
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the agent was gone before the line above
-            os._exit(0)
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):  # hold none of the agent's pipes open
-            os.dup2(devnull, fd)
-        serve(listener, path)
-        os._exit(0)
-    listener.close()
-    os.execvp(program[0], program)
+        if os.getppid() != parent:
+            os._exit(1)
+        os.execvp(program[0], program)
+    def forward(number: int, frame: object) -> None:
+        try:
+            os.kill(child, number)
+        except ProcessLookupError:
+            pass
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # hold none of the agent's pipes open
+        os.dup2(devnull, fd)
+    threading.Thread(target=serve, args=(listener, path), daemon=True).start()
+    _, status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # end as the agent ended: by its signal
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
 
 
 def serve(listener: socket.socket, path: str) -> None:

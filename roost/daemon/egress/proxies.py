@@ -44,8 +44,9 @@ class Proxies:
             return launch
         walled = unshared(launch.argv)
         if walled is None:
-            on_event([note(f"network = {policy.mode!r} is not enforced: bubblewrap (bwrap) is not installed; "
-                           f"this job reaches the whole network")])
+            words = [note(f"network = {policy.mode!r} is not enforced: bubblewrap (bwrap) is not installed; "
+                          f"this job reaches the whole network")]
+            asyncio.get_running_loop().call_soon(on_event, words)  # once the worker is the job's
             return launch
         if policy.reaches_nothing():
             return replace(launch, argv=walled)
