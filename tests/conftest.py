@@ -381,10 +381,20 @@ def require_agent(what: str, missing: str | None) -> None:
     pytest.skip(missing)
 
 
-def environ_of(pid: int) -> dict[str, str]:
-    """A process's environment as /proc shows it; {} when it is gone."""
+def agent_of(pid: int) -> int:
+    """A worker's agent process: itself, or what bwrap (a job's network walls) runs below it."""
     try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
+        if Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap":
+            return int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        pass
+    return pid
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    """A process's environment as /proc shows it (a worker's agent's, under bwrap); {} when it is gone."""
+    try:
+        raw = Path(f"/proc/{agent_of(pid)}/environ").read_bytes()
     except OSError:
         return {}
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)

@@ -26,7 +26,7 @@ from roost.drivers.base import Launch
 from roost.models import Job
 from roost.proctree import MARK_VAR, WorkerTree, read_proc
 
-from conftest import DaemonHarness
+from conftest import DaemonHarness, agent_of
 from test_hosts import pytestmark as NEEDS_SSHD
 from test_hosts import sshd  # noqa: F401 (the module's server fixture)
 
@@ -47,15 +47,6 @@ def ready_spare(daemon: DaemonHarness, other_than: int | None = None) -> int:
 def environ(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
     return dict(item.split("=", 1) for item in raw if "=" in item)
-
-
-def agent(pid: int) -> int:
-    """The worker's agent process: itself, or the one process bwrap runs when the worker is walled
-    (its network, roost/daemon/egress/sandbox_net.py): what its cwd and environment are read from."""
-    if Path(f"/proc/{pid}/comm").read_text().strip() != "bwrap":
-        return pid
-    [child] = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return int(child)
 
 
 def alive(who: tuple[int, int]) -> bool:
@@ -104,9 +95,9 @@ def test_the_bound_worker_is_the_job_s_in_everything(daemon: DaemonHarness, tmp_
                        cwd=str(work))
     row = daemon.wait_state(job, "idle")
     assert row["pid"] == spare
-    assert os.readlink(f"/proc/{agent(spare)}/cwd") == str(work)
+    assert os.readlink(f"/proc/{agent_of(spare)}/cwd") == str(work)
     assert daemon.texts(job)[:3] == ["one", str(work), job]
-    env = environ(agent(spare))  # what /proc shows, as for a fresh worker
+    env = environ(agent_of(spare))  # what /proc shows, as for a fresh worker
     assert env["ROOST_JOB_ID"] == job and len(env["ROOST_TOKEN"]) == 32
     assert env["ROOST_SOCKET"] == str(daemon.paths.socket) and ROOM_VAR not in env
     own = ("ROOST_", "PWD")  # bwrap (the spare's network walls) sets PWD to where it started
@@ -131,7 +122,7 @@ def test_the_bound_worker_is_the_job_s_in_everything(daemon: DaemonHarness, tmp_
     second = ready_spare(daemon, other_than=spare)
     daemon.call("send", job=job, text="recall")
     row = daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"].startswith("earlier"))
-    assert row["pid"] == second and os.readlink(f"/proc/{agent(second)}/cwd") == str(work)
+    assert row["pid"] == second and os.readlink(f"/proc/{agent_of(second)}/cwd") == str(work)
     assert "say one" in row["last_text"]
     log = daemon.paths.job_log(job).read_text()
     assert "skipped 1 unreadable line" in log and str(session) in log
@@ -243,10 +234,10 @@ def test_a_daemon_whose_environment_names_a_job_still_binds_each_job_as_itself(r
     daemon.start()
     try:
         spare = ready_spare(daemon)
-        assert "ROOST_JOB_ID" not in environ(agent(spare))
+        assert "ROOST_JOB_ID" not in environ(agent_of(spare))
         job = daemon.spawn("run sh -c 'echo $ROOST_JOB_ID'")
         row = daemon.wait_state(job, "idle")
-        assert row["pid"] == spare and row["last_text"] == job and environ(agent(spare))["ROOST_JOB_ID"] == job
+        assert row["pid"] == spare and row["last_text"] == job and environ(agent_of(spare))["ROOST_JOB_ID"] == job
     finally:
         daemon.stop()
 
