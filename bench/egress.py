@@ -2,8 +2,8 @@
 
 One small HTTP server on 127.0.0.1. The same client (a new connection per request, as an agent's
 first request to its provider makes; GET, then the first byte of the answer) runs twice: directly,
-and inside ``bwrap --unshare-net`` behind the job's forwarder and the daemon's proxy (the proxy in
-this process's event loop, as in the daemon), with the proxy variables a job gets. Each run: N
+and inside ``bwrap --unshare-net`` behind the job's forwarder and its egress proxy (the program a
+job's shim runs, roost/programs/egress_proxy.py, started as a job's is). Each run: N
 requests after a few to warm up. Prints p50 and p99 of both and their difference.
 
     python bench/egress.py [--requests 300]
@@ -12,9 +12,9 @@ requests after a few to warm up. Prints p50 and p99 of both and their difference
 from __future__ import annotations
 
 import argparse
-import asyncio
 import http.server
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,9 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.harness import pct  # noqa: E402
-from roost.daemon.egress.proxy import JobProxy  # noqa: E402
-from roost.daemon.egress.sandbox_net import PROXY_PORT, forwarder_argv, unshared  # noqa: E402
-from roost.rules.egress import Policy  # noqa: E402
+from roost.sandbox.network import INSIDE_SOCKET, PROXY_PORT, forwarder_argv, proxy_argv  # noqa: E402
 
 #: The client: a new connection per request; seconds from connect to the answer's first byte.
 CLIENT = r"""
@@ -62,22 +60,25 @@ class Small(http.server.BaseHTTPRequestHandler):
         pass
 
 
-async def measure(requests: int) -> dict[str, list[float]]:
+def measure(requests: int) -> dict[str, list[float]]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Small)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     client = [sys.executable, "-c", CLIENT]
-    direct = await asyncio.to_thread(subprocess.run, [*client, "127.0.0.1", str(port), "/", str(requests)],
-                                     capture_output=True, text=True, check=True)
+    direct = subprocess.run([*client, "127.0.0.1", str(port), "/", str(requests)], capture_output=True, text=True,
+                            check=True)
+    bwrap = shutil.which("bwrap")
+    assert bwrap is not None, "bubblewrap is not installed"
     with tempfile.TemporaryDirectory(prefix="roost-egress-") as tmp:
-        sock = Path(tmp) / "egress.sock"
-        proxy = JobProxy("bench", Policy(chain=((f"127.0.0.1:{port}",),)), lambda *a: None)
-        await proxy.start(sock)
-        inside = unshared(forwarder_argv(sys.executable, [*client, "127.0.0.1", str(PROXY_PORT),
-                                                           f"http://127.0.0.1:{port}/", str(requests)], sock))
-        assert inside is not None, "bubblewrap is not installed"
-        proxied = await asyncio.to_thread(subprocess.run, inside, capture_output=True, text=True, check=True)
-        await proxy.close()
+        sock, spec = Path(tmp) / "egress.sock", Path(tmp) / "spec.json"
+        spec.write_text(json.dumps({"job": "bench", "socket": str(sock), "mode": "allow",
+                                    "chain": [[f"127.0.0.1:{port}"]], "provider": [], "keys": [], "mark": "x "}))
+        inside = [bwrap, "--dev-bind", "/", "/", "--bind", str(sock), INSIDE_SOCKET, "--unshare-net",
+                  "--die-with-parent", "--", *forwarder_argv(sys.executable, [*client, "127.0.0.1", str(PROXY_PORT),
+                                                                            f"http://127.0.0.1:{port}/", str(requests)],
+                                                             INSIDE_SOCKET)]
+        proxied = subprocess.run(proxy_argv(str(spec), inside), capture_output=True, text=True, check=True,
+                                 cwd=str(ROOT))
     server.shutdown()
     return {"direct": json.loads(direct.stdout), "proxy": json.loads(proxied.stdout)}
 
@@ -85,7 +86,7 @@ async def measure(requests: int) -> dict[str, list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300)
-    got = asyncio.run(measure(parser.parse_args().requests))
+    got = measure(parser.parse_args().requests)
     for p in (50, 99):
         d, x = pct(got["direct"], p) * 1000, pct(got["proxy"], p) * 1000
         print(f"first byte p{p}: direct {d:.2f} ms, through the proxy {x:.2f} ms, added {x - d:.2f} ms")

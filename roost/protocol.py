@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from roost import bounds
+from roost.sandbox.walls import LEVELS as ISOLATION_LEVELS
 
 try:
     import orjson
@@ -39,6 +40,10 @@ HELLO_TIMEOUT = 5.0
 ENTRY_MAX = 64 * 1024
 #: How many client connections the daemon serves at once; one more gets ``busy`` and is closed.
 MAX_CONNECTIONS = 512
+#: Of MAX_CONNECTIONS, how many only a person's connections may take (a peer the daemon did not
+#: start): jobs together hold at most MAX_CONNECTIONS - PERSON_ROOM, so a job that opens all it can
+#: never makes ``roost ls`` or ``roost daemon stop`` answer busy.
+PERSON_ROOM = 64
 #: Defaults of the paged reads (docs/protocols.md).
 LIST_LIMIT = 500
 LOGS_LIMIT = 200
@@ -71,10 +76,13 @@ class ErrorCode:
     NO_HELLO = "no_hello"
     AUTH = "auth"
     BUSY = "busy"
+    IDLE = "idle"
     STOPPED = "stopped"
     ARCHIVED = "archived"
     REFUSED = "refused"
     DEPTH = "depth_limit"
+    #: A spawn past a tree's quota (max_tree_jobs, max_spawns_per_minute).
+    QUOTA = "quota"
     DRIVER = "driver"
     INTERNAL = "internal"
     #: The store could not be written (the state directory is full): nothing of the request was kept.
@@ -164,6 +172,7 @@ OPS: dict[str, dict[str, Arg]] = {
               "host": _NAME, "approvals": Arg((str, type(None)), choices=APPROVAL_MODES),
               "approval_rules": Arg((list,), items=str),  # each rule bounded by rules/approvals.py
               "budget_usd": _DOLLARS, "budget_tokens": _TOKENS,
+              "isolation": Arg((str, type(None)), choices=ISOLATION_LEVELS),
               # on a Ray host (docs/hosts.md#ray); names and amounts checked by roost/hosts/placement.py
               "num_cpus": Arg((int, float, type(None))), "resources": Arg((dict, type(None)))},
     "send": {"job": _ID, "text": _NEED_STR},
@@ -202,6 +211,7 @@ OPS: dict[str, dict[str, Arg]] = {
              "prompt": _OPT_STR},  # a prompt is bounded as one (supervisor.check_prompt)
     "answer_approval": {"approval": _ID, "decision": Arg((str,), required=True, choices=APPROVAL_ANSWERS),
                         "reason": _STR, "rule": _OPT_STR},
+    "approval_text": {"approval": _ID, "offset": Arg((int,), bounds=(0, INT_MAX))},
     "acknowledge": {},
     "usage": {"job": _OPT_ID, "days": Arg((int,), bounds=(1, USAGE_DAYS_MAX))},
     "budget": {"job": _ID, "usd": _DOLLARS, "tokens": _TOKENS},

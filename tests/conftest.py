@@ -90,10 +90,18 @@ class DaemonHarness:
         self.env.update(ROOST_HOME=str(home), ROOST_CONFIG=str(self.config_path))
 
     def write_config(self, text: str) -> None:
+        """The test's config, with its gates directory readable inside the jobs' sandboxes (it is
+        under /tmp, which each sandbox has a private one of), unless the config says otherwise."""
         self.home.mkdir(parents=True, exist_ok=True)
+        gates = self.env.get("ROOST_GATES")
+        if gates and "sandbox_read" not in text:
+            Path(gates).mkdir(parents=True, exist_ok=True)
+            text = f"sandbox_read = [{json.dumps(gates)}]\n" + text
         self.config_path.write_text(text)
 
     def start(self, timeout: float = 15.0) -> None:
+        if not self.config_path.exists():
+            self.write_config("")
         self.paths.ensure()
         log = open(self.paths.daemon_log, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "roost.daemon"], env=self.env, stdout=log, stderr=log,
@@ -381,20 +389,10 @@ def require_agent(what: str, missing: str | None) -> None:
     pytest.skip(missing)
 
 
-def agent_of(pid: int) -> int:
-    """A worker's agent process: itself, or what bwrap (a job's network walls) runs below it."""
-    try:
-        if Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap":
-            return int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
-    except (OSError, IndexError, ValueError):
-        pass
-    return pid
-
-
 def environ_of(pid: int) -> dict[str, str]:
-    """A process's environment as /proc shows it (a worker's agent's, under bwrap); {} when it is gone."""
+    """A process's environment as /proc shows it; {} when it is gone."""
     try:
-        raw = Path(f"/proc/{agent_of(pid)}/environ").read_bytes()
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return {}
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)

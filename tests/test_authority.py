@@ -33,6 +33,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "merge": {"job": "{t}"},
     "report": {"status": "idle", "text": "a note"},
     "answer_approval": {"approval": "ap-zzzzzz", "decision": "deny"},
+    "approval_text": {"approval": "ap-zzzzzz"},
     "show": {"job": "{t}"},
     "children": {"job": "{t}"},
     "list": {"under": "{t}"},
@@ -114,7 +115,7 @@ def test_each_row_holds_for_a_person_and_for_a_job_in_and_out_of_its_reach(daemo
     assert [(k, c) for k, c in allowed if c == "auth"] == [], "a job was refused what its rule allows"
     # Inside its reach (the leaf, its own), a job's call gets past the check: whatever it answers, not
     # auth. Detaching takes the leaf out of the subtree, so it goes last.
-    reaching = sorted((k for k, r in RULES.items() if r.target and r.jobs in (Reach.SUBTREE, Reach.FAMILY)),
+    reaching = sorted((k for k, r in RULES.items() if r.target and r.jobs in (Reach.SUBTREE, Reach.FAMILY, Reach.BELOW)),
                       key=lambda k: k == "detach")
     inside = [(k, outcome(as_middle, k, leaf)) for k in reaching]
     assert [(k, c) for k, c in inside if c == "auth"] == []

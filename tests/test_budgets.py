@@ -6,6 +6,7 @@ a spawn under it is refused with the reason; a person raises it and the tree tak
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -16,8 +17,11 @@ import pytest
 from roost.client import ClientError
 from roost.rules.budgets import WARN_AT
 
+from fake_anthropic import FakeAnthropic
 from fakellm import FakeLLM
+from test_attacks import ATTACK
 from test_agents_alike import PI_PRICE, pi_profile
+from test_claude_driver import claude_bin, claude_profile  # noqa: F401  (claude_bin is a fixture)
 from test_pi_driver import pi_bin  # noqa: F401  (a fixture)
 
 TURN = 60.0
@@ -55,6 +59,13 @@ def test_a_budget_warns_then_stops_its_tree_mid_turn_and_refuses_spawns_until_ra
         assert "failed" not in [e["data"]["state"] for e in daemon.timeline(job) if e["kind"] == "state"]
         assert [e["level"] for e in budget_entries(daemon, job)] == ["warn", "over"]
 
+        for _ in range(2):  # every new turn past the cap is refused, not only the first stop's
+            with pytest.raises(ClientError) as no_turn:  # a person's message would restart it
+                daemon.call("send", job=job, text='CALL bash {"command": "echo more"}')
+            assert no_turn.value.code == "refused" and "roost budget" in no_turn.value.message, no_turn.value
+            assert f"job {job} spent" in no_turn.value.message
+        assert daemon.show(job)["state"] == "stopped" and fake.calls == 3, "no turn ran past the cap"
+
         with pytest.raises(ClientError) as refused:
             daemon.spawn("say hi", driver="builtin", parent=job)
         assert refused.value.code == "refused"
@@ -68,9 +79,11 @@ def test_a_budget_warns_then_stops_its_tree_mid_turn_and_refuses_spawns_until_ra
         assert budget_entries(daemon, job)[-1]["text"].startswith("budget set to $1 by a person")
         again = daemon.spawn("say hi", driver="builtin", parent=job)
         daemon.wait_row(again, lambda r: r["state"] in ("idle", "done"), timeout=TURN, what="the spawn after the raise")
-        shown = daemon.show(job)
-        assert shown["budget"]["spent_usd"] == pytest.approx(3 * CALL_USD)
-        assert shown["subtree_usage"]["cost"] == pytest.approx(3 * CALL_USD)
+        daemon.call("send", job=job, text="say after the raise")  # and a person's message runs a turn again
+        daemon.wait_row(job, lambda r: r["state"] == "idle" and fake.calls > 3, timeout=TURN, what="the turn")
+        shown = daemon.wait_row(job, lambda r: r["budget"]["spent_usd"] == pytest.approx(fake.calls * CALL_USD),
+                                timeout=TURN, what="its cost")
+        assert shown["subtree_usage"]["cost"] == pytest.approx(fake.calls * CALL_USD)
     finally:
         fake.stop()
 
@@ -116,5 +129,46 @@ def test_the_cli_spawns_under_a_budget_and_shows_usage_in_ls_show_usage_and_budg
         assert report["today"]["calls"] == 1 and report["trees"][0]["job"] == job
         assert roost("budget", job, "--usd", "2").startswith(f"{job}: budget $2 and 100000 tokens; spent $0.0005")
         assert "give --usd N or --tokens N" in roost("budget", job, code=2)
+    finally:
+        fake.stop()
+
+
+def test_a_job_cannot_detach_itself_out_of_its_trees_budget(daemon, tmp_path) -> None:
+    """From the child's own shell, with its own identity: detaching itself is refused (auth), and it
+    stays under its parent's budget; a person may detach it."""
+    out = tmp_path / "detach-said"
+    parent = daemon.spawn("say the tree's top", budget_usd=1.0)
+    daemon.wait_state(parent, "idle")
+    attack = shlex.join([sys.executable, str(ATTACK), str(out), "detach"]) + ' "{\\"job\\": \\"$ROOST_JOB_ID\\"}"'
+    child = daemon.spawn(f"run sh -c {shlex.quote(attack)}\nsay tried", parent=parent, cwd=str(tmp_path))
+    daemon.wait_state(child, "idle", timeout=30)
+    said = out.read_text()
+    assert said.startswith(f"auth: job {child} may not detach itself"), said
+    assert daemon.show(child)["parent"] == parent
+    assert daemon.call("detach", job=child)["parent"] is None, "a person may"
+
+
+@pytest.mark.claude
+def test_a_claude_code_turn_that_crosses_the_cap_ends_stopped_by_the_budget_and_a_raise_reaches_it(
+        claude_bin, daemon_factory, tmp_path: Path) -> None:  # noqa: F811
+    """Claude Code's first turn crosses its job's cap, its cost coming with the turn's end: the job
+    ends stopped by the budget (it stayed idle, its next message failing), not failed; a raised
+    budget restarts its worker between turns (its own --max-budget-usd follows), and the next
+    message runs."""
+    fake = FakeAnthropic().start()
+    try:
+        daemon = daemon_factory(claude_profile(claude_bin, fake, tmp_path / "claude-home"))
+        job = daemon.spawn("hello one", driver="claude", budget_tokens=10)  # its first call crosses it
+        row = daemon.wait_state(job, "stopped", "failed", timeout=TURN)
+        states = [e["data"] for e in daemon.timeline(job) if e["kind"] == "state"]
+        assert row["state"] == "stopped", (row["reason"], states)
+        assert row["reason"] == f"stopped by the budget of job {job}"
+        assert "failed" not in [s["state"] for s in states]
+        pid = row["pid"]
+        daemon.call("budget", job=job, tokens=10**9)
+        daemon.wait_row(job, lambda r: r["pid"] != pid, timeout=TURN, what="its worker restarted for the new cap")
+        daemon.call("send", job=job, text="hello two")
+        daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"] == "echo: hello two", timeout=TURN,
+                        what="the turn after the raise")
     finally:
         fake.stop()

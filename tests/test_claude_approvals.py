@@ -181,3 +181,68 @@ def test_the_cwd_an_approval_shows_is_where_the_command_runs_after_a_cd_too(clau
     daemon.wait_for(lambda: (work / "where.txt").exists() and (work / "where.txt").read_text().endswith("\n"),
                     timeout=START, what="the command to run")
     assert (work / "where.txt").read_text() == f"{work}\n" and not (work / "sub" / "where.txt").exists()
+
+
+@pytest.mark.claude
+def test_a_long_command_with_another_in_its_middle_is_asked_not_allowed_by_a_prefix_rule(claude_daemon, fake):
+    """Issue 31, item 1, with Claude Code: its request comes whole (once cut at 16 KiB by the adapter,
+    then to 8 KiB by the daemon before its rules read it, so `Bash:echo hi*` allowed what hid `touch`)."""
+    daemon = claude_daemon('approval_rules = ["Bash:echo hi*"]\n')
+    command = "echo hi " + "a" * 5000 + "; touch PWNED; echo " + "b" * 12000
+    job, work, pending = asking(daemon, "CALL Bash " + json.dumps({"command": command}))
+    assert not (work / "PWNED").exists()
+    assert pending["what"]["cut"] > 0 and "PWNED" not in pending["what"]["command"]
+    assert f"roost approvals --full {pending['id']}" in roost(daemon, "approvals")
+    assert roost(daemon, "approvals", "--full", pending["id"]) == f"tool: Bash\ncommand: {command}\ncwd: {work}"
+    roost(daemon, "deny", pending["id"], "no")
+    daemon.wait_state(job, "idle", timeout=START)
+    assert not (work / "PWNED").exists()
+    assert [d["by"] for d in decisions(daemon, job)] == ["a person"]
+
+
+@pytest.mark.claude
+def test_a_path_rule_does_not_allow_a_write_through_a_link_that_leads_outside_its_directory(claude_daemon, fake,
+                                                                                           tmp_path):
+    """Issue 31, item 6: ``Write:WORK/*`` matched ``WORK/link/x`` with the link leading out of WORK (the
+    daemon resolves it; Claude Code takes ``..`` out of a path itself, and the rules do too:
+    tests/test_rules_approval_scope.py)."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    (work / "link").symlink_to(outside)
+    daemon = claude_daemon(f'approval_rules = ["Write:{work}/*"]\n')
+    job = daemon.spawn("CALL Write " + json.dumps({"file_path": f"{work}/fine.txt", "content": "ok\n"}),
+                       driver="claude", cwd=str(work))
+    daemon.wait_state(job, "idle", timeout=START)
+    assert (work / "fine.txt").read_text() == "ok\n", "the rule allows a write inside"
+    target = f"{work}/link/PWNED"
+    daemon.call("send", job=job, text="CALL Write " + json.dumps({"file_path": target, "content": "x\n"}))
+    pending = asked(daemon, job, START, ended=("failed",))
+    assert pending["what"]["path"] == target, "the person sees the path as asked"
+    roost(daemon, "deny", pending["id"], "no")
+    daemon.wait_state(job, "idle", timeout=START)
+    assert not (outside / "PWNED").exists()
+
+
+@pytest.mark.claude
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_an_approval_outlives_a_restart_of_the_daemon_with_its_worker_asked_again_under_the_same_id(
+        claude_daemon, fake, how):
+    """Issue 31, item 9: a restart while a Claude Code job waited on an approval left it idle with no
+    turn end and no word to its parent (SIGTERM), or failed (SIGKILL). Its worker outlives the daemon,
+    so the approval is re-adopted with it: the same id asked again, nothing run meanwhile."""
+    daemon = claude_daemon()
+    job, work, pending = asking(daemon)
+    pid = daemon.show(job)["pid"]
+    daemon.kill() if how == "SIGKILL" else daemon.stop(keep_workers=True)
+    daemon.start()
+    row = daemon.wait_for(lambda: (r := daemon.show(job)) and [a["id"] for a in r["approvals"]] == [pending["id"]]
+                          and [e for e in timeline(daemon, job, "approval") if e.get("again")] and r,
+                          timeout=START, what="the approval asked again")
+    assert row["state"] == "waiting" and row["pid"] == pid
+    assert not (work / "pwned.txt").exists(), "nothing ran meanwhile"
+    assert roost(daemon, "approve", pending["id"]) == f"allowed {pending['id']} ({job})"
+    daemon.wait_state(job, "idle", timeout=START)
+    assert (work / "pwned.txt").read_text() == "pwned\n"
+    assert [e["outcome"] for e in timeline(daemon, job, "turn_end")] == ["ok"]
+    assert [d["by"] for d in decisions(daemon, job)] == ["a person"]

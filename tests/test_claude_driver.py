@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -353,3 +354,27 @@ def test_an_unreachable_provider_fails_claudes_turn_within_its_bound(claude_bin,
     assert row["reason"].startswith("Claude Code's turn failed after 1 retry: API Error: Connection refused"), \
         row["reason"]
     assert events_noted(daemon, job) == [] and len(timeline(daemon, job, "retrying")) == 1
+
+
+def _running(pattern: str) -> bool:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
+
+
+@pytest.mark.claude
+def test_a_bash_command_in_the_background_is_said_as_one_not_a_subagent_and_a_stop_ends_it(claude_daemon, fake):
+    daemon = claude_daemon()
+    command = "sleep 987652"
+    call = json.dumps({"command": command, "run_in_background": True, "description": "wait a long while"})
+    job = daemon.spawn(f"CALL Bash {call}", driver="claude")
+    row = daemon.wait_state(job, "idle", timeout=START)
+    assert daemon.wait_for(lambda: _running(command), what="the command running in the background")
+    assert timeline(daemon, job, "subagent") == []  # not one of the agent's subagents
+    assert not row.get("provider_subagents") and not row.get("provider_running")
+    said = [n["message"] for n in timeline(daemon, job, "note")]
+    assert f"a command runs in the background of this job: {command}" in said
+    daemon.call("stop", job=job)
+    daemon.wait_state(job, "stopped", timeout=START)
+    daemon.wait_for(lambda: not _running(command), timeout=START, what="the stop to end the background command")
+    ended = f"the command in the background of this job was stopped: {command}"
+    daemon.wait_for(lambda: any(n["message"].startswith(ended) for n in timeline(daemon, job, "note")),
+                    timeout=START, what="the note that it was stopped")

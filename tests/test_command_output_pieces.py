@@ -100,9 +100,19 @@ def test_a_pause_inside_a_character_does_not_break_it():
 
 def test_bytes_that_are_not_utf8_become_replacement_characters_within_the_entry_bound():
     sink = Sink()
-    pump(sink, sink.output(), [(0.0, b"\xff" * ENTRY_MAX)])
-    assert "".join(sink.texts) == "\ufffd" * ENTRY_MAX  # three bytes each: split again, 21,845 a piece
-    assert all(len(t.encode()) <= ENTRY_MAX for t in sink.texts) and len(sink.texts) == 4
+    data = b"\xffabc" * (ENTRY_MAX // 4)  # a quarter of the characters replaced: still text
+    pump(sink, sink.output(), [(0.0, data)])
+    assert "".join(sink.texts) == "\ufffdabc" * (ENTRY_MAX // 4)  # U+FFFD is three bytes: split again
+    assert all(len(t.encode()) <= ENTRY_MAX for t in sink.texts) and len(sink.texts) == 2
+
+
+def test_output_that_is_mostly_not_text_is_one_note_of_its_size_and_the_text_around_it_is_kept():
+    sink = Sink()
+    pump(sink, sink.output(), [(0.0, b"start\n" + b"\xff" * ENTRY_MAX), (1.0, b"\0" * (3 * ENTRY_MAX) + b"end\n")])
+    assert sink.texts == ["start\n", "end\n"]
+    assert sink.notes == [f"{4 * ENTRY_MAX} bytes of binary output (not kept: mostly control characters or bytes "
+                          "that are not UTF-8)"]
+    assert [e["type"] for e in sink.events] == ["text", "note", "text"]
 
 
 def test_every_text_after_a_turns_first_continues_it():

@@ -383,6 +383,8 @@ def _shown(value: object) -> str:
         return f'"{value}"'
     if isinstance(value, tuple):
         return "[" + ", ".join(f'"{v}"' for v in value) + "]"
+    if isinstance(value, int):  # whole, however large (a byte count)
+        return str(value)
     return f"{value:g}"
 
 

@@ -5,14 +5,16 @@ names the host; the provider is reached, with the real key put in by the proxy o
 
 from __future__ import annotations
 
+import http.server
 import json
 import shutil
-from typing import Callable
+import threading
+from typing import Callable, Iterator
 
 import pytest
 
 from conftest import DaemonHarness
-from test_egress_proxy import REAL, other, outside  # noqa: F401 (fixtures)
+from test_egress_proxy import REAL, Echo, other, outside  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
@@ -96,3 +98,40 @@ def test_a_worker_readopted_after_a_restart_reaches_its_provider_again(
     daemon.wait_for(lambda: any("outside /again" in t for t in daemon.texts(job)), what="the provider's answer")
     assert f"outside /again key=Bearer {REAL}" in "\n".join(daemon.texts(job))
     assert daemon.show(job)["pid"] == pid, "the same worker, not a new one"
+
+
+class Held(Echo):
+    """Answers as Echo does, once the test lets it: a request the proxy holds open meanwhile."""
+
+    arrived = threading.Event()
+    release = threading.Event()
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        Held.arrived.set()
+        Held.release.wait(60)
+        super().do_GET()
+
+
+@pytest.fixture
+def held() -> Iterator[int]:
+    Held.arrived.clear()
+    Held.release.clear()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Held)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    Held.release.set()
+    server.shutdown()
+
+
+def test_a_request_in_flight_when_the_daemon_is_killed_gets_its_answer(
+        daemon_factory: Callable[[str], DaemonHarness], held: int) -> None:
+    """The job's proxy runs under its shim, not in the daemon: a SIGKILL of the daemon mid-request
+    cuts nothing, and the re-adopted worker's turn ends with the provider's answer, the real key put in."""
+    daemon = daemon_factory(shell_profile(provider=held))
+    job = daemon.spawn(f"{CURL} -H \"Authorization: Bearer $OPEN_API_KEY\" http://127.0.0.1:{held}/held", driver="sh")
+    assert Held.arrived.wait(30), "the request never reached the provider"
+    daemon.kill()
+    Held.release.set()
+    daemon.start()
+    daemon.wait_for(lambda: any("outside /held" in t for t in daemon.texts(job)), what="the provider's answer")
+    assert f"outside /held key=Bearer {REAL}" in "\n".join(daemon.texts(job))

@@ -18,9 +18,9 @@ from typing import Iterator
 
 import pytest
 
-from roost.daemon.egress.proxy import JobProxy
-from roost.daemon.egress.request_head import HEAD_MAX, SecretKey
-from roost.daemon.egress.sandbox_net import FORWARDER, PROXY_PORT, proxy_env
+from roost.egress.proxy import JobProxy
+from roost.egress.request_head import HEAD_MAX, SecretKey
+from roost.sandbox.network import FORWARDER, PROXY_PORT, proxy_env
 from roost.rules.egress import Policy
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from roost.config import Config
+from roost.protocol import ProtocolError
 from tests.engine_fakes import Rig
 
 CFG = Config(idle_timeout=100, subagent_auto_close_delay=4, report_hold_max=60, max_running_jobs=0)
@@ -244,3 +245,82 @@ async def test_a_stopped_job_closes_at_once_even_before_its_aborted_turn_ends(ri
     result = await rig.sup.close(job)
     assert result == {"closed": True} and job not in rig.sup.engine.slots
     assert rig.state(job) == "stopped" and rig.job(job).reaped
+
+
+
+async def test_a_tree_at_max_tree_jobs_takes_no_more_children_until_one_is_archived(rig: Rig) -> None:
+    rig.config = replace(CFG, max_tree_jobs=3, max_spawns_per_minute=0)
+    root = await rig.spawn()
+    kid = await rig.spawn(caller=root)
+    grandkid = await rig.spawn(caller=kid)  # the tree holds 3 jobs: its cap
+    for caller, parent in ((kid, None), (None, root)):  # from a job, and a person's spawn into the tree
+        with pytest.raises(ProtocolError) as refused:
+            await rig.spawn(caller=caller, **({"parent": parent} if parent else {}))
+        assert refused.value.code == "quota"
+        assert f"the tree of {root} holds 3 jobs, its cap (max_tree_jobs = 3)" in refused.value.message
+    assert len(rig.sup.index.descendants(root)) == 2
+    await rig.spawn("a root of its own")  # another tree is not this one
+    await rig.sup.archive(grandkid)
+    await rig.settle()
+    await rig.spawn(caller=kid)  # the archived one's place is free again
+
+
+async def test_spawns_into_a_tree_past_max_spawns_per_minute_are_refused_until_the_minute_moves_on(rig: Rig) -> None:
+    rig.config = replace(CFG, max_tree_jobs=0, max_spawns_per_minute=3)
+    root = await rig.spawn()
+    first = await rig.spawn(caller=root)
+    rig.clock.advance(30)
+    await rig.spawn(caller=first)
+    await rig.spawn(caller=root)  # the third in 60 s: at the cap, taken
+    with pytest.raises(ProtocolError) as refused:
+        await rig.spawn(caller=first)
+    assert refused.value.code == "quota"
+    assert "spawned 3 jobs in the last 60 s, its cap (max_spawns_per_minute = 3)" in refused.value.message
+    rig.clock.advance(29.9)  # the first is 59.9 s old: still in the window
+    with pytest.raises(ProtocolError):
+        await rig.spawn(caller=root)
+    rig.clock.advance(0.1)  # now it is 60 s old: one place
+    await rig.spawn(caller=root)
+    with pytest.raises(ProtocolError):
+        await rig.spawn(caller=root)
+    assert len(rig.sup.index.descendants(root)) == 4
+
+
+def _output_bytes(rig: Rig, job: str) -> int:
+    """The job's output as stored, read from the file (not the store's count)."""
+    return rig.store._db.execute("SELECT COALESCE(SUM(LENGTH(CAST(data AS BLOB))), 0) FROM timeline WHERE job=? "
+                                 "AND kind IN ('text', 'tool', 'note', 'error')", (job,)).fetchone()[0]
+
+
+async def test_output_past_max_timeline_bytes_drops_the_oldest_keeps_the_newest_and_says_so(rig: Rig) -> None:
+    job = await rig.spawn("say")
+    piece = len('{"text": ""}') + 1000  # one text entry of 1,000 characters, as stored
+    rig.config = replace(CFG, max_timeline_bytes=10 * piece)
+    for n in range(10):
+        rig.worker(job).on_event({"type": "text", "text": f"n{n:03d} " + "x" * 995})
+    await rig.settle()
+    assert _output_bytes(rig, job) == 10 * piece  # at the bound: all kept
+    assert "note" not in rig.kinds(job)
+    rig.worker(job).on_event({"type": "text", "text": "n010 " + "x" * 995})  # past it
+    await rig.settle()
+    entries = rig.store.timeline_page(job, limit=100)["entries"]
+    texts = [e["data"]["text"][:4] for e in entries if e["kind"] == "text"]
+    assert texts == ["n004", "n005", "n006", "n007", "n008", "n009", "n010"]  # the newest, down to 3/4 of it
+    notes = [e["data"]["message"] for e in entries if e["kind"] == "note"]
+    assert notes == [f"this job's output on its timeline reached its bound of {10 * piece} bytes "
+                     f"(max_timeline_bytes): its oldest 4 output entries ({4 * piece} bytes) were dropped; "
+                     "the newest output is kept"]
+    assert entries[0]["kind"] == "spawned" and "prompt" in rig.kinds(job)  # what is not output stays
+    assert _output_bytes(rig, job) == rig.store.output.of(job) <= 10 * piece
+    found = [r["text"] for n in range(11) for r in rig.store.search(f"n{n:03d}", lambda _: True, 5, None)["results"]]
+    assert len(found) == 7 and not any("n003" in t for t in found)  # the dropped left the search index too
+
+
+async def test_the_output_count_is_read_from_the_store_once_forgotten(rig: Rig) -> None:
+    job = await rig.spawn("say")
+    rig.worker(job).on_event({"type": "text", "text": "y" * 500})
+    await rig.settle()
+    stored = _output_bytes(rig, job)
+    assert rig.store.output.of(job) == stored
+    rig.store.output.forget()
+    assert rig.store.output.of(job) == stored

@@ -43,7 +43,7 @@ async def test_an_approval_makes_the_job_wait_and_a_persons_answer_lets_it_go_on
     assert rig.state(job) == "waiting"
     row = rig.sup.index.row(job)
     assert [a["id"] for a in row["approvals"]] == [aid] and row["approvals"][0]["tool"] == "shell"
-    assert set(row["approvals"][0]) == {"id", "tool", "what", "asked_at"}
+    assert set(row["approvals"][0]) == {"id", "wid", "tool", "what", "asked_at"}
     result = await rig.sup.answer_approval(aid, "once", "", None)
     await rig.settle()
     assert result == {"approval": aid, "job": job, "decision": "allow"}

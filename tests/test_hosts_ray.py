@@ -1,12 +1,15 @@
-"""Workers on a Ray cluster: a real cluster on this machine (Ray's own ``ray.cluster_utils.Cluster``),
-every node bound to 127.0.0.1, started once for the module with token auth on: a head that takes no
-workers (as the daemon's machine would be: ``ray start --num-cpus=0``), node ``a`` with the custom
-resource ``gpu_box``, node ``b`` without. Each node's raylet has ``ROOST_TEST_NODE`` set to its name,
-so a built-in agent's ``run echo`` says where Ray placed it."""
+"""Workers on a Ray cluster: a real cluster on this machine, started as users start one (``ray start
+--head --temp-dir=DIR``, then ``ray start --address=…`` for each further node, every node asked for
+127.0.0.1), started once for the module with token auth on: a head that takes no workers (as the
+daemon's machine would be: ``--num-cpus=0``), node ``a`` with the custom resource ``gpu_box``, node
+``b`` without. Nothing of the cluster's is in the daemon's environment (no TMPDIR, no RAY_ variable):
+the host's address and token are all roost is given. Each node's raylet has ``ROOST_TEST_NODE`` set
+to its name, so a built-in agent's ``run echo`` says where Ray placed it."""
 
 from __future__ import annotations
 
 import ast
+import json
 import os
 import secrets
 import shutil
@@ -26,8 +29,7 @@ from conftest import procs_where
 from roost.config import ConfigError, parse_config
 
 try:
-    from ray._private.authentication_test_utils import reset_auth_token_state
-    from ray.cluster_utils import Cluster
+    import ray  # noqa: F401 - only whether it is there
     NO_RAY = ""
 except ImportError as exc:  # CI installs it (the test extra); a bare checkout may not have it
     NO_RAY = f"Ray cannot be imported: {exc} (pip install 'roost[ray]')"
@@ -37,49 +39,94 @@ needs_ray = pytest.mark.skipif(bool(NO_RAY), reason=NO_RAY)
 FINISHED = ("idle", "done", "failed", "stopped", "blocked")
 TOKEN_VAR = "ROOST_TEST_RAY_TOKEN"
 #: Small nodes: the machine has 2 cores shared with other work.
-NODE = {"node_ip_address": "127.0.0.1", "object_store_memory": 78 * 1024 * 1024}
+NODE_ARGS = ("--node-ip-address=127.0.0.1", "--object-store-memory=80000000", "--disable-usage-stats")
 ECHO_NODE = "run echo node=$ROOST_TEST_NODE"
+#: Marks every process of a test cluster (in its environment), so the test ends only its own.
+CLUSTER_VAR = "ROOST_TEST_RAY_CLUSTER"
+
+
+def _ray_cli() -> str:
+    return str(Path(sys.executable).with_name("ray"))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _clean_env(**values: str) -> dict[str, str]:
+    """This process's environment without Ray's variables or TMPDIR, with ``values``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "TMPDIR"}
+    return {**env, **values}
+
+
+class Cluster:
+    """A cluster from Ray's CLI: ``ray start --head --temp-dir=DIR``, and nodes by ``ray start --address``."""
+
+    def __init__(self, token: str | None) -> None:
+        self.temp = tempfile.mkdtemp(prefix="rt")  # short: Ray's sockets live under it
+        self.mark = secrets.token_hex(8)
+        self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token} if token else {"RAY_AUTH_MODE": "disabled"}
+        self.address = f"127.0.0.1:{_free_port()}"
+
+    def ray_start(self, node: str, *args: str) -> None:
+        env = _clean_env(**self.auth, ROOST_TEST_NODE=node, **{CLUSTER_VAR: f"{self.mark}:{node}"})
+        done = subprocess.run([_ray_cli(), "start", *args, *NODE_ARGS], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def start_head(self, cpus: int) -> None:
+        self.ray_start("head", "--head", f"--temp-dir={self.temp}", f"--port={self.address.rsplit(':', 1)[1]}",
+                       f"--num-cpus={cpus}", "--include-dashboard=false")
+
+    def add(self, name: str, **resources: float) -> None:
+        self.ray_start(name, f"--address={self.address}", "--num-cpus=2",
+                       *([f"--resources={json.dumps(resources)}"] if resources else []))
+
+    def procs(self, node: str | None = None) -> list[int]:
+        """This cluster's processes (or one node's), by the mark in their environment."""
+        prefix = f"{CLUSTER_VAR}={self.mark}:".encode()
+        out = []
+        for entry in Path("/proc").iterdir():
+            try:
+                environ = (entry / "environ").read_bytes() if entry.name.isdigit() else b""
+            except OSError:
+                continue
+            marks = [item[len(prefix):] for item in environ.split(b"\0") if item.startswith(prefix)]
+            if marks and (node is None or marks[0] == node.encode()):
+                out.append(int(entry.name))
+        return out
+
+    def kill(self, node: str | None = None) -> None:
+        for pid in self.procs(node):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def shutdown(self) -> None:
+        self.kill()
+        shutil.rmtree(self.temp, ignore_errors=True)
 
 
 class Nodes:
     """The module's cluster, and its worker nodes by name."""
 
-    def __init__(self, cluster: Any, token: str) -> None:
+    def __init__(self, cluster: Cluster, token: str) -> None:
         self.cluster = cluster
         self.token = token
-        self.by_name: dict[str, Any] = {}
 
     @property
     def address(self) -> str:
         return self.cluster.address
 
     def add(self, name: str, **resources: float) -> None:
-        with _env(ROOST_TEST_NODE=name):
-            self.by_name[name] = self.cluster.add_node(num_cpus=2, resources=resources, **NODE)
-        self.cluster.wait_for_nodes()
+        self.cluster.add(name, **resources)
 
     def remove(self, name: str) -> None:
-        self.cluster.remove_node(self.by_name.pop(name))
-
-
-class _env:
-    """Variables set while a node starts (its raylet, and so its workers, inherit them)."""
-
-    def __init__(self, **values: str) -> None:
-        self.values = values
-        self.saved: dict[str, str | None] = {}
-
-    def __enter__(self) -> None:
-        for key, value in self.values.items():
-            self.saved[key] = os.environ.get(key)
-            os.environ[key] = value
-
-    def __exit__(self, *_: Any) -> None:
-        for key, value in self.saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        """The node's machine gone: every process of it killed at once."""
+        self.cluster.kill(name)
 
 
 @pytest.fixture(scope="module")
@@ -87,26 +134,17 @@ def nodes() -> Iterator[Nodes]:
     if NO_RAY:
         pytest.skip(NO_RAY)
     token = secrets.token_hex(16)
-    temp = tempfile.mkdtemp(prefix="rt")  # short: Ray's sockets live under it
-    os.mkdir(f"{temp}/ray")  # where Ray writes the address of the cluster this machine last started
-    # TMPDIR: the actors' node-local directory (the shipped bundle) goes with the cluster's own files.
-    with _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, ROOST_TEST_NODE="head", TMPDIR=temp):
-        reset_auth_token_state()  # Ray read its auth settings at import: this process joins with the token
-        started = time.monotonic()
-        cluster = None
-        try:
-            cluster = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False,
-                                                                    "temp_dir": temp})
-            found = Nodes(cluster, token)
-            found.add("a", gpu_box=1)
-            found.add("b")
-            print(f"cluster of 3 nodes up in {time.monotonic() - started:.1f}s")
-            yield found
-        finally:
-            if cluster is not None:
-                cluster.shutdown()
-            shutil.rmtree(temp, ignore_errors=True)
-    reset_auth_token_state()
+    started = time.monotonic()
+    cluster = Cluster(token)
+    try:
+        cluster.start_head(cpus=0)
+        found = Nodes(cluster, token)
+        found.add("a", gpu_box=1)
+        found.add("b")
+        print(f"cluster of 3 nodes up in {time.monotonic() - started:.1f}s")
+        yield found
+    finally:
+        cluster.shutdown()
 
 
 def _config(nodes: Nodes, extra: str = "") -> str:
@@ -306,16 +344,9 @@ def test_a_node_lost_mid_turn_fails_the_job_in_rays_words_and_a_message_resumes_
 
 
 def test_a_cluster_without_token_auth_is_refused_unless_the_host_says_insecure(start, tmp_path):
-    temp = tempfile.mkdtemp(prefix="rt")
-    os.mkdir(f"{temp}/ray")
+    open_cluster = Cluster(token=None)
     try:
-        with _env(RAY_AUTH_MODE="disabled", ROOST_TEST_NODE="open", TMPDIR=temp):
-            open_cluster = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 1,
-                                                                         "include_dashboard": False, "temp_dir": temp})
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
-    try:
+        open_cluster.start_head(cpus=1)
         daemon = start(f'[hosts.open]\nkind = "ray"\naddress = "{open_cluster.address}"\ntoken_env = "{TOKEN_VAR}"\n'
                        'num_cpus = 0.1\n\n'
                        f'[hosts.trusted]\nkind = "ray"\naddress = "{open_cluster.address}"\ninsecure = true\n'
@@ -325,10 +356,9 @@ def test_a_cluster_without_token_auth_is_refused_unless_the_host_says_insecure(s
         assert "requires no auth token" in reason and "insecure = true" in reason, reason
         trusted = daemon.spawn(f"say trusted\n{ECHO_NODE}", host="trusted", cwd=str(tmp_path))
         assert daemon.wait_state(trusted, *FINISHED, timeout=60)["state"] == "idle"
-        assert node_of(daemon, trusted) == "open"
+        assert node_of(daemon, trusted) == "head"
     finally:
         open_cluster.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_ray_host_config_is_strict_and_names_its_token():
@@ -426,3 +456,52 @@ def test_a_spawns_resources_are_checked_at_the_door(daemon_factory, tmp_path):
         with pytest.raises(ClientError) as info:
             daemon.spawn("say hi", host="c", cwd=str(tmp_path), **bad)
         assert info.value.code == "bad_args" and words in info.value.message, info.value.message
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_ray_turn_goes_on_across_a_daemon_restart_whole_and_once(start, tmp_path, how):
+    """The relay to the actor runs under a shim on this machine: a new daemon re-adopts it as it does a
+    local worker, and the turn held on the node ends once, on the same relay and the same worker."""
+    daemon = start()
+    job = daemon.spawn(f"{ECHO_NODE}\nwait-for ray-gate\nsay after the gate", host="ray", cwd=str(tmp_path))
+    daemon.wait_state(job, "working", timeout=60)
+    daemon.at_gate(job, "ray-gate", timeout=60)
+    relay = daemon.show(job)["pid"]
+    workers = worker_procs(job)
+    assert relay and workers
+    if how == "SIGKILL":
+        daemon.kill()
+    else:
+        daemon.stop(keep_workers=True)
+    daemon.start()
+    row = daemon.show(job)
+    assert row["state"] == "working" and row["pid"] == relay, (row["state"], row["reason"])
+    for gates in (tmp_path, Path(daemon.env["ROOST_GATES"])):  # the agent's gates: its own dir, or the daemon's
+        gates.mkdir(parents=True, exist_ok=True)
+        (gates / "ray-gate").touch()
+    row = daemon.wait_state(job, *FINISHED, timeout=60)
+    assert row["state"] == "idle" and row["pid"] == relay, row
+    texts = daemon.texts(job)
+    assert texts.count("after the gate") == 1, texts
+    assert [e["kind"] for e in daemon.timeline(job)].count("turn_end") == 1
+    assert worker_procs(job) == workers  # the same worker on its node, not a second
+    assert daemon.call("send", job=job, text="say next")["outcome"] == "delivered"
+    daemon.wait_for(lambda: "next" in daemon.texts(job), timeout=30, what="the next turn on the same worker")
+
+
+def test_roost_stop_with_no_daemon_ends_a_ray_jobs_worker_on_its_node(start, tmp_path):
+    """``roost stop`` while no daemon runs reaches a Ray job: its relay's shim is on record here, the
+    relay's SIGTERM ends the worker on its node through the actor; the next daemon records it stopped."""
+    daemon = start()
+    job = daemon.spawn("wait-for never", host="ray", cwd=str(tmp_path))
+    daemon.at_gate(job, "never", timeout=60)
+    daemon.wait_for(lambda: worker_procs(job), what="the worker on its node")
+    relay = daemon.show(job)["pid"]
+    daemon.kill()
+    done = subprocess.run([sys.executable, "-m", "roost.cli", "stop", job], env=daemon.env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and f"ended its worker (pid {relay})" in done.stdout, done.stdout + done.stderr
+    daemon.wait_for(lambda: not worker_procs(job), timeout=20, what="the worker on its node to end")
+    daemon.start()
+    row = daemon.wait_state(job, "stopped", timeout=30)
+    assert row["reason"] == "stopped by a person while no daemon ran (roost stop)" and row["pid"] is None

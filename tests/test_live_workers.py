@@ -161,9 +161,32 @@ async def test_a_parent_closed_for_room_is_woken_by_its_childs_report(rig: Rig) 
     assert rig.worker(parent).prompts[-1][1].startswith("<roost-report")
 
 
+async def test_a_parent_closed_for_room_is_still_woken_by_its_childs_report_after_a_restart(
+        rig: Rig, tmp_path: Path) -> None:
+    """The run queue's memory of which workers it closed for room goes with the daemon; the next one
+    finds them again from their ``closed`` entries, so the child's report still wakes its parent."""
+    rig.config = replace(CFG, max_live_workers=2)
+    parent = await rig.spawn("parent")
+    child = await rig.spawn("child", caller=parent)
+    await rig.sup.set_pinned(child, True)  # so the parent is the one the cap closes
+    rig.worker(child).end_turn("waiting", "which one?")  # it stays waiting across the restart
+    await rig.settle()
+    rig.worker(parent).end_turn()
+    await rig.settle()
+    other = await rig.spawn("someone else")
+    await rig.settle()
+    assert parent in rig.sup.engine.queue.closed_for_room and rig.state(child) == "waiting"
+    rig.sup.engine.cancel_tasks()
+    rig.store.close()
+    again = Rig(tmp_path, rig.config)
+    assert again.sup.engine.queue.closed_for_room == {parent}, "nor the other, whose worker went with the daemon"
+    assert other not in again.sup.engine.queue.closed_for_room
+
+
 async def test_a_chain_deeper_than_the_cap_goes_to_its_end(rig: Rig) -> None:
-    """Each job spawned under the last, all at once: every parent has a child waiting for a place,
-    so only closing parents whose children still run lets the chain go on."""
+    """Each job spawned under the last, all at once, each in its first turn: a parent in a turn
+    whose child still runs waits for it and holds no place (``holds_place``), and one whose turn
+    ended is closed for room, so the chain goes on; what the cap counts never passes it."""
     rig.config = replace(CFG, max_depth=20)
     chain = [await rig.spawn("level 0")]
     for level in range(1, 10):
@@ -171,7 +194,7 @@ async def test_a_chain_deeper_than_the_cap_goes_to_its_end(rig: Rig) -> None:
     most = 0
     for _ in range(100):  # each round, every turn in flight ends (a woken parent's report turn too)
         eng = rig.sup.engine
-        most = max(most, len(eng.slots))
+        most = max(most, eng.queue.live_count())
         in_turn = [j for j, slot in eng.slots.items() if slot.turn is not None]
         if not in_turn:
             break
@@ -197,7 +220,32 @@ def test_three_hundred_children_run_within_a_cap_of_eight(daemon_factory) -> Non
         return len(kids) == 300 and all(k["state"] == "idle" for k in kids)
 
     daemon.wait_for(settled, timeout=240, what="300 children to have run")
-    assert most <= 8 and daemon.call("status")["workers"] <= 8
+    # Eight children, and the parent while its turn spawns them (in a turn with children running,
+    # it holds no place: holds_place); once its turn ended it counts again.
+    assert most <= 9 and daemon.call("status")["workers"] <= 8
     assert all(daemon.texts(k["id"]) == ["hi"] for k in daemon.children(parent)[::30])
     closed = [e for e in daemon.call("logs", job=daemon.children(parent)[0]["id"])["entries"] if e["kind"] == "closed"]
     assert closed and closed[0]["data"]["reason"] == "closed for room: max_live_workers = 8"
+
+
+#: A tree four levels deep, two wide: the root and each middle job spawn two children and wait for
+#: them in their turn (``wait-children``); the eight leaves say a word and report done.
+TREE = ("spawn*2 spawn*2 spawn*2 say leaf;;;; report done leaf;; wait-children;; report done l2; "
+        "wait-children; report done l1\nwait-children\nreport done root")
+
+
+def test_a_tree_of_parents_waiting_in_their_turns_deeper_and_wider_than_the_cap_finishes(daemon_factory) -> None:
+    """Seven parents wait for their children in a turn (they cannot be closed) under a cap of three:
+    were they counted, the leaves would wait for a place for good with every run slot free."""
+    daemon = daemon_factory("max_live_workers = 3\nspare_workers = 0\nmax_depth = 5\n")
+    root = daemon.spawn(TREE, title="tree")
+    daemon.wait_state(root, "done", timeout=90)
+    levels = [[root]]
+    for _ in range(3):
+        levels.append([k["id"] for j in levels[-1] for k in daemon.children(j)])
+    assert [len(level) for level in levels] == [1, 2, 4, 8]
+    for level, word in zip(levels, ["root", "l1", "l2", "leaf"]):
+        for job in level:
+            row = daemon.show(job)
+            assert row["state"] == "done" and row["last_text"] == word, row
+    assert all(daemon.texts(leaf) == ["leaf"] for leaf in levels[3])

@@ -50,3 +50,18 @@ def test_the_words() -> None:
 def test_a_reflog_longer_than_roost_reads_keeps_it() -> None:
     long = decide(WorktreeFacts(exists=True, reflog_over=True))
     assert long.action == "keep" and "reflog" in long.why
+
+
+def test_a_nested_repository_or_a_tree_too_big_to_look_through_keeps_the_worktree() -> None:
+    nested = decide(WorktreeFacts(exists=True, nested=("vendor/a/", "vendor/b/")))
+    assert nested.action == "keep" and nested.why.startswith("it has 2 nested git repositories (vendor/a/, vendor/b/)")
+    one = decide(WorktreeFacts(exists=True, nested=("lib/",)))
+    assert one.why.startswith("it has 1 nested git repository (lib/)")
+    unchecked = decide(WorktreeFacts(exists=True, nested_unchecked=True))
+    assert unchecked.action == "keep" and "more than roost looks through" in unchecked.why
+
+
+def test_ignored_files_the_job_made_keep_the_worktree_and_say_the_key() -> None:
+    kept = decide(WorktreeFacts(exists=True, ignored=("out/", "model.bin")))
+    assert kept.action == "keep" and "2 ignored files (out/, model.bin) the job made" in kept.why
+    assert "keep_ignored = true" in kept.why

@@ -21,12 +21,11 @@ from roost.client import ClientError
 from roost.config import ConfigError, parse_config
 from roost import paths as paths_mod
 from roost.daemon.processes.spare import BACKOFF_MAX, ROOM, ROOM_VAR, Spares, backoff, bind_frame
-from roost.rules.egress import Policy
 from roost.drivers.base import Launch
 from roost.models import Job
 from roost.proctree import MARK_VAR, WorkerTree, read_proc
 
-from conftest import DaemonHarness, agent_of
+from conftest import DaemonHarness
 from test_hosts import pytestmark as NEEDS_SSHD
 from test_hosts import sshd  # noqa: F401 (the module's server fixture)
 
@@ -95,14 +94,13 @@ def test_the_bound_worker_is_the_job_s_in_everything(daemon: DaemonHarness, tmp_
                        cwd=str(work))
     row = daemon.wait_state(job, "idle")
     assert row["pid"] == spare
-    assert os.readlink(f"/proc/{agent_of(spare)}/cwd") == str(work)
+    assert os.readlink(f"/proc/{spare}/cwd") == str(work)
     assert daemon.texts(job)[:3] == ["one", str(work), job]
-    env = environ(agent_of(spare))  # what /proc shows, as for a fresh worker
+    env = environ(spare)  # what /proc shows, as for a fresh worker
     assert env["ROOST_JOB_ID"] == job and len(env["ROOST_TOKEN"]) == 32
     assert env["ROOST_SOCKET"] == str(daemon.paths.socket) and ROOM_VAR not in env
-    own = ("ROOST_", "PWD")  # bwrap (the spare's network walls) sets PWD to where it started
-    assert {k: v for k, v in env.items() if not k.startswith(own)} == \
-        {k: v for k, v in daemon.env.items() if not k.startswith(own)}
+    assert {k: v for k, v in env.items() if not k.startswith("ROOST_")} == \
+        {k: v for k, v in daemon.env.items() if not k.startswith("ROOST_")}
     # Its tool calls are the job's: the child is its child, and the token proves the job.
     kids = daemon.children(job)
     assert len(kids) == 1 and daemon.wait_state(kids[0]["id"], "done")["parent"] == job
@@ -122,7 +120,7 @@ def test_the_bound_worker_is_the_job_s_in_everything(daemon: DaemonHarness, tmp_
     second = ready_spare(daemon, other_than=spare)
     daemon.call("send", job=job, text="recall")
     row = daemon.wait_row(job, lambda r: r["state"] == "idle" and r["last_text"].startswith("earlier"))
-    assert row["pid"] == second and os.readlink(f"/proc/{agent_of(second)}/cwd") == str(work)
+    assert row["pid"] == second and os.readlink(f"/proc/{second}/cwd") == str(work)
     assert "say one" in row["last_text"]
     log = daemon.paths.job_log(job).read_text()
     assert "skipped 1 unreadable line" in log and str(session) in log
@@ -234,10 +232,10 @@ def test_a_daemon_whose_environment_names_a_job_still_binds_each_job_as_itself(r
     daemon.start()
     try:
         spare = ready_spare(daemon)
-        assert "ROOST_JOB_ID" not in environ(agent_of(spare))
+        assert "ROOST_JOB_ID" not in environ(spare)
         job = daemon.spawn("run sh -c 'echo $ROOST_JOB_ID'")
         row = daemon.wait_state(job, "idle")
-        assert row["pid"] == spare and row["last_text"] == job and environ(agent_of(spare))["ROOST_JOB_ID"] == job
+        assert row["pid"] == spare and row["last_text"] == job and environ(spare)["ROOST_JOB_ID"] == job
     finally:
         daemon.stop()
 
@@ -310,14 +308,10 @@ def test_which_jobs_a_spare_serves(roost_home: Path):
     builtin = config.driver("builtin")
     assert pool.key == ("builtin", builtin.options)
     local = Job(id="j1", title="t", driver="builtin", cwd="/")
-    none = Policy(chain=((),))  # the built-in agent's default: allow, with no provider and no list
-    assert pool.serves(local, builtin, none) and pool.serves(local, config.driver("mine"), none), "alike profiles share it"
-    assert not pool.serves(local, config.driver("sh"), none)
-    assert not pool.serves(Job(id="j2", title="t", driver="builtin", cwd="/", host="h"), builtin, none)
-    assert not pool.serves(Job(id="j3", title="t", driver="builtin", cwd="/", worktree="/w"), builtin, none)
-    # a spare has no network (walled), or all of it (no bubblewrap): it serves a job that has the same
-    opened = Policy(chain=(("x.org",),))
-    assert pool.serves(local, builtin, opened) is False and pool.serves(local, builtin, Policy(mode="all")) is not pool.walled
+    assert pool.serves(local, builtin) and pool.serves(local, config.driver("mine")), "alike profiles share it"
+    assert not pool.serves(local, config.driver("sh"))
+    assert not pool.serves(Job(id="j2", title="t", driver="builtin", cwd="/", host="h"), builtin)
+    assert not pool.serves(Job(id="j3", title="t", driver="builtin", cwd="/", worktree="/w"), builtin)
     off = parse_config("spare_workers = 0\n", "t.toml")
     assert Spares(paths_mod.resolve(), lambda: off)._plan().key is None
 

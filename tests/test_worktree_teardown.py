@@ -175,3 +175,37 @@ async def test_a_setup_mark_caught_half_written_keeps_every_untracked_file(
               base="main", branch="w")
     seen = await look(job)
     assert seen.facts.untracked == ("notes.txt",) and seen.copies == ()
+
+
+def test_a_nested_repository_under_an_ignored_path_keeps_the_worktree_and_its_commit(
+        daemon: DaemonHarness, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "ignoring", {"README": "hello\n", ".gitignore": "vendor/\n"})
+    row = spawn_in(daemon, repo, "run mkdir -p vendor/lib && cd vendor/lib && git init -q && "
+                                 "git -c user.name=a -c user.email=a@b commit -q --allow-empty -m 'only here'")
+    path = Path(row["worktree"])
+    commit = git(path / "vendor" / "lib", "rev-parse", "HEAD").strip()
+    assert git(path, "status", "--porcelain") == ""  # git's status shows nothing to lose
+    daemon.call("archive", job=row["id"])
+    kept = settled(daemon, row["id"])[0]
+    assert kept.startswith(f"kept its worktree {path}: it has 1 nested git repository (vendor/lib/)"), kept
+    assert git(path / "vendor" / "lib", "cat-file", "-t", commit) == "commit\n"
+    assert daemon.show(row["id"])["worktree"] == str(path)
+
+
+def test_ignored_files_the_job_made_keep_the_worktree_when_its_profile_says_keep_ignored(
+        daemon_factory: Callable[[str], DaemonHarness], tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "ignoring", {"README": "hello\n", ".gitignore": "out/\ncache/\n"})
+    daemon = daemon_factory('[worktree]\nsetup = ["mkdir -p cache && echo warm > cache/deps"]\n\n'
+                            '[drivers.keeper]\nkind = "builtin"\nkeep_ignored = true\n')
+    made = spawn_in(daemon, repo, "run mkdir -p out && echo result > out/model.bin", driver="keeper")
+    setup_only = spawn_in(daemon, repo, "say nothing of mine is ignored", driver="keeper")
+    plain = spawn_in(daemon, repo, "run mkdir -p out && echo result > out/model.bin")  # no keep_ignored
+    for row in (made, setup_only, plain):
+        daemon.call("archive", job=row["id"])
+    kept = settled(daemon, made["id"])[0]
+    assert kept.startswith(f"kept its worktree {made['worktree']}: it has 1 ignored file (out/) the job made, "
+                           "and its driver says keep_ignored = true"), kept
+    assert (Path(made["worktree"]) / "out" / "model.bin").read_text() == "result\n"
+    for row in (setup_only, plain):  # what setup made is not the job's; without the key git's removal goes on
+        assert settled(daemon, row["id"])[0].startswith("removed its worktree")
+        assert not Path(row["worktree"]).exists()

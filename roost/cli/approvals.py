@@ -75,10 +75,16 @@ def deny(ctx: Ctx, ident: str, reason: str) -> None:
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="The pending approvals as JSON.")
+@click.option("--full", "full", metavar="ID", help="Print one pending approval's whole request, nothing cut "
+                                                   "(ID: an approval id, or a job with one pending).")
 @pass_ctx
-def approvals(ctx: Ctx, as_json: bool) -> None:
-    """List every pending approval: its id, its job, exactly what would run, how long it has waited."""
+def approvals(ctx: Ctx, as_json: bool, full: str | None) -> None:
+    """List every pending approval: its id, its job, exactly what would run (saying how much of a long
+    one is hidden), how long it has waited; --full ID prints one whole."""
     with ctx.client() as client, errors():
+        if full is not None:
+            click.echo(client.approval_text(resolve(client, full)), nl=False)
+            return
         pending = list(client.pending_approvals())
     if as_json:
         click.echo(json.dumps(pending, indent=2))

@@ -77,12 +77,41 @@ def _stop(paths: paths_mod.Paths, close_all: bool) -> int | None:
             pid = int(client.call("status")["pid"])
             client.call("shutdown", **({"all": True} if close_all else {}))
     except ClientError as exc:
-        if exc.code != UNREACHABLE:
+        if exc.code == "busy" and not close_all:  # a full daemon still stops: SIGTERM does what shutdown does
+            pid = _signal_stop(paths, exc.message)
+        elif exc.code != UNREACHABLE:
             fail(exc.message)
-        return None
+        else:
+            return None
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and paths.socket.exists():
         time.sleep(0.05)
+    return pid
+
+
+def _signal_stop(paths: paths_mod.Paths, busy: str) -> int:
+    """Stop the daemon that holds the lock with SIGTERM (its workers run on, as with ``shutdown``):
+    its pid. Only when it is too busy to take a connection (``busy``)."""
+    import fcntl
+    import os
+    import signal
+
+    try:
+        fd = os.open(paths.lock, os.O_RDONLY)
+    except OSError:
+        fail(busy)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fail(busy)  # nobody holds the lock, so no daemon to signal
+        except BlockingIOError:
+            pid = int(os.read(fd, 32).decode(errors="replace").strip() or 0)
+    finally:
+        os.close(fd)
+    if pid <= 0:
+        fail(busy)
+    say(f"the daemon is busy ({busy}); stopping it with SIGTERM (pid {pid})")
+    os.kill(pid, signal.SIGTERM)
     return pid
 
 
@@ -118,6 +147,8 @@ def daemon_status(acknowledge: bool) -> None:
         ready, retry = len(spares.get("ready") or ()), spares.get("retry_in")
         say(f"spare workers: {ready} of {spares['wanted']} ready"
             + (f"; they kept dying ({spares.get('failures')} times), next try in {retry:g}s" if retry else ""))
+    if st.get("sandbox"):
+        say(st["sandbox"]["words"])
     if st.get("config_error"):
         say(f"config not reloaded: {st['config_error']}")
     if st.get("store_notice"):

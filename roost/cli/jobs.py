@@ -30,6 +30,9 @@ from roost.models import record_json
 
 @click.option("--allow", "allow_rules", multiple=True, metavar="RULE",
               help="A request it may make without asking: TOOL or TOOL:PATTERN, e.g. 'shell:git status*' (repeatable).")
+@click.option("--isolation", type=click.Choice(["sandbox", "sandbox!", "none"]),
+              help="Its walls: a sandbox where the machine has one, a sandbox or no job (sandbox!), or none "
+                   "(default: the driver's, else sandbox; never looser than its parent's). docs/isolation.md.")
 @click.option("--budget-usd", type=click.FloatRange(min=0), help="A cap in dollars on its whole tree.")
 @click.option("--budget-tokens", type=click.IntRange(min=0), help="A cap in tokens on its whole tree.")
 @click.option("--num-cpus", type=click.FloatRange(min=0), help="On a Ray host: the CPUs its actor holds.")
@@ -42,8 +45,8 @@ from roost.models import record_json
 def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, title: str | None,
           lifetime: str | None, labels: tuple[str, ...], worktree: bool | None, branch: str | None,
           base: str | None, host: str | None, approvals: str | None, allow_rules: tuple[str, ...],
-          budget_usd: float | None, budget_tokens: int | None, num_cpus: float | None, resources: tuple[str, ...],
-          prompt: str) -> None:
+          isolation: str | None, budget_usd: float | None, budget_tokens: int | None, num_cpus: float | None,
+          resources: tuple[str, ...], prompt: str) -> None:
     """Start a job on PROMPT and print its id."""
     needs = {}
     for item in resources:
@@ -65,7 +68,7 @@ def spawn(ctx: Ctx, parent: str | None, driver: str | None, cwd: str | None, tit
                    cwd=cwd if remote else os.path.abspath(cwd or os.getcwd()), labels=label_map or None,
                    worktree=worktree, branch=branch, base=base, approvals=approvals,
                    **({"approval_rules": list(allow_rules)} if allow_rules else {}),
-                   **{k: v for k, v in (("budget_usd", budget_usd), ("budget_tokens", budget_tokens),
+                   **{k: v for k, v in (("budget_usd", budget_usd), ("budget_tokens", budget_tokens), ("isolation", isolation),
                                         ("num_cpus", num_cpus), ("resources", needs or None)) if v is not None})
     say(row["id"])
 

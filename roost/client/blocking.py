@@ -178,6 +178,15 @@ class Client:
             for entry in row.get("approvals") or ():
                 yield {**entry, "job": row["id"], "title": row.get("title", "")}
 
+    def approval_text(self, approval: str) -> str:
+        """A pending approval's whole request as a person reads it, every page of it."""
+        pages, offset = [], 0
+        while offset is not None:
+            page = self.call("approval_text", approval=approval, offset=offset)
+            pages.append(str(page["text"]))
+            offset = page["next"]
+        return "".join(pages)
+
     def close(self) -> None:
         self._sock.close()
 

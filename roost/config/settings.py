@@ -23,6 +23,7 @@ from roost.config.values import (
 from roost.models import LIFETIMES
 from roost.rules import egress
 from roost.rules.approvals import MODES as APPROVAL_MODES, RuleError, parse_rules
+from roost.sandbox.walls import DEFAULT_HIDE, LEVELS as ISOLATION_LEVELS
 
 DRIVER_KINDS = ("builtin", "pi", "command", "claude", "codex")
 #: Codex's own names for its sandbox modes and approval policies (``[drivers.codex]``).
@@ -90,13 +91,18 @@ class DriverProfile:
     #: ``allow`` with its provider hosts only; ``allow`` adds hosts to those.
     network: str | None = None
     allow: tuple[str, ...] = ()
+    #: An archive keeps its jobs' worktrees when they hold ignored files the job made (docs/worktrees.md).
+    keep_ignored: bool = False
+    #: Its jobs' walls unless a spawn says (None: "sandbox"; docs/isolation.md).
+    isolation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "lifetime": self.lifetime, "options": _thaw(self.options),
+                "isolation": self.isolation,
                 "worktree": self.worktree, "host": self.host, "approvals": self.approvals,
                 "approval_rules": list(self.approval_rules), "budget_usd": self.budget_usd,
                 "budget_tokens": self.budget_tokens, "num_cpus": self.num_cpus, "resources": dict(self.resources),
-                "network": self.network, "allow": list(self.allow)}
+                "keep_ignored": self.keep_ignored, "network": self.network, "allow": list(self.allow)}
 
 
 @dataclass(frozen=True)
@@ -198,6 +204,17 @@ class Config:
     max_live_workers: int = 16
     spare_workers: int = 1
     max_depth: int = 4
+    #: The most connections one job holds at once (said hello as it); one more is refused at hello.
+    max_connections_per_job: int = 32
+    #: Seconds a connection that said hello may sit with no request running and no subscription
+    #: before the daemon closes it (0: never).
+    connection_idle_close: float = 900.0
+
+    #: Quotas (roost/rules/quotas.py; 0: no cap): jobs in one tree, spawns into one tree a minute,
+    #: and bytes of one job's output its timeline keeps (past it the oldest output goes).
+    max_tree_jobs: int = 500
+    max_spawns_per_minute: int = 120
+    max_timeline_bytes: int = 128 * 1024 * 1024
     #: How long an SSH host's link may stay down, retried with back-off, before its jobs fail.
     host_lost_after: float = 300.0
     #: Seconds an approval waits for a person before it is denied (0: it waits for ever).
@@ -223,6 +240,15 @@ class Config:
     budget_daily_usd: float | None = None
     #: ``[prices.MODEL]``: dollars per million tokens, for agents that report no cost.
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
+    #: Walls (docs/isolation.md): the bubblewrap program, what stays hidden beyond the defaults and
+    #: what of those is shown, variables kept besides each driver's own, per-job limits (0: none).
+    sandbox_bwrap: str = "bwrap"
+    sandbox_hide: tuple[str, ...] = DEFAULT_HIDE
+    sandbox_show: tuple[str, ...] = ()
+    sandbox_read: tuple[str, ...] = ()
+    sandbox_env: tuple[str, ...] = ()
+    sandbox_memory_mb: int = 4096
+    sandbox_processes: int = 1024
     hooks: HookSettings = HookSettings()
     worktree: WorktreeSettings = WorktreeSettings()
     drivers: Mapping[str, DriverProfile] = field(default_factory=_default_drivers)
@@ -292,6 +318,12 @@ _TOP: dict[str, Check] = {
     "max_live_workers": _integer(0),
     "spare_workers": _integer(0, SPARE_WORKERS_MAX),
     "max_depth": _integer(1),
+    "max_connections_per_job": _integer(1),
+    "connection_idle_close": _seconds(),
+
+    "max_tree_jobs": _integer(0),
+    "max_spawns_per_minute": _integer(0),
+    "max_timeline_bytes": _integer(0),
     "host_lost_after": _seconds(positive=True),
     "approval_timeout": _seconds(),
     "stall_after": _seconds(),
@@ -308,6 +340,13 @@ _TOP: dict[str, Check] = {
     "theme": _theme,
     "budget_daily_usd": _dollars,
     "prices": _prices,
+    "sandbox_bwrap": _string(nonempty=True),
+    "sandbox_hide": _string_list(),
+    "sandbox_show": _string_list(),
+    "sandbox_read": _string_list(),
+    "sandbox_env": _string_list(),
+    "sandbox_memory_mb": _integer(0),
+    "sandbox_processes": _integer(0),
 }
 
 _HOOK_KEYS: dict[str, Check] = {
@@ -346,8 +385,9 @@ def _allow_rules(value: Any) -> tuple[str, ...]:
 _COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(LIFETIMES), "worktree": _boolean,
                              "host": _string(nonempty=True), "approvals": _choice(APPROVAL_MODES),
                              "approval_rules": _allow_rules, "budget_usd": _dollars, "budget_tokens": _integer(0),
-                             "num_cpus": _amount, "resources": _resources,
-                             "network": _choice(egress.MODES), "allow": _host_patterns}
+                             "num_cpus": _amount, "resources": _resources, "keep_ignored": _boolean,
+                             "isolation": _choice(ISOLATION_LEVELS), "network": _choice(egress.MODES),
+                             "allow": _host_patterns}
 
 
 def _lost_after(value: Any) -> float:

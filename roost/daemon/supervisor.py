@@ -26,15 +26,20 @@ from roost.daemon.git.diffs import DiffCache
 from roost.daemon.engine.core import Engine
 from roost.daemon.processes.hooks import Hooks
 from roost.daemon.storage.index import JobIndex
-from roost.daemon.storage.recovery import recover
+from roost.daemon.storage.recovery import closed_for_room, recover
 from roost.daemon.storage.search import SearchError
 from roost.daemon.processes.spare import Spares
 from roost.daemon.storage.store import Store
 from roost.daemon.engine import spend
+from roost.daemon.engine import spawn as spawn_rules
+from roost.daemon.engine.slot import stoppable
 from roost.daemon.git import worktrees
-from roost.daemon.egress.proxies import Proxies
 from roost.daemon.processes.launch import WorkerFactory, adopt_factory, process_factory
+from roost.sandbox.probe import probe
+from roost.sandbox.walls import IsolationRefused, decide
 from roost.daemon.processes.remote_worker import remote_opener
+from roost.daemon.processes.shim_link import token_hash
+from roost.daemon.processes.shim_process import know_shim
 from roost.hosts import placement
 from roost.hosts.placement import place
 from roost.drivers import driver_for
@@ -78,14 +83,14 @@ class Supervisor:
         self.hooks = Hooks(config)
         #: Built-in workers started ahead (roost/daemon/processes/spare.py); none with a factory of fakes.
         self.spares = Spares(paths, config) if make_worker is None else None
-        #: Each live job's egress proxy (roost/daemon/egress/), its socket beside the control socket.
-        self.proxies = Proxies(paths.runtime_dir / "egress")
+        #: What this machine can build walls with (roost/sandbox/probe.py), found once at the start.
+        self.walls = probe(config().sandbox_bwrap)
         self.engine = Engine(store, self.index, self.publisher, config,
-                             make_worker or process_factory(paths, config, self.spares, self.proxies), clock, monotonic,
+                             make_worker or process_factory(paths, config, self.spares, self.walls), clock, monotonic,
                              hooks=self.hooks)
         self.publisher.counts_of = self.counts
         if make_worker is None:
-            self.engine.adopt_worker = adopt_factory(paths, config, self.proxies)
+            self.engine.adopt_worker = adopt_factory(paths, config)
         self.engine.prepare_host = self._prepare_host
         self._ended: list[Job] = []
         self._adopt: list[tuple[str, Any]] = []
@@ -115,12 +120,15 @@ class Supervisor:
         done = recover(self.store, self.index, self.clock, self.paths.state_dir)
         self._ended = done.ended
         self._adopt = done.adopt if self.engine.adopt_worker is not None else []
+        for job_id, record in self._adopt:  # their processes are their jobs' from the first hello on
+            know_shim(record.shim_pid, record.shim_start, job_id)
         runs = [int(turn["run"]) for job_id, _ in self._adopt
                 if (turn := (self.index.get(job_id).live or {}).get("turn"))]  # type: ignore[union-attr]
         if runs:  # a new turn's run token is never an adopted turn's
             self.engine.runs = itertools.count(max(runs) + 1)
         self.engine.inbox.update(self.store.pending_counts())
         self.engine.queue.spawns.extend(done.queued)
+        self.engine.queue.closed_for_room.update(closed_for_room(self.store, self.index))
 
     def start(self) -> None:
         """Once the event loop runs: tell parents about children the restart failed, deliver (or
@@ -191,10 +199,14 @@ class Supervisor:
         await self.hooks.close()
 
     def _keeps(self, job_id: str, slot: Any) -> bool:
-        """Whether a stopping daemon leaves this worker running for the next one to re-adopt."""
+        """Whether a stopping daemon leaves this worker running for the next one to re-adopt (a Ray
+        host's too: its relay runs under a shim here; not yet an SSH host's, written down nowhere here)."""
         job = self.index.get(job_id)
         launch = getattr(slot.worker, "launch", None)
-        return (job is not None and not job.host and not job.approvals and slot.phase.value == "ready"
+        process = getattr(slot.worker, "process", None)
+        return (job is not None and not (process is not None and process.remote)
+                and approval_rules.carried(job.approvals, (job.live or {}).get("adapter"))
+                and slot.phase.value == "ready"
                 and launch is not None and launch.adoptable and hasattr(slot.worker, "detach"))
 
     # -- spawning ------------------------------------------------------------------------------------
@@ -226,10 +238,18 @@ class Supervisor:
         if problem := labels_problem(labels):
             raise ProtocolError(ErrorCode.BAD_ARGS, f"spawn: {problem}")
         policy = _policy(args, profile, parent, caller)
+        try:
+            isolation, walls = decide(args.get("isolation"), profile.isolation,
+                                      parent.driver_opts.get("isolation") if parent else None, caller is not None,
+                                      self.walls.ok, self.walls.reason, bool(host))
+        except IsolationRefused as exc:
+            raise ProtocolError(ErrorCode.DRIVER, str(exc)) from None
         if not args["prompt"].strip():  # a turn on nothing: the agent would only guess
             raise ProtocolError(ErrorCode.BAD_ARGS, "spawn: the prompt is empty: say what the job is to do")
         check_prompt(args["prompt"])
         spend.check_spawn(self.engine, parent)  # a tree (or the day) past its budget takes no new jobs
+        if parent is not None:  # nor a tree past its quotas (asked again, and counted, in the mailbox)
+            spawn_rules.check_room(self.engine, parent)
         given = {k: args.get(k) for k in ("budget_usd", "budget_tokens")}  # else the driver's table's
         budget = spend.budget_args("spawn", profile.budget_usd if given["budget_usd"] is None else given["budget_usd"],
                                    profile.budget_tokens if given["budget_tokens"] is None else given["budget_tokens"])
@@ -237,8 +257,8 @@ class Supervisor:
         job = Job(id=self.new_id(), title=args.get("title") or _title_from(args["prompt"]), driver=driver_name,
                   cwd=cwd, host=host, parent=parent.id if parent else None, state=State.QUEUED,
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
-                  driver_opts={**profile.to_dict(), **placement.spawn_resources(args, profile),
-                               "egress": _egress(profile, parent)}, approval_policy=policy)
+                  driver_opts={**profile.to_dict(), **placement.spawn_resources(args, profile), "isolation": isolation,
+                               "walls": walls, "egress": _egress(profile, parent)}, approval_policy=policy)
         await worktrees.prepare(job, args, profile, self.paths, config)
         try:
             await self._ask(job.id, m.Spawn(job, args["prompt"], caller or "person", budget))
@@ -281,6 +301,22 @@ class Supervisor:
             raise self.engine.approvals.refusal(approval)
         return await self._ask(job_id, m.AnswerApproval(approval, decision, reason, rule))
 
+    def approval_text(self, approval: str, offset: int) -> dict[str, Any]:
+        """One page of a pending approval's whole request, as the agent will run it (the record and
+        the rows keep it cut past WHAT_MAX): what a person reads before answering."""
+        job_id = self.engine.approvals.jobs.get(approval)
+        entry = next((a for a in self.index.require(job_id).approvals if a["id"] == approval), None) if job_id else None
+        if job_id is None or entry is None:
+            raise self.engine.approvals.refusal(approval)
+        slot = self.engine.slots.get(job_id)
+        whole = slot.whole.get(approval) if slot is not None else None
+        text = approval_rules.whole_text(entry["tool"], whole if whole is not None else entry["what"])
+        page = text[offset:offset + approval_rules.TEXT_PAGE]
+        after = offset + len(page)
+        return {"approval": approval, "job": job_id, "text": page, "offset": offset, "total": len(text),
+                "whole": whole is not None or approval_rules.is_whole(entry["what"]),
+                "next": after if after < len(text) else None}
+
     async def rename(self, job_id: str, title: str) -> dict[str, Any]:
         self.index.require(job_id)
         title = " ".join(title.split())
@@ -310,7 +346,7 @@ class Supervisor:
     async def stop(self, job_id: str, tree: bool, caller: str | None) -> dict[str, Any]:
         job = self.index.require(job_id)
         targets = [job, *self.index.descendants(job.id)] if tree else [job]
-        targets = [t for t in targets if t.stoppable()]
+        targets = [t for t in targets if stoppable(t, self.engine.slots.get(t.id))]
         # Each handler answers how many of the agent's own subagents its stop ends (None: not stopped).
         results = await asyncio.gather(*(self._ask(t.id, m.Stop(caller)) for t in targets))
         stopped = [t.id for t, ended in zip(targets, results) if ended is not None]
@@ -368,9 +404,9 @@ class Supervisor:
                              *(self._ask(j, m.Archive()) for j in archived))
         return {"archived": archived, "detached": detached}
 
-    async def detach(self, job_id: str) -> dict[str, Any]:
+    async def detach(self, job_id: str, caller: str | None = None) -> dict[str, Any]:
         self.index.require(job_id)
-        await self._ask(job_id, m.Detach())
+        await self._ask(job_id, m.Detach(caller))
         return self.index.row(job_id)
 
     # -- clients holding jobs open ----------------------------------------------------------------------
@@ -428,7 +464,7 @@ class Supervisor:
     def token_valid(self, job_id: str, token: str | None) -> bool:
         """Whether ``token`` proves a connection is that job's worker (tokens die with it)."""
         slot = self.engine.slots.get(job_id)
-        return slot is not None and bool(token) and secrets.compare_digest(slot.token, token or "")
+        return slot is not None and bool(token) and secrets.compare_digest(slot.token_hash, token_hash(token or ""))
 
     def counts(self) -> WorkCounts:
         """Working and queued jobs, subagents too, and the run slots used (roost/rules/counts.py)."""
@@ -437,7 +473,7 @@ class Supervisor:
     def status(self) -> dict[str, Any]:
         return {"jobs": len(self.index.jobs), "workers": len(self.engine.slots), "counts": self.counts().to_wire(),
                 "queued": self.engine.queue.queued_count(), "store_notice": self.store.notice(),
-                "spares": self.spares.status() if self.spares is not None else None}
+                "spares": self.spares.status() if self.spares is not None else None, "sandbox": self.walls.to_wire()}
 
 
 def _policy(args: dict[str, Any], profile: Any, parent: Job | None, caller: str | None) -> list[dict[str, Any]]:

@@ -2,9 +2,10 @@
 event (docs/protocols.md): the command line and its cwd, the path and the diff of an edit, the URL of
 a fetch, else the tool's input. Shared by the Claude Code and Codex adapters; pure functions.
 
-A ``what`` is bounded here, before it is a frame: each text is cut in the middle past WHAT_TEXT_MAX
-characters, saying how much was cut, so an approval event is never over the frame limit and a person
-still sees both ends of what will run (the daemon keeps less of it; roost/rules/approvals.py)."""
+A ``what`` is whole here: it is what the daemon's rules decide on, so nothing of it is cut (its
+bound is the agent's line it came in, at most MAX_FRAME; a longer request is denied unread,
+claude_stream.py ``oversize``). The daemon cuts only what it stores and shows
+(roost/rules/approvals.py ``bound_what``)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,12 @@ import difflib
 import json
 from typing import Any, Iterable, Mapping
 
-#: The most characters of one text of ``what`` an approval event carries (far below MAX_FRAME even
-#: escaped as JSON, with the few texts one carries).
-WHAT_TEXT_MAX = 16 * 1024
 #: The most characters of the model's own words for a request (its description, Codex's reason) an
 #: approval event carries, and of a denial's reason a steer gives Codex.
 WORDS_MAX = 2000
 
 
-def cut(text: str, limit: int = WHAT_TEXT_MAX) -> str:
+def cut(text: str, limit: int) -> str:
     """``text``, or its two ends with a note of how many characters between them were cut."""
     if len(text) <= limit:
         return text
@@ -52,45 +50,37 @@ def claude_what(tool: str, args: Mapping[str, Any], cwd: str) -> dict[str, Any]:
         return value if isinstance(value, str) else ""
 
     if tool == "Bash" and text("command"):
-        return bounded({"command": text("command"), "cwd": cwd})
+        return {"command": text("command"), "cwd": cwd}
     if tool == "Edit" and text("file_path"):
-        return bounded({"path": text("file_path"), "diff": edit_diff(text("file_path"),
-                                                                     [(text("old_string"), text("new_string"))])})
+        return {"path": text("file_path"),
+                "diff": edit_diff(text("file_path"), [(text("old_string"), text("new_string"))])}
     if tool == "MultiEdit" and text("file_path") and isinstance(args.get("edits"), list):
         pairs = [(str(e.get("old_string", "")), str(e.get("new_string", ""))) for e in args["edits"]
                  if isinstance(e, dict)]
-        return bounded({"path": text("file_path"), "diff": edit_diff(text("file_path"), pairs)})
+        return {"path": text("file_path"), "diff": edit_diff(text("file_path"), pairs)}
     if tool == "Write" and text("file_path"):
-        return bounded({"path": text("file_path"), "content": text("content")})
+        return {"path": text("file_path"), "content": text("content")}
     if tool == "WebFetch" and text("url"):
-        return bounded({"url": text("url")})
-    return bounded({"input": dict(args)})
+        return {"url": text("url")}
+    return {"input": dict(args)}
 
 
 def codex_file_what(changes: Any) -> dict[str, Any]:
-    """What a Codex file change will do: its path (the paths, one a line, for several) and the diff
-    of each (Codex's own, as ``item/started`` carried it for the change's item)."""
+    """What a Codex file change will do: every path it writes, one a line (a move's destination
+    too: a rule must match each), and the diff of each (Codex's own, as ``item/started`` carried it
+    for the change's item)."""
     items = [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
     if not items:
         return {"input": "a file change Codex did not describe"}
     paths = [str(c.get("path", "?")) for c in items]
+    moves = [str(c["kind"]["move_path"]) for c in items
+             if isinstance(c.get("kind"), dict) and c["kind"].get("move_path")]
     diff = "\n".join(f"--- {path} ({_kind(c.get('kind'))})\n{c.get('diff') or ''}".rstrip("\n")
                      for path, c in zip(paths, items))
-    return bounded({"path": "\n".join(paths), "diff": diff})
+    return {"path": "\n".join([*paths, *moves]), "diff": diff}
 
 
 def _kind(kind: Any) -> str:
-    return str(kind.get("type")) if isinstance(kind, dict) else str(kind or "update")
-
-
-def bounded(what: dict[str, Any]) -> dict[str, Any]:
-    """``what`` with each text cut to WHAT_TEXT_MAX; an ``input`` that is not a text is kept when its
-    JSON is that short, else replaced by its JSON, cut."""
-    out: dict[str, Any] = {}
-    for key, value in what.items():
-        if isinstance(value, str):
-            out[key] = cut(value)
-        else:
-            dumped = json.dumps(value, ensure_ascii=False, default=str)
-            out[key] = value if len(dumped) <= WHAT_TEXT_MAX else cut(dumped)
-    return out
+    if isinstance(kind, dict):
+        return str(kind.get("type")) + (f" to {kind['move_path']}" if kind.get("move_path") else "")
+    return str(kind or "update")

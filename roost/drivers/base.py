@@ -62,6 +62,9 @@ class Launch:
     #: Whether a later daemon may take the running worker over (its adapter keeps nothing in memory,
     #: or writes it down and restores it); the worker sets it from ``Adapter.survives_restart``.
     adoptable: bool = False
+    #: The agent's own state outside the job's tree that it writes (its config or session directory,
+    #: a session file): what a sandbox lets it write besides the tree (roost/sandbox/enclose.py).
+    writable: tuple[str, ...] = ()
 
 
 class Adapter:
@@ -167,8 +170,14 @@ class Driver:
     """One kind of agent runtime."""
 
     kind = ""
+    #: Openings of the names of variables its agent needs from the daemon's environment (its provider's
+    #: key and base URL): the rest stay out of a sandboxed worker's environment (roost/sandbox/walls.py).
+    env_prefixes: tuple[str, ...] = ()
     #: How long a worker may take to answer its first get_state.
     ready_timeout = 30.0
+    #: Whether its worker starts with the job's budget as its agent's own cap (Claude Code's
+    #: ``--max-budget-usd``): then a budget set later reaches it only by a restart of the worker.
+    caps_spend = False
 
     def check(self, options: Mapping[str, Any]) -> None:
         """Raise DriverError when this driver cannot run at all (say, its binary is missing),
@@ -220,6 +229,18 @@ def base_urls(options: Mapping[str, Any], defaults: Mapping[str, str] = MappingP
     env = {**os.environ, **(options.get("env") or {})}
     urls = [v for k, v in env.items() if k.endswith("_BASE_URL")]
     return urls + [url for name, url in defaults.items() if not env.get(name)]
+
+
+def own_file(path: str) -> str:
+    """``path`` made (empty, 0600, in a private directory) when missing: a session file its agent
+    appends to, which a sandbox can then let it write alone (``Launch.writable``)."""
+    from roost.paths import make_private_dir, open_private
+
+    target = Path(path)
+    if not target.exists():
+        make_private_dir(target.parent)
+        os.close(open_private(target))
+    return path
 
 
 def inherited_env(extra: Mapping[str, str]) -> dict[str, str]:

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from pathlib import Path
 
-from roost.drivers.base import JOB_VARS, Driver, Launch, LaunchContext, copy_session, inherited_env
+from roost.drivers.base import JOB_VARS, Driver, Launch, LaunchContext, copy_session, inherited_env, own_file
 from roost.models import Job
 
 
@@ -23,8 +23,9 @@ class BuiltinDriver(Driver):
     def launch(self, job: Job, ctx: LaunchContext) -> Launch:
         session = job.session or str(ctx.sessions_dir / f"{job.id}.jsonl")
         argv = [*PROGRAM, "--session", session]
+        writable = () if ctx.remote else (own_file(session),)
         return Launch(argv=argv, env=inherited_env(ctx.roost_env(job)), cwd=job.cwd, session=session,
-                      record=ctx.record(job))
+                      record=ctx.record(job), writable=writable)
 
     def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
         """The built-in agent has no fork of its own: the fork gets a copy of the session file."""

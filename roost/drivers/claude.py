@@ -18,8 +18,10 @@ INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
 
 
 class ClaudeDriver(Driver):
+    env_prefixes = ("ANTHROPIC_", "CLAUDE_", "AWS_BEARER_TOKEN_BEDROCK", "NODE_")
     kind = "claude"
     ready_timeout = 60.0
+    caps_spend = True
 
     def __init__(self) -> None:
         self._options: Mapping[str, Any] = {}
@@ -65,7 +67,8 @@ class ClaudeDriver(Driver):
         env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         # Each Bash command in the job's directory (a `cd` does not carry over, measured): the cwd its approval shows.
         env.setdefault("CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR", "1")
-        return Launch(argv=argv, env=env, cwd=cwd, session=session, record=ctx.record(job))
+        return Launch(argv=argv, env=env, cwd=cwd, session=session, record=ctx.record(job),
+                      writable=(self._config_dir,))
 
     def provider_urls(self, options: Mapping[str, Any]) -> list[str]:
         return base_urls(options, {"ANTHROPIC_BASE_URL": "https://api.anthropic.com"})

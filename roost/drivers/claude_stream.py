@@ -51,6 +51,9 @@ from roost.worker_protocol import Oversize, approval, approval_withdrawn, note, 
 OWN_ID = "roost-"
 #: The run of a turn Claude Code began by itself (no prompt of roost's carried a run token for it).
 OWN = object()
+#: How many permission requests pending a snapshot keeps (the daemon lets a job have 8 pending:
+#: roost/rules/approvals.py PENDING_MAX), each input whole up to SNAPSHOT_VALUE: 16 KB at most.
+PENDING_KEPT = 8
 #: What Claude Code hears of a permission request still pending when its turn is stopped.
 STOPPED = "the turn was stopped: nothing it asked runs"
 
@@ -61,8 +64,8 @@ class ClaudeAdapter(Adapter):
     It keeps the turn in flight (the run token of the prompt, or OWN for a turn Claude Code began
     itself) and ends it once, at the ``result`` frame. A permission request does not end it: it is an
     ``approval`` event, answered by the ``approval_answer`` that names it. What it knows survives a
-    restart of the daemon (``snapshot``), but for the permission requests pending: a job with one is
-    not re-adopted.
+    restart of the daemon (``snapshot``), the permission requests pending too (each input kept whole
+    up to SNAPSHOT_VALUE; a job with a bigger one pending is not re-adopted).
     """
 
     def __init__(self, session: str | None, cwd: str = "", config_dir: str = "",
@@ -102,13 +105,15 @@ class ClaudeAdapter(Adapter):
 
     # -- across a restart of the daemon ---------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
-        """The turn in flight, its tool calls and subagents, and the running totals spent; not the
-        daemon's own requests in flight (their askers went with it) nor pending permission requests."""
+        """The turn in flight, its tool calls and subagents, the running totals spent and the
+        permission requests pending (their inputs, to allow them as asked); not the daemon's own
+        requests in flight (their askers went with it)."""
         return {"session": self.session, "run": "own" if self.run is OWN else self.run,
                 "after_own": self.after_own, "aborting": self.aborting, "retries": self.retries,
                 "said": self.said, "notified": self.notified, "tasks": newest(self.tasks), "context": self.context,
                 "tools": {k: [name, kept(args)] for k, (name, args) in list(self.tools.items())[-SNAPSHOT_ENTRIES:]},
-                "subagents": self.subagents.snapshot(), "spend": self.spend.snapshot()}
+                "subagents": self.subagents.snapshot(), "spend": self.spend.snapshot(),
+                "pending": {k: kept(v) for k, v in list(self.pending.items())[-PENDING_KEPT:]}}
 
     def restore(self, state: dict[str, Any], run: Any = None) -> None:
         """As ``snapshot`` wrote it; ready (only a worker that answered is re-adopted)."""
@@ -122,6 +127,9 @@ class ClaudeAdapter(Adapter):
         self.context = {str(k): int(v) for k, v in (state.get("context") or {}).items()}
         self.tools = {str(k): (str(v[0]), v[1]) for k, v in (state.get("tools") or {}).items() if len(v) == 2}
         self.subagents.restore(state.get("subagents") or {})
+        #: A permission request kept whole is answered as before; one too big to keep is not restored
+        #: (the daemon does not re-adopt a job with one pending: rules/approvals.py ``carried``).
+        self.pending = {str(k): v for k, v in (state.get("pending") or {}).items() if isinstance(v, dict)}
         if "spend" in state:
             self.spend.restore(state["spend"])
 
@@ -179,8 +187,8 @@ class ClaudeAdapter(Adapter):
 
     def _abort(self, req_id: Any) -> bytes:
         """Stop what the agent does: deny what it still waits on (the daemon denies first; this is so
-        none is ever left pending), stop its subagents, and interrupt the turn in flight. With no turn,
-        answered at once."""
+        none is ever left pending), stop its subagents and the commands it runs in the background,
+        and interrupt the turn in flight. With no turn, answered at once."""
         denied = list(self.pending)
         out = b"".join(self._verdict(wid, False, STOPPED) for wid in denied)
         for wid in denied:
@@ -253,6 +261,13 @@ class ClaudeAdapter(Adapter):
                          f"retry {frame.get('attempt')} of {frame.get('max_retries')} "
                          f"in {int(frame.get('retry_delay_ms') or 0) / 1000:.1f} s"),
                     limits.claude_retry(frame, time.time())]
+        elif subtype == "task_started" and frame.get("tool_use_id") and frame.get("task_type") == "local_bash":
+            ident = str(frame["tool_use_id"])  # a command in the background of this job, not a subagent
+            if frame.get("task_id"):  # what a stop asks Claude Code to end (stop_task)
+                self.tasks[ident] = str(frame["task_id"])
+            call = self.tools.get(ident, ("", None))[1]
+            command = call.get("command") if isinstance(call, dict) else None
+            return self.subagents.start_command(ident, str(command or frame.get("description") or "a command"))
         elif subtype == "task_started" and frame.get("tool_use_id"):
             if frame.get("task_id"):
                 self.tasks[str(frame["tool_use_id"])] = str(frame["task_id"])
@@ -263,6 +278,9 @@ class ClaudeAdapter(Adapter):
                 return []
             self.tasks.pop(str(frame["tool_use_id"]), None)
             status = frame.get("status")
+            if str(frame["tool_use_id"]) in self.subagents.commands:
+                return self.subagents.end_command(str(frame["tool_use_id"]), str(status or ""),
+                                                  str(frame.get("summary") or ""))
             return self.subagents.finish(str(frame["tool_use_id"]), str(frame.get("summary") or ""),
                                          error=status != "completed", stopped=status == "stopped")
         return []

@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping
 
 from roost.drivers import limits
 from roost.drivers.usage import codex_call
-from roost.drivers.approvals import bounded, codex_file_what, words
+from roost.drivers.approvals import codex_file_what, words
 from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, base_urls, existing_cwd, find_agent_program,
                                 inherited_env, line_field)
 from roost.drivers.mcp import MCP_NAME, mcp_config
@@ -70,6 +70,7 @@ def thread_params(job: Job, ctx: LaunchContext) -> dict[str, Any]:
 
 
 class CodexDriver(Driver):
+    env_prefixes = ("OPENAI_", "CODEX_", "NODE_")
     kind = "codex"
     ready_timeout = 60.0
 
@@ -92,7 +93,7 @@ class CodexDriver(Driver):
         argv = [program, "app-server", *NETWORK_ARGS, *map(str, options.get("args") or ())]
         env = inherited_env({"CODEX_HOME": home, **extra_env, **ctx.roost_env(job)})
         self._params = thread_params(job, ctx)
-        return Launch(argv=argv, env=env, cwd=cwd, session=job.session, record=ctx.record(job))
+        return Launch(argv=argv, env=env, cwd=cwd, session=job.session, record=ctx.record(job), writable=(home,))
 
     def provider_urls(self, options: Mapping[str, Any]) -> list[str]:
         """OpenAI's API, OPENAI_BASE_URL, and each ``base_url`` a ``-c model_providers...`` argument sets."""
@@ -298,13 +299,13 @@ class CodexAdapter(Adapter):
         wid = str(request_id)
         self.pending[wid] = (request_id, method)
         if method == "item/commandExecution/requestApproval":
-            tool, what = "exec_command", bounded({"command": str(params.get("command") or ""),
-                                                  "cwd": str(params.get("cwd") or self.params.get("cwd") or "")})
+            tool, what = "exec_command", {"command": str(params.get("command") or ""),
+                                          "cwd": str(params.get("cwd") or self.params.get("cwd") or "")}
         elif method == "item/fileChange/requestApproval":
             tool, what = "apply_patch", codex_file_what(self.changes.get(str(params.get("itemId"))))
         else:
             server = str(params.get("serverName") or "?")
-            tool, what = f"mcp__{server}", bounded({"input": {"server": server, "message": params.get("message")}})
+            tool, what = f"mcp__{server}", {"input": {"server": server, "message": params.get("message")}}
         return [approval(wid, tool, what, description=words(params.get("reason")))]
 
     def _on_item_started(self, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import sys
 from typing import Any, Mapping
 
 from roost.bounds import MAX_OUTPUT
-from roost.drivers.base import Driver, DriverError, Launch, LaunchContext, inherited_env
+from roost.drivers.base import Driver, DriverError, Launch, LaunchContext, inherited_env, own_file
 from roost.models import Job
 
 
@@ -48,4 +48,5 @@ class CommandDriver(Driver):
                 "max_output": options.get("max_output", MAX_OUTPUT)}
         argv = [sys.executable, "-m", "roost.programs.command_worker", "--session", session, "--spec", json.dumps(spec)]
         env = inherited_env({**(options.get("env") or {}), **ctx.roost_env(job)})
-        return Launch(argv=argv, env=env, cwd=job.cwd, session=session, record=ctx.record(job))
+        writable = () if ctx.remote else (own_file(session),)
+        return Launch(argv=argv, env=env, cwd=job.cwd, session=session, record=ctx.record(job), writable=writable)

@@ -56,6 +56,9 @@ PROVIDER_URLS = {"anthropic": "https://api.anthropic.com", "openai": "https://ap
 
 
 class PiDriver(Driver):
+    #: pi reaches many providers, each its own key (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, ...).
+    env_prefixes = ("PI_", "ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "GROQ_", "MISTRAL_", "XAI_",
+                    "OPENROUTER_", "CEREBRAS_", "NODE_")
     kind = "pi"
     ready_timeout = 60.0
 
@@ -101,7 +104,8 @@ class PiDriver(Driver):
         # is roost's: its agent dir, its transpile cache under TMPDIR.
         env = inherited_env({"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "TMPDIR": str(tmp_dir),
                              **extra_env, **ctx.roost_env(job)})
-        return Launch(argv=argv, env=env, cwd=job.cwd, session=job.session, record=ctx.record(job))
+        return Launch(argv=argv, env=env, cwd=job.cwd, session=job.session, record=ctx.record(job),
+                      writable=(str(agent_dir), str(tmp_dir), str(sessions)))
 
     def provider_urls(self, options: Mapping[str, Any]) -> list[str]:
         """The ``baseUrl`` of the profile's provider in pi's models.json (its agent dir), else that

@@ -4,7 +4,13 @@ stream says about them, as worker-protocol ``subagent`` events the daemon puts o
 Claude Code announces each with a ``task_started`` frame (the id of the call that started it, its
 description and prompt), streams its messages with that id as ``parent_tool_use_id``, and says how
 it ended with ``task_notification`` (``completed``, ``failed`` or ``stopped``); a subagent in the
-foreground also ends when its call returns."""
+foreground also ends when its call returns.
+
+A Bash command run in the background (``run_in_background``) is announced the same way, as a task of
+``task_type`` ``local_bash``: it is no subagent but a command running in the background of the job,
+and it is said as one, in ``background`` events (a note on the job's timeline when it starts and
+how it ended), never as a row of the subagent panel. It runs in Claude Code's process tree: a stop
+of the job (its abort, also between turns while one runs) or the worker's end ends it."""
 
 from __future__ import annotations
 
@@ -14,6 +20,15 @@ from roost.drivers.base import SNAPSHOT_ENTRIES, newest
 
 #: How much of a subagent's prompt, progress or result one event carries.
 TEXT_MAX = 4000
+#: How much of a background command a note quotes.
+COMMAND_MAX = 2000
+#: How a background command's end is said, by the status Claude Code gives it.
+_COMMAND_ENDS = {"completed": "ended", "failed": "failed", "stopped": "was stopped", "killed": "was stopped"}
+
+
+def background(ident: str, running: bool, message: str) -> dict[str, Any]:
+    """A ``background`` event: the command ``ident`` (the call that started it) runs, or has ended."""
+    return {"type": "background", "id": ident, "running": running, "message": message}
 
 
 def subagent(ident: str, title: str, state: str, text: str) -> dict[str, Any]:
@@ -27,14 +42,23 @@ class SubagentTracker:
     def __init__(self) -> None:
         self.titles: dict[str, str] = {}
         self.background: set[str] = set()
+        #: The commands running in the background of the job (not subagents), by the call that started each.
+        self.commands: dict[str, str] = {}
 
     def snapshot(self) -> dict[str, Any]:
         """The newest subagents running, for a daemon that re-adopts the worker (``Adapter.snapshot``)."""
-        return {"titles": newest(self.titles), "background": sorted(self.background)[-SNAPSHOT_ENTRIES:]}
+        return {"titles": newest(self.titles), "background": sorted(self.background)[-SNAPSHOT_ENTRIES:],
+                "commands": newest(self.commands)}
 
     def restore(self, state: Mapping[str, Any]) -> None:
         self.titles = {str(k): str(v) for k, v in (state.get("titles") or {}).items()}
         self.background = {str(k) for k in state.get("background") or ()}
+        self.commands = {str(k): str(v) for k, v in (state.get("commands") or {}).items()}
+
+    def start_command(self, ident: str, command: str) -> list[dict[str, Any]]:
+        """A command the agent runs in the background of the job (Claude Code's ``local_bash`` task)."""
+        self.commands[ident] = command[:COMMAND_MAX]
+        return [background(ident, True, f"a command runs in the background of this job: {self.commands[ident]}")]
 
     def start(self, ident: str, call: Mapping[str, Any], background: bool) -> list[dict[str, Any]]:
         prompt = str(call.get("prompt") or "")
@@ -52,7 +76,15 @@ class SubagentTracker:
 
     def returned(self, ident: str, result: str, error: bool) -> list[dict[str, Any]]:
         """The call that started ``ident`` returned: the end of a subagent in the foreground only."""
-        return [] if ident in self.background else self.finish(ident, result, error)
+        return [] if ident in self.background or ident in self.commands else self.finish(ident, result, error)
+
+    def end_command(self, ident: str, status: str, summary: str) -> list[dict[str, Any]]:
+        """A background command ended (``status``: Claude Code's word); [] when it is none of the job's."""
+        command = self.commands.pop(ident, None)
+        if command is None:
+            return []
+        said = f"the command in the background of this job {_COMMAND_ENDS.get(status, status or 'ended')}: {command}"
+        return [background(ident, False, said + (f" ({summary[:TEXT_MAX]})" if summary else ""))]
 
     def finish(self, ident: str, result: str, error: bool, stopped: bool = False) -> list[dict[str, Any]]:
         """``ident`` ended: done, failed, or stopped (by a stop of roost's, or by its parent)."""

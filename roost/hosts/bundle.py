@@ -22,7 +22,7 @@ import roost
 WORKER_SIDE = (
     "__init__.py", "paths.py", "protocol.py", "socket_connect.py", "worker_protocol.py", "proctree.py", "bounds.py",
     "placeholders.py", "client/__init__.py", "client/wire.py", "client/blocking.py", "client/aio.py",
-    "client/autostart.py",
+    "client/autostart.py", "client/daemon_wait.py",
     "programs/__init__.py", "programs/builtin_agent.py", "programs/command_worker.py",
     "programs/turn_output.py", "programs/worker_process.py", "programs/mcp_server.py",
     "hosts/__init__.py", "hosts/remote.py", "hosts/remote_shim.py",

@@ -206,8 +206,10 @@ def _ray_launch(job: Job, host: HostSettings, host_socket: Callable[[str], Path]
             json.dump(setup, f)
     except OSError as exc:
         return f"host {host.name}: cannot write the worker's setup: {exc.strerror or exc}"
+    # Adoptable as the driver's own: the relay runs under a shim here, which outlives the daemon.
     worker.launch = Launch(argv=[sys.executable, "-m", "roost.hosts.ray_relay", str(path)], env=dict(os.environ),
-                           cwd=str(_paths().runtime_dir), session=local.session, record=local.record)
+                           cwd=str(_paths().runtime_dir), session=local.session, record=local.record,
+                           adoptable=local.adoptable)
     return None
 
 

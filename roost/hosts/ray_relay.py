@@ -128,8 +128,10 @@ def connect(setup: dict[str, Any]) -> int | None:
         return REFUSED
     if setup["token"]:
         _use_token(setup["token"])
-    extra = {"_node_ip_address": _host_of(address)} if _loopback(address) else {}
-    ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR, **extra)
+    # No node address of ours: Ray joins through a raylet of this machine that it finds itself (the
+    # cluster's head first). Naming one (say the loopback address the cluster was reached at) finds
+    # none when the nodes registered with this machine's own address, as ``ray start`` does.
+    ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR)
     return None
 
 

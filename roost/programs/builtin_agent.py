@@ -11,16 +11,23 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from roost.client import AsyncClient, ClientError, job_identity
+from roost.client.daemon_wait import DAEMON_WAIT, call_waiting_async, waited
 from roost.paths import make_private_dir, open_private
 from roost.programs.worker_process import WorkerProcess, options, run_spare
+from roost.socket_connect import UNREACHABLE
 
 #: Prompts that start with this are reports from children: noted, never run as a script.
 REPORT_MARK = "<roost-report"
+#: The label a spawn carries its own key in, so that one whose answer a restart of the daemon lost is
+#: found among the children rather than made twice.
+SPAWN_KEY = "roost.spawn"
 #: States after which a child no longer holds up ``wait-children``.
 _SETTLED = {"done", "failed", "stopped", "idle", "blocked"}
 #: Seconds a ``run`` command may take before the turn fails.
@@ -124,8 +131,9 @@ class BuiltinAgent(WorkerProcess):
 
     # -- the daemon -----------------------------------------------------------------------
     async def connected(self, op: str) -> AsyncClient:
-        """The connection to the daemon as this job, made at its first use (by ``op``)."""
-        if self.client is None:
+        """The connection to the daemon as this job, made at its first use (by ``op``) and again
+        once the daemon has closed it (an idle one is: ``connection_idle_close``)."""
+        if self.client is None or self.client.end_reason is not None:
             job, token = job_identity(self.env)
             socket_path = self.env.get("ROOST_SOCKET")
             if not socket_path:
@@ -133,13 +141,58 @@ class BuiltinAgent(WorkerProcess):
             self.client = await AsyncClient.connect(Path(socket_path), client="builtin", job=job, token=token)
         return self.client
 
+    async def fresh(self, op: str) -> AsyncClient:
+        """The connection, made again when the daemon it was to went away (nothing was sent on it)."""
+        client = await self.connected(op)
+        if client.end_reason is not None:
+            await self.drop()
+            client = await self.connected(op)
+        return client
+
+    async def drop(self) -> None:
+        """Let the connection go (its daemon is gone): the next call connects again."""
+        client, self.client = self.client, None
+        if client is not None:
+            await client.close()
+
     async def daemon(self, op: str, **args: Any) -> Any:
-        return await (await self.connected(op)).call(op, **args)
+        """One call as this job; while no daemon listens (it is restarting) it waits for the next one,
+        at most DAEMON_WAIT seconds (roost/client/daemon_wait.py), instead of failing the turn."""
+        return await call_waiting_async(lambda: self._call(op, args))
+
+    async def _call(self, op: str, args: dict[str, Any]) -> Any:
+        return await (await self.fresh(op)).call(op, **args)
+
+    async def once(self, op: str, args: dict[str, Any]) -> Any:
+        """A tool's call made exactly once across a restart of the daemon. One whose connection
+        dropped after it was written may have been applied: a report is made again (the last one
+        wins); a spawn carries a key of its own (the label SPAWN_KEY) and is first looked for among
+        this job's children, and made again only if the daemon never took it."""
+        if op == "spawn":
+            args = {**args, "labels": {SPAWN_KEY: secrets.token_hex(8)}}
+        start, lost = time.monotonic(), False
+        while True:
+            try:
+                if lost and op == "spawn" and (row := await call_waiting_async(lambda: self._spawned(args["labels"]))):
+                    return row
+                return await self.daemon(op, **args)
+            except ClientError as exc:
+                if exc.code != "disconnected" or op not in ("spawn", "report") or time.monotonic() - start >= DAEMON_WAIT:
+                    raise
+                lost = True
+                await self.drop()
+
+    async def _spawned(self, labels: dict[str, str]) -> dict[str, Any] | None:
+        async for page in (await self.fresh("spawn")).pages("children"):
+            for row in page["rows"]:
+                if (row.get("labels") or {}).get(SPAWN_KEY) == labels[SPAWN_KEY]:
+                    return row
+        return None
 
     async def tool(self, name: str, op: str, **args: Any) -> Any:
         """Call the daemon as a tool, with the call and its result on the transcript."""
         try:
-            result = await self.daemon(op, **args)
+            result = await self.once(op, args)
         except ClientError as exc:
             self.emit({"type": "tool", "name": name, "args": args, "result": exc.message, "error": True})
             raise TurnFailed(f"{name}: {exc.message}") from None
@@ -280,12 +333,25 @@ class BuiltinAgent(WorkerProcess):
 
     async def wait_children(self) -> None:
         """Until every child has settled, reading them page by page (the first that has not ends
-        a look, so a look at thousands of children reads only up to the first one still working)."""
-        while not await self._children_settled():
+        a look, so a look at thousands of children reads only up to the first one still working).
+        A look the daemon's restart cut short is taken again (it only reads), for DAEMON_WAIT at most."""
+        lost: float | None = None
+        while True:
+            try:
+                if await self._children_settled():
+                    return
+                lost = None
+            except ClientError as exc:
+                if exc.code not in (UNREACHABLE, "disconnected"):
+                    raise
+                await self.drop()
+                lost = lost if lost is not None else time.monotonic()
+                if time.monotonic() - lost >= DAEMON_WAIT:
+                    raise waited(exc, time.monotonic() - lost) from None
             await asyncio.sleep(0.1)
 
     async def _children_settled(self) -> bool:
-        async for page in (await self.connected("wait-children")).pages("children"):
+        async for page in (await self.fresh("wait-children")).pages("children"):
             if any(child["state"] not in _SETTLED for child in page["rows"]):
                 return False
         return True

@@ -2,8 +2,8 @@
 
 ``python3 -I -S egress_forwarder.py SOCKET PORT -- AGENT ARGV...`` (the first thing bwrap runs when the
 job's network is ``allow``). The job's network namespace has loopback only, so this is its one way
-out: the agent's HTTP_PROXY / HTTPS_PROXY point here, and every byte goes on to the daemon's proxy
-(roost/daemon/egress/proxy.py) over the unix socket bind-mounted at SOCKET, which decides.
+out: the agent's HTTP_PROXY / HTTPS_PROXY point here, and every byte goes on to the job's proxy
+(roost/egress/proxy.py) over the unix socket bind-mounted at SOCKET, which decides.
 
 It binds before anything else runs, then forks: the child becomes the agent (exec; it dies with the
 forwarder: PR_SET_PDEATHSIG), the parent relays, passes on the signals it gets, and ends as the agent

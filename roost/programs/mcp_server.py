@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from roost.client import Client
+from roost.client.daemon_wait import call_waiting
 from roost.socket_connect import ClientError
 
 #: The MCP revision this server speaks; it answers with the client's own when the client asks another.
@@ -106,8 +107,12 @@ def call_roost(op: str, **args: Any) -> Any:
     if not (socket and job and token):
         raise ClientError("env", "roost tools need ROOST_SOCKET, ROOST_JOB_ID and ROOST_TOKEN: this agent was "
                                  "not started by roost")
-    with Client.connect(Path(socket), client="mcp-tools", job=job, token=token) as client:
-        return client.call(op, **{k: v for k, v in args.items() if v is not None})
+
+    def attempt() -> Any:
+        with Client.connect(Path(socket), client="mcp-tools", job=job, token=token) as client:
+            return client.call(op, **{k: v for k, v in args.items() if v is not None})
+
+    return call_waiting(attempt)  # while the daemon restarts, wait for the next one (DAEMON_WAIT)
 
 
 def run_tool(name: str, args: dict[str, Any], call: Callable[..., Any] = call_roost) -> dict[str, Any]:

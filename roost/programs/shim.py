@@ -21,6 +21,13 @@ connection goes). What is not acknowledged is kept, at most
 ``--keep`` bytes (the newest; what goes is counted in one ``D`` frame), and sent again, once, to the
 next daemon that connects. The shim ends once its agent's exit is acknowledged.
 
+Only the daemon reaches it: started ``--daemon-lock MAJ:MIN:INODE`` (the daemon's lock as /proc/locks
+names it), the shim takes a connection only from the process holding that lock (its pid from
+SO_PEERCRED), and tells any other why and closes it, keeping the daemon that is connected and all it
+kept. It is a child subreaper: what the agent's tree orphans is re-parented to it (and reaped by
+it), so every process a job starts stays below its shim, which is how the daemon tells a job's
+processes (roost/daemon/server/peers.py).
+
 No shim is left that nobody can reach (an orphan): one that no daemon connected within
 ``--orphan-after`` seconds, or, while no daemon is connected, whose socket path no longer leads to
 its socket (the file removed, the state directory gone: checked when a connection drops and every
@@ -29,10 +36,10 @@ does one started ``--alone-ends 1`` (a worker's on an SSH host, roost/hosts/remo
 daemon was connected to for ``--orphan-after`` seconds.
 
 No roost import, and only the interpreter's built-in modules (``_socket``, ``select``'s epoll,
-``os.posix_spawn``; not ``subprocess``, ``selectors``, ``socket`` or ``json``, which would double
-what it holds): it is run by path (``python -I -S``), so a running shim never changes under an
+``os.posix_spawn``; ``ctypes`` once, for prctl; not ``subprocess``, ``selectors``, ``socket`` or
+``json``, which would double what it holds): it is run by path (``python -I -S``), so a running shim never changes under an
 upgrade of roost, and it stays small (docs/performance.md). For the same reason it is one file
-(about 500 lines): a program run by path can import nothing of its own package.
+(about 600 lines): a program run by path can import nothing of its own package.
 """
 
 from __future__ import annotations
@@ -48,7 +55,8 @@ import _collections
 import _signal
 import _socket
 
-VERSION = 1
+#: 2: the shim takes only a peer that proves it is the daemon (``--daemon-lock``) and is a subreaper.
+VERSION = 2
 #: Lines of the agent's stderr kept to explain its exit, and how long each may be.
 STDERR_TAIL = 20
 STDERR_LINE = 1000
@@ -67,6 +75,47 @@ ROOM_VAR = "ROOST_SPARE_ROOM"
 MARK_VAR = "ROOST_WORKER_MARK"
 #: Seconds within which a daemon must connect, and how often the socket is checked while none is.
 ORPHAN_AFTER = 60.0
+PR_SET_CHILD_SUBREAPER = 36
+#: Rounds of killing what was orphaned to the shim at its end (each round takes the next generation).
+MAX_ROUNDS = 100
+#: struct ucred (pid, uid, gid: three ints), what SO_PEERCRED gives.
+UCRED = 12
+#: The most ancestors looked at; a chain longer than any real one means something is wrong.
+MAX_DEPTH = 4096
+
+
+def become_subreaper() -> bool:
+    """prctl(PR_SET_CHILD_SUBREAPER): what the agent's tree orphans (a double fork, ``setsid -f``) is
+    re-parented to this shim, not to PID 1, so that it still descends from the shim: the daemon tells
+    a job's processes by that (roost/daemon/server/peers.py). False where the kernel does not allow it."""
+    import ctypes  # here only: the one module beyond the built-in ones, half a MiB, once
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def peer_pid(conn: _socket.socket) -> int:
+    """The pid of the process that connected (SO_PEERCRED, as the kernel saw it at connect)."""
+    raw = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, UCRED)
+    return int.from_bytes(raw[:4], sys.byteorder, signed=True)
+
+
+def holds_lock(pid: int, lock: str) -> bool:
+    """Whether process ``pid`` holds the write lock (flock) on the file ``lock`` names as /proc/locks
+    does (``MAJ:MIN:INODE``): the daemon's lock, which one daemon at a time holds."""
+    try:
+        with open("/proc/locks", "rb") as fh:
+            table = fh.read().decode(errors="replace")
+    except OSError:
+        return False
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[3] == "WRITE" and fields[4] == str(pid) \
+                and fields[5] == lock:
+            return True
+    return False
 
 
 def quote(text: str) -> str:
@@ -152,10 +201,54 @@ IN, OUT = select.EPOLLIN, select.EPOLLOUT
 GONE = select.EPOLLHUP | select.EPOLLERR
 
 
+def refused(conn: _socket.socket, daemon_lock: str) -> bool:
+    """Whether the peer of ``conn`` may not speak for the daemon; then it is told why and closed. With
+    ``daemon_lock``, only the process that holds that lock (the running daemon itself) may, and never
+    one of this shim's own tree; without, any process of the user (a worker's shim on an SSH host)."""
+    why = ""
+    if daemon_lock:
+        try:
+            pid = peer_pid(conn)
+        except OSError:
+            pid = 0
+        if pid <= 0:
+            why = "its credentials cannot be read"
+        elif not holds_lock(pid, daemon_lock):
+            why = f"process {pid} is not the roost daemon (it does not hold the daemon's lock)"
+        elif descends(pid, os.getpid()):
+            why = f"process {pid} is of this shim's own worker"
+    if why:
+        try:
+            conn.setblocking(False)
+            conn.send(('{"roost_shim": %d, "refused": %s}\n' % (VERSION, quote(why))).encode())
+        except OSError:
+            pass
+        conn.close()
+    return bool(why)
+
+
+def descends(pid: int, ancestor: int) -> bool:
+    """Whether ``ancestor`` is an ancestor of process ``pid`` (by /proc's parent links)."""
+    for _ in range(MAX_DEPTH):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            return False
+        pid = int(raw[raw.rfind(b")") + 2:].split()[1])
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+    return True
+
+
 class Shim:
     def __init__(self, listener: _socket.socket, job: str, keep: int, line_max: int, argv: list[str], mark: str,
-                 given: dict[str, str], where: "Where") -> None:
+                 given: dict[str, str], where: "Where", orphans: int, daemon_lock: str = "") -> None:
         self.listener = listener
+        #: The daemon's lock as /proc/locks names it: only its holder may connect ("": anyone of the user).
+        self.daemon_lock = daemon_lock
         self.where = where
         self.job = job
         self.line_max = line_max
@@ -204,7 +297,7 @@ class Shim:
         listener.setblocking(False)
         self.pidfd = os.pidfd_open(self.pid)
         for fd, name in ((listener.fileno(), "accept"), (self.stdout, "stdout"), (self.stderr, "stderr"),
-                         (self.pidfd, "exit")):
+                         (self.pidfd, "exit"), (orphans, "orphan")):
             self._watch(fd, IN, name)
 
     # -- the agent's side -------------------------------------------------------------------------------
@@ -292,10 +385,12 @@ class Shim:
             fd, _ = self.listener._accept()
         except OSError:
             return
+        conn = _socket.socket(fileno=fd)
+        if refused(conn, self.daemon_lock):  # the daemon connected (if one is) keeps the shim, and all it said
+            return
         if self.conn is not None:  # a new daemon: the old connection is dead or about to be
             self._drop(self.conn.fileno())
             self.conn.close()
-        conn = _socket.socket(fileno=fd)
         conn.setblocking(False)
         self.conn, self.inbuf, self.out = conn, b"", bytearray()
         self.where.connected = True
@@ -388,6 +483,19 @@ class Shim:
             elif head and head[0] == b"P":  # a job took it: it outlives the daemon from now on
                 self.ephemeral = False
 
+    def reap(self) -> None:
+        """Reap every child that ended: the agent (its exit code kept) and what its tree orphaned,
+        which a subreaper must reap or it stays a zombie."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.pid:
+                self.rc = os.waitstatus_to_exitcode(status)
+
     def _pace(self) -> None:
         """Read the agent's output while nobody is connected (the oldest goes past the bound), or while
         a connected daemon has acknowledged enough of it; else leave it in the pipe, so the agent
@@ -425,7 +533,15 @@ class Shim:
                         (self.on_stdout if name == "stdout" else self.on_stderr)(data)
                 elif name == "exit":
                     self._drop(fd)
-                    self.rc = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+                    self.reap()
+                elif name == "orphan":  # SIGCHLD: an orphan of the agent's tree (re-parented here) ended
+                    while True:
+                        try:
+                            if not os.read(fd, READ):
+                                break
+                        except BlockingIOError:
+                            break
+                    self.reap()
             if self.conn is None and time.monotonic() >= self.where.next_check:
                 self.where.next_check = time.monotonic() + self.where.every
                 # Nobody connected in time, or can; or (a host's, ``--alone-ends``) nobody came back in time.
@@ -439,7 +555,32 @@ class Shim:
                 if not self.pipes or (self.reading and time.monotonic() >= self.grace_until):  # type: ignore[operator]
                     self.exited()
             self._refresh()
+        self.end_orphans()
         return 0
+
+    def end_orphans(self) -> None:
+        """SIGKILL and reap what the agent's tree orphaned to this shim and is still running (round after
+        round: a killed one's children come to the shim next), so nothing of the job outlives its shim.
+        They are its own unreaped children: their pids cannot have been given to anyone else."""
+        me = str(os.getpid()).encode()
+        for _ in range(MAX_ROUNDS):
+            children = []
+            for name in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as fh:
+                        raw = fh.read()
+                except (OSError, ValueError):
+                    continue
+                if name.isdigit() and raw[raw.rfind(b")") + 2:].split()[1] == me:
+                    children.append(int(name))
+            if not children:
+                return
+            for pid in children:
+                try:
+                    os.kill(pid, _signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except (OSError, ChildProcessError):
+                    pass
 
 
 class Where:
@@ -466,25 +607,39 @@ class Where:
         return self.id is not None and self._id() == self.id
 
 
+def orphan_alarm() -> int:
+    """A pipe's read end that SIGCHLD writes to (the interpreter's wakeup fd), for the loop to watch."""
+    read_end, write_end = os.pipe()
+    for fd in (read_end, write_end):
+        os.set_blocking(fd, False)
+    _signal.signal(_signal.SIGCHLD, lambda signum, frame: None)
+    _signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    return read_end
+
+
 def main(args: list[str]) -> int:
     """``shim.py --fd N --job ID --keep BYTES --line-max BYTES --mark MARK --socket PATH [--ephemeral 1]
-    [--orphan-after SECONDS] [--alone-ends 1] -- ARGV...``"""
+    [--orphan-after SECONDS] [--alone-ends 1] [--daemon-lock MAJ:MIN:INODE] -- ARGV...``"""
     split = args.index("--")
     opts = dict(zip(args[:split:2], args[1:split:2]))
     listener = _socket.socket(fileno=int(opts["--fd"]))
     os.set_inheritable(listener.fileno(), False)  # the agent gets none of the shim's descriptors
     where = Where(opts["--socket"], float(opts.get("--orphan-after", ORPHAN_AFTER)))
+    become_subreaper()
     try:
         shim = Shim(listener, opts["--job"], int(opts["--keep"]), int(opts["--line-max"]), args[split + 1:],
-                    opts["--mark"], read_environment(), where)
+                    opts["--mark"], read_environment(), where, orphan_alarm(), opts.get("--daemon-lock", ""))
     except OSError as exc:  # the agent could not start: the daemon's connection hears why, then EOF
         listener.settimeout(where.every)  # nobody connects: it ends all the same
-        try:
-            fd, _ = listener._accept()
-        except OSError:
-            return 1
+        while True:
+            try:
+                conn = _socket.socket(fileno=listener._accept()[0])
+            except OSError:
+                return 1
+            if not refused(conn, opts.get("--daemon-lock", "")):
+                break
         error = f"{exc.strerror or exc}: {exc.filename or (args[split + 1] if len(args) > split + 1 else '')}"
-        _socket.socket(fileno=fd).sendall(('{"roost_shim": %d, "error": %s}' % (VERSION, quote(error))).encode() + b"\n")
+        conn.sendall(('{"roost_shim": %d, "error": %s}' % (VERSION, quote(error))).encode() + b"\n")
         return 1
     shim.ephemeral = opts.get("--ephemeral") == "1"
     where.alone_ends = opts.get("--alone-ends") == "1"

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from roost.bounds import MAX_OUTPUT
 from roost.protocol import ENTRY_MAX
+from roost.rules.quotas import binary, binary_words, text_ends
 from roost.worker_protocol import note, split_bytes
 
 #: How long output may wait for more to go out with it, in seconds.
@@ -67,6 +68,8 @@ class TurnOutput:
         #: How many text events went out, and whether the bound was reached.
         self.sent = 0
         self.full = False
+        #: Bytes of binary output not sent yet as a note (a run of them is one note).
+        self.binary = 0
 
     def due(self, now: float) -> float | None:
         """Seconds until what waits must go out (0 or less: now); None when nothing waits."""
@@ -99,6 +102,7 @@ class TurnOutput:
     def close(self) -> None:
         """The command ended: the rest goes out, and what was left out past the bound is said."""
         self._flush()
+        self._say_binary()
         if self.total > self.taken:
             self.emit(note(f"left out the last {self.total - self.taken} bytes of the command's output: it printed "
                            f"{self.total} bytes this turn, and a turn keeps {self.bound} (max_output)"))
@@ -118,13 +122,33 @@ class TurnOutput:
         while self.pending:
             self._send(cut_point(self.pending) if len(self.pending) > ENTRY_MAX else len(self.pending))
 
+    def _say_binary(self) -> None:
+        if self.binary:
+            self.emit(note(binary_words(self.binary)))
+            self.binary = 0
+
     def _send(self, size: int) -> None:
-        """The first ``size`` bytes of what waits, as text events."""
+        """The first ``size`` bytes of what waits, as text events; binary in them (or in a piece
+        that goes on a binary run) is counted for its note, the text before and after it sent."""
         if not size:
             return
         text = bytes(self.pending[:size]).decode(errors="replace")
         del self.pending[:size]
-        data = text.encode()  # longer than size only where bytes were not UTF-8
+        if not (self.binary or binary(text)):
+            self._say_binary()
+            self._text(text)
+            return
+        head, tail = text_ends(text)
+        if head:
+            self._say_binary()
+            self._text(head)
+        self.binary += size - len(head.encode()) - len(tail.encode())  # what the replaced bytes were
+        if tail:
+            self._say_binary()
+            self._text(tail)
+
+    def _text(self, text: str) -> None:
+        data = text.encode()  # longer than the bytes read only where they were not UTF-8
         for piece in split_bytes(data) if len(data) > ENTRY_MAX else [data]:
             part = piece.decode()
             event: dict[str, Any] = {"type": "text", "text": part}

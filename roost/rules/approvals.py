@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from roost.models import cut_middle
+from roost.rules import command_words as words
 from roost.protocol import APPROVAL_MODES
 
 MODES = APPROVAL_MODES
@@ -30,6 +31,9 @@ WHAT_KEYS = 16
 WORD_MAX = 200
 DESCRIPTION_MAX = 2000
 REASON_MAX = 2000
+#: The most characters of a request's whole text one ``approval_text`` page carries (escaped, well
+#: under MAX_FRAME).
+TEXT_PAGE = 128 * 1024
 #: How many approvals one job may have pending; one more is denied at once, saying so.
 PENDING_MAX = 8
 #: How many allow rules one policy level (or a job's granted rules) holds, and how long one may be.
@@ -58,8 +62,18 @@ class Rule:
     def __str__(self) -> str:
         return self.tool if self.pattern is None else f"{self.tool}:{self.pattern}"
 
-    def matches(self, tool: str, what: Mapping[str, Any]) -> bool:
-        if tool != self.tool:
+    @property
+    def wildcard(self) -> bool:
+        """Whether it covers more than one exact request (the tool alone, or a prefix)."""
+        return self.pattern is None or self.pattern.endswith("*")
+
+    def matches(self, tool: str, what: Mapping[str, Any], whole: bool = True) -> bool:
+        """Whether it allows this request. A request not kept whole (too long to store and show) is
+        never allowed by a wildcard: the person reads it first. A command's prefix never covers what
+        chains another command after it, nor git's ways to run what the rule does not say; a path is
+        matched as it will be reached (``..`` taken out), and a change of several paths (one a line)
+        only when every one of them matches."""
+        if tool != self.tool or (self.wildcard and not whole):
             return False
         if self.pattern is None:
             return True
@@ -67,12 +81,27 @@ class Rule:
         if subject is None:
             return False
         key, value = subject
+        if key == "path":
+            return self._paths(value.split("\n"), what.get("cwd"))
         if not self.pattern.endswith("*"):
             return value == self.pattern
         prefix = self.pattern[:-1]
         if not value.startswith(prefix):
             return False
-        return key != "command" or not SHELL_CONTROL.search(value[len(prefix):])
+        if key != "command":
+            return True
+        return not (SHELL_CONTROL.search(value[len(prefix):]) or words.words(value) is None
+                    or words.git_widened(value, prefix))
+
+    def _paths(self, paths: list[str], cwd: Any) -> bool:
+        base, pattern = cwd if isinstance(cwd, str) else None, self.pattern or ""
+        reached = [words.normal_path(p, base) for p in paths]
+        if not pattern.endswith("*"):
+            return reached == [words.normal_path(p, base) for p in pattern.split("\n")]
+        prefix = pattern[:-1]
+        if prefix.endswith("/"):  # normpath would take the slash that makes it a directory
+            prefix = words.normal_path(prefix, base).rstrip("/") + "/"
+        return all(p.startswith(prefix) for p in reached)
 
 
 def parse_rule(text: str) -> Rule:
@@ -111,19 +140,23 @@ def request_subject(what: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def rule_for(tool: str, what: Mapping[str, Any]) -> str:
-    """The rule "approve for this job" adds unless the person edits it: the same tool with the same
-    command prefix (the program and its next word unless that is an option: ``git status*``), the same
-    path or URL, or the tool alone for a request with none of those. A command that does not start
-    with a plain word gets a rule for exactly itself; RuleError when even that cannot be written (a
-    ``*`` in it): the person gives the rule."""
+    """The rule "approve for this job" adds unless the person edits it, never wider than what the
+    person saw: the same tool with the same command prefix (the program and its next word unless that
+    is an option: ``git status*``), the same path or URL, or the tool alone for a request with none
+    of those. A command that does not start with a plain word, that runs another command through its
+    arguments (``env``, ``sh -c``, ``timeout``, ``sudo``, ``VAR=x cmd`` …) or that git would widen
+    (``git -c``, an alias) gets a rule for exactly itself; RuleError when even that cannot be written
+    (a ``*`` in it, or too long): the person gives the rule."""
     subject = request_subject(what)
     if subject is None:
         return tool
     key, value = subject
     plain = [w for w in value.split()[:2] if not SHELL_CONTROL.search(w) and "*" not in w]
-    if key != "command" or not plain or not value.startswith(plain[0]):
-        if "*" in value:
-            raise RuleError(f"no rule covers exactly {value[:200]!r} (it holds '*'): give the rule to add")
+    if (key != "command" or not plain or not value.startswith(plain[0]) or words.wrapped(value)
+            or words.git_widened(value, "")):
+        if "*" in value or len(value) + len(tool) + 1 > RULE_MAX:
+            raise RuleError(f"no rule covers exactly {value[:200]!r} (it holds '*' or is over {RULE_MAX} "
+                            "characters): give the rule to add")
         return f"{tool}:{value}"
     head = plain[:2] if len(plain) > 1 and not plain[1].startswith("-") and value.split()[1] == plain[1] else plain[:1]
     return f"{tool}:{' '.join(head)}*"
@@ -153,16 +186,18 @@ class Decision:
 
 
 def decide(policy: Sequence[Mapping[str, Any]], granted: Sequence[str], tool: str,
-           what: Mapping[str, Any]) -> Decision:
-    """The policy's decision on a request. A rule a person granted for this job allows at once; else
-    each level gives its verdict and the strictest one wins."""
+           what: Mapping[str, Any], whole: bool = True) -> Decision:
+    """The policy's decision on a request, ``what`` as the agent will run it, whole. A rule a person
+    granted for this job allows at once; else each level gives its verdict and the strictest one
+    wins. ``whole`` off (the request is too long to store and show whole): no wildcard rule allows
+    it, so the person is asked, and told why."""
     for text in granted:
-        if _matches(text, tool, what):
+        if _matches(text, tool, what, whole):
             return Decision("allow", f"rule {text!r} a person granted for this job")
     said: list[tuple[str, str]] = []
     for depth, lv in enumerate(policy):
         mode = str(lv.get("mode", "ask"))
-        rule = next((r for r in lv.get("rules", ()) if _matches(r, tool, what)), None)
+        rule = next((r for r in lv.get("rules", ()) if _matches(r, tool, what, whole)), None)
         here = "allow" if mode == "allow" or rule is not None else mode if mode in MODES else "deny"
         whose = "its own" if depth == len(policy) - 1 else "an ancestor's" if depth else "its root's"
         said.append((here, f"rule {rule!r} ({whose} policy)" if mode != "allow" and rule is not None
@@ -172,14 +207,30 @@ def decide(policy: Sequence[Mapping[str, Any]], granted: Sequence[str], tool: st
     strictest = min(_STRICTNESS[v] for v, _ in said)
     deciding = [s for s in said if _STRICTNESS[s[0]] == strictest]
     verdict, why = deciding[-1] if deciding[0][0] == "allow" else deciding[0]
+    if verdict == "ask" and not whole and any(_matches(r, tool, what) for r in _every_rule(policy, granted)):
+        why = f"{why}; a rule would allow it, but it is too long to show whole, so a person reads it first"
     return Decision(verdict, why)
 
 
-def _matches(text: str, tool: str, what: Mapping[str, Any]) -> bool:
+def _every_rule(policy: Sequence[Mapping[str, Any]], granted: Sequence[str]) -> list[str]:
+    return [*granted, *(r for lv in policy for r in lv.get("rules", ()))]
+
+
+def _matches(text: str, tool: str, what: Mapping[str, Any], whole: bool = True) -> bool:
     try:
-        return parse_rule(text).matches(tool, what)
+        return parse_rule(text).matches(tool, what, whole)
     except RuleError:  # a record written by another version: a rule it cannot read allows nothing
         return False
+
+
+def carried(approvals: Sequence[Mapping[str, Any]], adapter: Any) -> bool:
+    """Whether a restarted daemon can take over a worker's pending approvals: each one's request is in
+    its adapter's snapshot whole (``pending``: the agent's id -> its input), so it is asked again
+    under the same id and answered as asked. No approval pending: nothing to carry."""
+    if not approvals:
+        return True
+    kept = adapter.get("pending") if isinstance(adapter, dict) else None
+    return isinstance(kept, dict) and all(isinstance(kept.get(str(a.get("wid"))), dict) for a in approvals)
 
 
 # -- what people read ------------------------------------------------------------------------------------
@@ -188,11 +239,14 @@ def describe(entry: Mapping[str, Any]) -> str:
     /repo/a.py``, ``WebFetch: https://…``, or the tool and its input."""
     tool, what = str(entry.get("tool", "?")), entry.get("what") or {}
     subject = request_subject(what)
+    gone = hidden(what)
+    full = f"`roost approvals --full {entry.get('id', 'ID')}` shows all"
+    long = f" [too long to show whole: {gone}; {full}]" if gone else ""
     if subject is None:
-        return f"{tool}: {json.dumps(what.get('input', what), ensure_ascii=False)}"
+        return f"{tool}: {json.dumps(what.get('input', what), ensure_ascii=False)}{long}"
     key, value = subject
     where = what.get("cwd")
-    return f"{tool}: {value}" + (f" (in {where})" if key == "command" and isinstance(where, str) else "")
+    return f"{tool}: {value}" + (f" (in {where})" if key == "command" and isinstance(where, str) else "") + long
 
 
 def entry_text(data: Mapping[str, Any]) -> str:
@@ -201,11 +255,22 @@ def entry_text(data: Mapping[str, Any]) -> str:
     head = f"{data.get('id', '?')} {describe(data)}"
     if data.get("asked"):
         said = f" (the model says: {data['description']})" if data.get("description") else ""
-        return f"asks {head}{said}"
+        again = " again: its worker outlived the daemon's restart, nothing it asked ran" if data.get("again") else ""
+        return f"asks {head}{said}{again}"
     verb = {"allow": "allowed", "deny": "denied"}.get(str(data.get("decision")), str(data.get("decision")))
     rule = f" (rule {data['rule']})" if data.get("rule") else ""
     reason = f": {data['reason']}" if data.get("reason") else ""
     return f"{verb} {head} by {data.get('by', '?')}{rule}{reason}"
+
+
+def whole_text(tool: str, what: Mapping[str, Any]) -> str:
+    """A request whole, as a person reads it before answering: the tool, then each part of it (the
+    command, its cwd, the path, the diff, …) under its name, nothing cut."""
+    parts = [f"tool: {tool}"]
+    for key, value in what.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
+        parts.append(f"{key}:\n{text}" if "\n" in text else f"{key}: {text}")
+    return "\n".join(parts) + "\n"
 
 
 def pending_line(approvals: Sequence[Mapping[str, Any]]) -> str:
@@ -218,16 +283,17 @@ def pending_line(approvals: Sequence[Mapping[str, Any]]) -> str:
 
 # -- bounds ---------------------------------------------------------------------------------------------
 def bound_what(what: Any) -> dict[str, Any]:
-    """A request's ``what`` as the daemon keeps it: a JSON object of at most WHAT_KEYS keys and
-    WHAT_MAX bytes of JSON, its longest strings cut in the middle until it fits (anything nested
-    becomes its JSON text first), with ``cut`` saying how many characters (and keys) were left out."""
-    if not isinstance(what, dict):
-        what = {"input": what}
+    """A request's ``what`` as the daemon keeps and shows it (the rules decide on the whole one): a
+    JSON object of at most WHAT_KEYS keys and WHAT_MAX bytes of JSON, its longest strings cut in the
+    middle until it fits (anything nested becomes its JSON text first), with ``cut`` saying exactly
+    how many characters and ``cut_keys`` how many keys were left out."""
+    what = as_what(what)
     out = {str(key)[:WORD_MAX]: value for key, value in list(what.items())[:WHAT_KEYS]}
-    cut = len(what) - len(out)
-    if not cut and _size(out) <= WHAT_MAX:
+    keys = len(what) - len(out)
+    cut = 0
+    if not keys and _size(out) <= WHAT_MAX:
         return out
-    budget = WHAT_MAX - len(', "cut": ') - 20  # room for the count
+    budget = WHAT_MAX - len(', "cut": , "cut_keys": ') - 40  # room for the counts
     if _size(out) > budget:
         out = {k: v if isinstance(v, (str, int, float, bool, type(None))) else json.dumps(v, ensure_ascii=False)
                for k, v in out.items()}
@@ -238,7 +304,25 @@ def bound_what(what: Any) -> dict[str, Any]:
         text = out[key]
         out[key] = cut_middle(text, max(8, len(text) - excess - 3))  # "…" is 3 bytes
         cut += len(text) - len(out[key]) + 1
-    return {**out, "cut": cut} if cut else out
+    return {**out, **({"cut": cut} if cut else {}), **({"cut_keys": keys} if keys else {})}
+
+
+def as_what(what: Any) -> dict[str, Any]:
+    """A request's ``what`` as an object (anything else is its ``input``)."""
+    return what if isinstance(what, dict) else {"input": what}
+
+
+def is_whole(kept: Mapping[str, Any]) -> bool:
+    """Whether ``bound_what`` kept a request whole (nothing of it hidden)."""
+    return not kept.get("cut") and not kept.get("cut_keys")
+
+
+def hidden(kept: Mapping[str, Any]) -> str:
+    """How much of a kept request is hidden, in words ("" when nothing is)."""
+    parts = [f"{kept['cut']:,} characters" if kept.get("cut") else "",
+             f"{kept['cut_keys']} keys" if kept.get("cut_keys") else ""]
+    said = " and ".join(p for p in parts if p)
+    return f"{said} of it hidden" if said else ""
 
 
 def _size(value: Any) -> int:

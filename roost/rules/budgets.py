@@ -2,8 +2,8 @@
 
 A budget on a job caps its whole subtree (the job and every descendant), in dollars, tokens or both;
 the config's ``budget_daily_usd`` caps everything spent on one day. At ``WARN_AT`` of either figure
-the person is told once; at the cap the tree's turns are stopped (a stop by "budget") and new
-spawns under it are refused. Raising a budget sets its level back to what the spend reaches now.
+the person is told once; at the cap the tree's turns are stopped (a stop by "budget") and, for as
+long as it stays there, new spawns and new turns under it are refused (a message, a child's report). Raising a budget sets its level back to what the spend reaches now.
 Pure functions of the figures: the daemon (roost/daemon/engine/spend.py) gives them.
 """
 
@@ -68,8 +68,8 @@ def describe(budget: Budget, spent: Spent, where: str) -> str:
 
 
 def spawn_refusal(budgets: list[tuple[str, Budget, Spent]]) -> str | None:
-    """Why a spawn under these budgets (the new job's ancestors' and the day's, each with where it is
-    set and what was spent under it) is refused, or None: any one at its cap refuses it."""
+    """Why a spawn or a turn under these budgets (the job's ancestors' and the day's, each with
+    where it is set and what was spent under it) is refused, or None: any one at its cap refuses it."""
     for where, budget, spent in budgets:
         if level(budget, spent) == "over":
             return f"refused: {describe(budget, spent, where)}; raise it with `roost budget`"

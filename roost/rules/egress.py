@@ -1,7 +1,7 @@
 """What a job may reach over the network: its mode, its allow-list, and whether one host and port pass.
 
-``network = "none" | "allow" | "all"``. ``allow`` sends every connection through the daemon's egress
-proxy (roost/daemon/egress/), which asks :meth:`Policy.allows` on the exact host and port the job
+``network = "none" | "allow" | "all"``. ``allow`` sends every connection through the job's egress
+proxy (roost/egress/), which asks :meth:`Policy.allows` on the exact host and port the job
 named, before any name is resolved. A pattern is a host name (``api.anthropic.com``), a wildcard for
 its subdomains (``*.github.com``: any depth, not ``github.com`` itself), or an IP literal; with
 ``:PORT`` it allows that port only, without one the web's ports (443 and 80). A raw IP passes only a

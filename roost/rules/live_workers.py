@@ -35,6 +35,16 @@ def closable(job: Job, worker: WorkerFacts) -> bool:
     return close_blocker(job, worker, ()) is None and worker.idle_since is not None and not worker.subagents_running
 
 
+def holds_place(in_turn: bool, children_running: int) -> bool:
+    """Whether a live worker takes a place under the cap. One in a turn while children of its
+    still run (queued ones too) waits for them — the built-in agent's ``wait-children``, an agent
+    polling its children — and cannot be closed: counted, parents waiting in their turns would
+    hold every place their children need, which then wait for good (issue 31: a tree under the
+    default cap of 16 stopped with 0 of 8 run slots used). Like ``max_running_jobs``, the cap
+    counts the work, not those waiting on it; an idle parent still counts, and may be closed."""
+    return not (in_turn and children_running > 0)
+
+
 def places_short(cap: int, live: int, closing: int, waiting: int) -> int:
     """How many more workers must be closed for every waiting start to have a place (and, after a
     reload lowered the cap, for the live ones to fit): the live workers not already closing, plus

@@ -5,7 +5,9 @@ Commits are never a reason to keep a worktree: before one goes, roost writes
 ``refs/roost/archive/ID`` (its HEAD and every commit its reflogs name), and its branch is deleted
 only when the base has all of the branch's commits. What a ref cannot hold keeps the worktree:
 uncommitted or untracked files, initialized submodules (their commits live in the worktree's
-own git directory), another live job working in it, and a reflog longer than roost reads.
+own git directory), nested repositories (a ``.git`` below it, ignored paths included: git's
+status does not list them and its removal deletes them), ignored files the job made when its
+profile says ``keep_ignored``, another live job working in it, and a reflog longer than roost reads.
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ class WorktreeFacts:
     users: tuple[str, ...] = ()
     #: A reflog (HEAD's or the branch's) has more entries than roost reads (REFLOG_MAX).
     reflog_over: bool = False
+    #: Git repositories below the worktree (a ``.git`` under an ignored or untracked path): their
+    #: commits may be nowhere else, and ``git worktree remove`` deletes them with the rest.
+    nested: tuple[str, ...] = ()
+    #: There was more under ignored and untracked directories than roost looks through for them.
+    nested_unchecked: bool = False
+    #: Ignored files the job made, when its profile says to keep them (``keep_ignored``).
+    ignored: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,9 +82,19 @@ def decide(facts: WorktreeFacts) -> Decision:
     if facts.submodules:
         return Decision("keep", f"it has {_names('initialized submodule', facts.submodules)} whose commits "
                                 "live only in the worktree's git directory; remove it by hand when they are safe")
+    if facts.nested:
+        return Decision("keep", f"it has {_names('nested git repositor' + ('y' if len(facts.nested) == 1 else 'ie'), facts.nested)} "
+                                "whose commits may be nowhere else, and removing the worktree would delete them; "
+                                "move them out, then remove it by hand")
+    if facts.nested_unchecked:
+        return Decision("keep", "its ignored and untracked directories hold more than roost looks through for "
+                                "nested git repositories; remove it by hand when nothing in it is needed")
     files = unsaved(facts)
     if files:
         return Decision("keep", f"{files} not committed")
+    if facts.ignored:
+        return Decision("keep", f"it has {_names('ignored file', facts.ignored)} the job made, and its driver "
+                                "says keep_ignored = true; remove it by hand when they are not needed")
     if facts.reflog_over:
         return Decision("keep", "its reflog has more entries than roost saves; `git reflog` shows them")
     return Decision("remove", delete_branch=facts.branch_ahead == 0)

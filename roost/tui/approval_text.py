@@ -19,6 +19,7 @@ from rich.style import Style
 from rich.text import Text
 
 from roost.models import Row
+from roost.rules.approvals import hidden
 from roost.tui.looks import BOLD, Palette
 
 #: The mark of a pending approval on a row (the agent view, the panel) and in peek.
@@ -132,9 +133,9 @@ def approval_text(approval: Approval, palette: Palette, diff_lines: int | None =
         out.append(f"it asks to use {approval.tool}: ", style=ask)
         out.append(_json(what.get("input", dict(what))), style=palette.text)
     out = _bounded(out, palette)
-    if isinstance(what.get("cut"), int) and what["cut"]:
-        out.append(f"\n({what['cut']:,} characters of it were cut before it reached roost's record)",
-                   style=palette.muted)
+    if hidden(what):
+        out.append(f"\n(too long to show whole: {hidden(what)}; no rule allows it unread: "
+                   f"`roost approvals --full {approval.id}` shows all)", style=palette.warning)
     if approval.subagent:
         title = (subagents or {}).get(approval.subagent)
         who = f"{title} [{approval.subagent}]" if title else approval.subagent

@@ -45,11 +45,19 @@ def on_adopt(eng: EngineApi, job: Job, msg: Adopt) -> None:
     holder.append(worker)
     now = eng.monotonic()
     turn = turn_of(live.get("turn"))
-    slot = Slot(worker=worker, token=msg.record.token, ready_timeout=0.0, phase=Phase.READY, turn=turn, seq=committed,
+    slot = Slot(worker=worker, token_hash=msg.record.token_hash, ready_timeout=0.0, phase=Phase.READY, turn=turn, seq=committed,
                 adapter=live.get("adapter"), idle_since=None if turn else now, turn_started_at=now if turn else None,
                 last_event_at=now)
+    if turn is None and job.state == State.DONE:
+        # Done when the last daemon went (its monotonic times went with it): the auto-close wait
+        # starts again from now, so its worker is closed as the live daemon would have closed it.
+        slot.done_at = slot.last_report_at = now
     eng.slots[job.id] = slot
     eng.timeline(job, "worker", pid=job.pid, adopted=True)
+    for entry in job.approvals:  # its agent still waits on them (recovery.adoptable): asked again, same id
+        slot.approvals[entry["id"]] = (str(entry["wid"]), now)
+        eng.approvals.jobs[entry["id"]] = job.id
+        eng.timeline(job, "approval", id=entry["id"], asked=True, again=True, tool=entry["tool"], what=entry["what"])
     eng.spawn_task(_adopt(eng, job.id, worker, msg.record))
 
 

@@ -12,6 +12,7 @@ are pure, in roost/rules/approvals.py; docs/agents.md#approvals says what people
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any, Coroutine
 
 from roost.daemon.engine import messages as m
@@ -38,8 +39,9 @@ def on_asked(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
         eng.timeline(job, "note", message=f"ignored a second request for the pending approval {wid!r}")
         return
     tool = rules.word(event.get("tool")) or "?"
-    what = rules.bound_what(event.get("what"))
-    decision = rules.decide(job.approval_policy, job.approval_grants, tool, what)
+    whole = rules.as_what(event.get("what"))  # as the agent will run it: what the policy decides on
+    what = rules.bound_what(whole)  # what is kept and shown
+    decision = rules.decide(job.approval_policy, job.approval_grants, tool, reached(job, whole), rules.is_whole(what))
     verdict, by, reason = decision.verdict, "policy", decision.why
     if job.state == State.STOPPED or job.archived_at is not None:
         verdict, by, reason = "deny", "a stop", "the job is stopped: nothing it asks runs"
@@ -55,7 +57,7 @@ def on_asked(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
         eng.approvals.done(aid, f"{'allowed' if verdict == 'allow' else 'denied'} by {by} ({reason})")
         eng.spawn_task(_answer(eng, job.id, slot.worker, [wid], verdict, _heard(verdict, reason)))
         return
-    entry = {"id": aid, "tool": tool, "what": what, **words, "asked_at": eng.clock()}
+    entry = {"id": aid, "wid": wid, "tool": tool, "what": what, **words, "asked_at": eng.clock()}
     if not job.approvals:
         job.approval_back = (State.WORKING if slot.turn is not None else job.state).value
     job.approvals = [*job.approvals, entry]
@@ -63,6 +65,8 @@ def on_asked(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
     eng.set_state(job, State.WAITING, "approval", approval=aid)
     eng.save(job)
     slot.approvals[aid] = (wid, eng.monotonic())
+    if not rules.is_whole(what):
+        slot.whole[aid] = whole
     eng.approvals.jobs[aid] = job.id
 
 
@@ -93,6 +97,8 @@ def settle(eng: EngineApi, job: Job, aid: str, decision: str, by: str, reason: s
         return None
     slot = eng.slots.get(job.id)
     wid = slot.approvals.pop(aid, (None, 0.0))[0] if slot is not None else None
+    if slot is not None:
+        slot.whole.pop(aid, None)
     job.approvals = [a for a in job.approvals if a["id"] != aid]
     said = {"reason": reason} if reason else {}
     if rule is not None:
@@ -128,7 +134,8 @@ def on_answer(eng: EngineApi, job: Job, msg: m.AnswerApproval) -> None:
         rule = None
         if msg.decision == "job":
             try:
-                rule = msg.rule or rules.rule_for(entry["tool"], entry["what"])
+                rule = msg.rule or str(rules.parse_rule(
+                    rules.rule_for(entry["tool"], reached(job, whole_of(eng, job, entry)))))
             except rules.RuleError as exc:
                 raise ProtocolError(ErrorCode.BAD_ARGS, f"answer_approval: {exc}") from None
             if rule not in job.approval_grants:
@@ -142,7 +149,8 @@ def on_answer(eng: EngineApi, job: Job, msg: m.AnswerApproval) -> None:
         result["decision"] = "allow"
         if rule is not None:  # what else waits and the new rule covers goes too
             for other in list(job.approvals):
-                if rules.parse_rule(rule).matches(other["tool"], other["what"]):
+                if rules.parse_rule(rule).matches(other["tool"], reached(job, whole_of(eng, job, other)),
+                                                  rules.is_whole(other["what"])):
                     owid = settle(eng, job, other["id"], "allow", f"rule {rule!r} a person granted")
                     allowed += [(owid, f"allowed by rule {rule!r}")] if owid else []
     eng.save(job)
@@ -153,6 +161,24 @@ def on_answer(eng: EngineApi, job: Job, msg: m.AnswerApproval) -> None:
         if denied:
             eng.spawn_task(_answer(eng, job.id, slot.worker, denied, "deny", result["reason"]))
     msg.answer(result)
+
+
+def reached(job: Job, what: dict[str, Any]) -> dict[str, Any]:
+    """A request as the rules read it: on this machine, each path (one a line) as it will be reached,
+    relative to the job's directory and with its symlinks resolved, so ``Edit:/repo/*`` never allows
+    a link in /repo that leads out of it. A host's paths are taken as given (``..`` still out)."""
+    path = what.get("path")
+    if not isinstance(path, str) or job.host:
+        return what
+    base = job.cwd or "/"
+    return {**what, "path": "\n".join(os.path.realpath(os.path.join(base, p)) for p in path.split("\n"))}
+
+
+def whole_of(eng: EngineApi, job: Job, entry: dict[str, Any]) -> dict[str, Any]:
+    """A pending approval's request as the agent will run it: the record's, or, when that was cut,
+    the whole one the job's slot keeps."""
+    slot = eng.slots.get(job.id)
+    return slot.whole.get(entry["id"], entry["what"]) if slot is not None else entry["what"]
 
 
 def deny_all(eng: EngineApi, job: Job, by: str, reason: str,

@@ -86,6 +86,8 @@ class Engine(Records):
         #: (path -> owner; roost/daemon/git/worktrees.py).
         self.teardowns: dict[str, str] = {}
         self.accounts: dict[str, Hold] = {}
+        #: When each tree's recent spawns were (root -> monotonic times, oldest first; roost/rules/quotas.py).
+        self.spawn_times: dict[str, collections.deque[float]] = {}
         #: Opens (once) the socket a host's forward targets and gives its path (the daemon's server
         #: sets it: roost/hosts/placement.py); None where nothing serves hosts.
         self.host_socket: Callable[[str], Path] | None = None

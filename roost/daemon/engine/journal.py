@@ -159,6 +159,7 @@ def _slot_copy(slot: Slot) -> dict[str, Any]:
     fields["resume_replies"] = fields["resume_replies"].copy()
     fields["close_replies"] = fields["close_replies"].copy()
     fields["approvals"] = fields["approvals"].copy()
+    fields["whole"] = fields["whole"].copy()
     return fields
 
 

@@ -122,7 +122,8 @@ class Archive(Message):
 
 @dataclass
 class Detach(Message):
-    pass
+    #: The job that asked (an ancestor), None for a person or the daemon's own (archive).
+    caller: str | None = None
 
 
 @dataclass

@@ -38,6 +38,8 @@ class EngineApi(Protocol):
     teardowns: dict[str, str]
     #: Each provider account's known rate limit (roost/daemon/engine/limits.py ``account``).
     accounts: dict[str, Hold]
+    #: When each tree's recent spawns were (root -> monotonic times; roost/daemon/engine/spawn.py).
+    spawn_times: dict[str, collections.deque[float]]
     runs: itertools.count[int]
     make_worker: WorkerFactory
     #: Makes the handle of a worker a past daemon left running (None: nothing re-adopts, a test's engine).

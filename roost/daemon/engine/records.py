@@ -8,12 +8,14 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
+from roost.config import Config
 from roost.daemon.engine import stall_watch
 from roost.daemon.engine.limits import limit_at
 from roost.daemon.engine.messages import Due, Message, WorkerMessage
 from roost.daemon.engine.run_queue import RunQueue
 from roost.daemon.engine.slot import Phase, Slot, live_of
 from roost.daemon.storage.index import JobIndex
+from roost.daemon.storage.output_bytes import OUTPUT_KINDS
 from roost.daemon.storage.store import Store
 from roost.models import REASONED_STATES, UNSEEN_STATES, Job, State
 from roost.protocol import ENTRY_MAX
@@ -41,6 +43,7 @@ class Records:
     inbox: collections.Counter[str]
     queue: RunQueue
     clock: Callable[[], float]
+    _config: Callable[[], Config]
     post: Callable[[str, Message], None]
     _draining: bool
     #: Jobs saved by the batch being applied, written once before its commit (``write_saved``).
@@ -54,7 +57,19 @@ class Records:
             data["cut"] = len(text) - ENTRY_MAX  # says how much of it was not kept
         entry = self.store.add_timeline(job.id, kind, data, self.clock())
         self.store.after_commit(lambda: self.publisher.timeline(entry))
+        if kind in OUTPUT_KINDS:
+            self._bound_output(job)
         return entry
+
+    def _bound_output(self, job: Job) -> None:
+        """Past ``max_timeline_bytes`` of output the job's oldest output goes, and a note says so."""
+        bound = self._config().max_timeline_bytes
+        if not bound or self.store.output.of(job.id) <= bound:
+            return
+        entries, size = self.store.output.drop_oldest(job.id, bound)
+        self.timeline(job, "note", quota=size, message=(
+            f"this job's output on its timeline reached its bound of {bound} bytes (max_timeline_bytes): "
+            f"its oldest {entries} output entries ({size} bytes) were dropped; the newest output is kept"))
 
     # -- a job's inbox: the store's rows and the engine's count change in one place ---------------
     def add_message(self, job_id: str, text: str) -> None:

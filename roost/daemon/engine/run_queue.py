@@ -30,7 +30,7 @@ from roost.daemon.storage.store import Store
 from roost.models import TURN_STATES, Job, State
 from roost.rules.counts import slot_wait
 from roost.rules.lifecycle import WorkerFacts
-from roost.rules.live_workers import Idle, closable, places_short, to_close
+from roost.rules.live_workers import Idle, closable, holds_place, places_short, to_close
 
 
 
@@ -140,9 +140,12 @@ class RunQueue:
 
     # -- the live-worker cap --------------------------------------------------------------------------
     def live_count(self) -> int:
-        """Live workers (every slot: starting, ready or closing) and jobs let go to start one."""
+        """Live workers (every slot: starting, ready or closing) and jobs let go to start one, but
+        not one waiting in its turn for children that still run (``holds_place``)."""
         eng = self.eng
-        return len(eng.slots) + sum(1 for j in self.releasing if j not in eng.slots)
+        held = sum(1 for job_id, slot in eng.slots.items()
+                   if holds_place(slot.turn is not None, eng.index.counts(job_id)[1]))
+        return held + sum(1 for j in self.releasing if j not in eng.slots)
 
     def _live_free(self) -> bool:
         cap = self.eng.config.max_live_workers

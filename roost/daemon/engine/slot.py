@@ -9,7 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from roost.models import State
+from roost.models import Job, State
 
 
 class WorkerHandle(Protocol):
@@ -80,8 +80,9 @@ class Hold:
 @dataclass
 class Slot:
     worker: WorkerHandle
-    #: The token its tools prove the job's identity with; dies with the worker.
-    token: str
+    #: A hash of the token its tools prove the job's identity with where its process tree cannot
+    #: (a worker on another host: docs/protocols.md#authority); dies with the worker.
+    token_hash: str
     ready_timeout: float
     launch_session: str | None = None
     phase: Phase = Phase.STARTING
@@ -89,6 +90,9 @@ class Slot:
     close_reason: str = ""
     #: Start a new worker once this one has exited (a message came while it was closing).
     reopen: bool = False
+    #: Its budget changed and its agent caps spend with the one it started with (Claude Code):
+    #: no new turn starts; the job's next ``Due`` between turns closes it (roost/daemon/engine/spend.py).
+    restart_for_cap: bool = False
     #: Monotonic times the time rules read.
     idle_since: float | None = None
     last_report_at: float | None = None
@@ -96,6 +100,8 @@ class Slot:
     held_since: float | None = None
     #: When the last word from one of the agent's own subagents came (they keep an idle worker).
     subagent_word_at: float | None = None
+    #: The commands the agent runs in the background of the job (their ids; a stop aborts them too).
+    background: set[str] = field(default_factory=set)
     #: Senders waiting for a resume to finish (resolved when the worker is ready or fails).
     resume_replies: list[asyncio.Future[Any]] = field(default_factory=list)
     #: Callers of ``close`` waiting for the worker to be gone.
@@ -103,6 +109,9 @@ class Slot:
     #: Its pending approvals: the daemon's id -> (the worker's own id, when it was asked on the
     #: monotonic clock, which the timeout counts from).
     approvals: dict[str, tuple[str, float]] = field(default_factory=dict)
+    #: The whole request of each pending approval too long to keep whole in the record (the daemon's
+    #: id -> its ``what`` as the agent sent it): what the person reads before answering.
+    whole: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Rate limits (roost/daemon/engine/limits.py): when its bounced turn may go again (monotonic;
     #: None: not held by time), whether it waits for a person (``on_rate_limit = "ask"``), and how
     #: many turns in a row were bounced (the back-off without a reset time doubles with each).
@@ -148,3 +157,9 @@ def turn_of(data: dict[str, Any] | None) -> Turn | None:
                 state_before=State(data["state_before"]), text_before=str(data["text_before"]),
                 report=(str(report[0]), str(report[1])) if report else None,
                 ending=Ending(str(ending[0]), str(ending[1])) if ending else None)
+
+
+def stoppable(job: Job, slot: Slot | None) -> bool:
+    """Whether a stop has something to stop: what ``Job.stoppable`` says, or a command the agent
+    runs in the background of the job (its worker's, so only the slot knows it)."""
+    return job.stoppable() or (slot is not None and bool(slot.background) and job.archived_at is None)

@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from roost.daemon.engine import messages as m
 from roost.daemon.storage.usage import Call, day_of
-from roost.models import Job
+from roost.drivers import driver_for
+from roost.models import Job, State
 from roost.protocol import ErrorCode, ProtocolError
 from roost.rules.budgets import STOP_CALLER, Budget, Spent, crossed, describe, level, spawn_refusal
 from roost.worker_protocol import TOKEN_KINDS
@@ -239,9 +240,9 @@ def _act(eng: EngineApi, owner: str | None, reached: str, budget: Budget, spent:
         jobs = [j for j in eng.index.jobs.values() if j.stoppable()]
         for job in jobs:
             eng.timeline(job, "budget", level=reached, text=text)
-    if reached == "over":
+    if reached == "over":  # an idle job too: the turn that crossed it may have ended with its cost
         for job in jobs:
-            if job.stoppable():
+            if job.stoppable() or (owner is not None and job.state is State.IDLE):
                 eng.post(job.id, m.Stop(STOP_CALLER + (owner or "day")))
 
 
@@ -254,6 +255,34 @@ def budgets_over(eng: EngineApi, parent: Job | None) -> list[tuple[str, Budget, 
             if (kept := book.budgets.get(owner)) is not None:
                 out.append((f"job {owner}", kept.budget, kept.spent))
     return out
+
+
+def turn_refusal(eng: EngineApi, job: Job) -> str | None:
+    """Why no new turn of ``job`` may start (a budget above it, its own included, or the day's is
+    at its cap), or None."""
+    return spawn_refusal(budgets_over(eng, job))
+
+
+def over_caller(eng: EngineApi, job: Job) -> str | None:
+    """The stop caller of the budget at its cap that ``job`` is under (``budget:OWNER``, or
+    ``budget:day``), or None when none is."""
+    book = ledger(eng)
+    if level(Budget(eng.config.budget_daily_usd), book.today) == "over":
+        return STOP_CALLER + "day"
+    for owner in (job.id, *eng.index.ancestors(job.id)):
+        if (kept := book.budgets.get(owner)) is not None and level(kept.budget, kept.spent) == "over":
+            return STOP_CALLER + owner
+    return None
+
+
+def detach_refusal(eng: EngineApi, job: Job) -> str | None:
+    """Why a job may not detach ``job``: leaving its tree would leave the caps of its ancestors'
+    budgets (a person may: as with `roost budget`, what a tree spends is theirs to say)."""
+    for owner in eng.index.ancestors(job.id):
+        if (kept := ledger(eng).budgets.get(owner)) is not None:
+            return (f"job {job.id} is under the budget of job {owner} ({kept.budget.words()}); only a person may "
+                    f"detach it from there")
+    return None
 
 
 def check_spawn(eng: EngineApi, parent: Job | None) -> None:
@@ -305,7 +334,21 @@ def on_set_budget(eng: EngineApi, job: Job, msg: m.SetBudget) -> None:
                      text=f"budget set to {kept.budget.words()} by a person: {describe(kept.budget, kept.spent, 'it')}")
         if kept.level == "over" and (old is None or old.level != "over"):
             _act(eng, job.id, "over", kept.budget, kept.spent)
+    _restart_for_cap(eng, job)
+    if kept.level != "over" and old is not None and old.level == "over":  # reports held by the cap go now
+        for member in (job.id, *(d.id for d in eng.index.descendants(job.id))):
+            eng.post(member, m.Reports())
     msg.answer(budget_row(eng, job.id))
+
+
+def _restart_for_cap(eng: EngineApi, job: Job) -> None:
+    """A worker whose agent caps its own spend with the budget it started with (Claude Code) is
+    restarted between turns (the slot's ``restart_for_cap``, done by the job's ``Due``), so the
+    new cap reaches the agent; its session goes on."""
+    slot = eng.slots.get(job.id)
+    if slot is not None and driver_for(eng.config.driver(job.driver).kind).caps_spend:
+        slot.restart_for_cap = True
+        eng.post(job.id, m.Due())
 
 
 def budget_row(eng: EngineApi, job_id: str) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from roost.daemon.engine import turns as t
 from roost.daemon.git import worktrees
 from roost.daemon.engine import worker_events as w
 from roost.daemon.engine.run_queue import Placed
-from roost.daemon.engine.slot import Phase
+from roost.daemon.engine.slot import Phase, stoppable
 from roost.daemon.engine.ports import EngineApi
 from roost.models import STOPPABLE_STATES, Job, State
 from roost.protocol import ErrorCode, ProtocolError
@@ -44,6 +44,8 @@ def on_send(eng: EngineApi, job: Job, msg: m.Send) -> None:
     if restart and msg.caller is not None:  # only a person restarts a stopped job
         raise ProtocolError(ErrorCode.STOPPED, f"job {job.id} is stopped; a stopped job takes no messages "
                                                "from agents (a person's message restarts it)")
+    if (over := spend.turn_refusal(eng, job)) is not None:  # no new turn past the cap, from anyone
+        raise ProtocolError(ErrorCode.REFUSED, f"message to job {job.id} {over}")
     if job.approvals:  # not an answer: it denies what is pending, its text the reason the agent hears
         msg.answer({"outcome": "denied", "job": job.id,
                     "approvals": approvals.deny_for_message(eng, job, msg.text, msg.caller)})
@@ -83,8 +85,10 @@ def on_send(eng: EngineApi, job: Job, msg: m.Send) -> None:
 
 
 def on_stop(eng: EngineApi, job: Job, msg: m.Stop) -> None:
-    """Answers how many of the agent's own subagents the stop ends; None when it was not stoppable."""
-    if not job.stoppable():
+    """Answers how many of the agent's own subagents the stop ends; None when it was not stoppable.
+    A budget's stop stops an idle job too: the turn that crossed the cap may have ended already."""
+    slot = eng.slots.get(job.id)
+    if not stoppable(job, slot) and not (budget_stop(msg.caller) and job.state is State.IDLE and job.archived_at is None):
         msg.answer(None)
         return
     ended = job.provider_running
@@ -93,7 +97,6 @@ def on_stop(eng: EngineApi, job: Job, msg: m.Stop) -> None:
     eng.set_state(job, State.STOPPED, "stop", by=msg.caller or "person", reason=reason)
     eng.drop_messages(job.id)
     eng.save(job)
-    slot = eng.slots.get(job.id)
     if slot is not None:
         t.cut(slot, "stop", msg.caller or "person")
         t.abort(eng, job, slot, bounded=True, first=denials)
@@ -188,6 +191,10 @@ def on_archive(eng: EngineApi, job: Job, msg: m.Archive) -> None:
 
 
 def on_detach(eng: EngineApi, job: Job, msg: m.Detach) -> None:
+    """Make a job a root; a job's detach (an ancestor's: the authority table lets no job detach
+    itself) is refused while the target is under one of its ancestors' budgets."""
+    if msg.caller is not None and (why := spend.detach_refusal(eng, job)) is not None:
+        raise ProtocolError(ErrorCode.REFUSED, f"detach refused: {why}")
     if job.parent is not None:
         old_parent = job.parent
         _make_root(eng, job)
@@ -239,7 +246,7 @@ def on_resume(eng: EngineApi, job: Job, msg: m.Resume) -> None:
 def on_reports(eng: EngineApi, job: Job, msg: m.Reports) -> None:
     """Children's reports wait for this job: what the rule says to do with them, now."""
     pending = eng.store.pending_reports(job.id)
-    if not pending:
+    if not pending or spend.turn_refusal(eng, job) is not None:  # past the cap they wait for a raise
         return
     facts = eng.facts(job)
     question = any(r["question"] for r in pending)
@@ -267,6 +274,10 @@ def on_due(eng: EngineApi, job: Job, msg: m.Due) -> None:
     """A deadline passed or an input of the time rules changed: close, reap or steer if due."""
     slot = eng.slots.get(job.id)
     if slot is None or slot.phase is Phase.CLOSING:
+        return
+    if slot.restart_for_cap and slot.turn is None and not job.provider_running and not job.approvals:
+        slot.reopen = bool(eng.inbox[job.id])  # a message that waited for it goes to the new worker
+        w.close_worker(eng, job, slot, "its budget changed: its agent starts again with the new cap")
         return
     facts, kids, config, now = eng.facts(job), eng.index.kids(job.id), eng.config, eng.monotonic()
     approvals.expire(eng, job, slot, now)

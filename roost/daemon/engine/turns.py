@@ -8,11 +8,17 @@ import asyncio
 from typing import Any, Coroutine
 
 from roost.daemon.engine import approvals, limits, reports, spend, stall_watch
-from roost.daemon.engine.messages import AbortAnswer, Event, PromptAnswer, SteerAnswer
+from roost.daemon.engine.messages import AbortAnswer, Due, Event, PromptAnswer, SteerAnswer
 from roost.daemon.engine.slot import Ending, Phase, Slot, Turn
 from roost.daemon.engine.ports import EngineApi
 from roost.models import QUESTION_MAX, Job, State, cut_middle
 from roost.protocol import ENTRY_MAX, without_lone_surrogates
+from roost.rules.budgets import stop_reason as budget_stop
+
+from roost.rules import quotas
+
+#: The most background commands of one worker whose ids the daemon keeps.
+BACKGROUND_MAX = 256
 
 
 PROMPT_TIMEOUT = 10.0
@@ -30,7 +36,8 @@ def deliver_next(eng: EngineApi, job: Job) -> bool:
     True when a turn started."""
     slot = eng.slots.get(job.id)
     if (slot is None or slot.phase is not Phase.READY or slot.turn is not None or job.state == State.STOPPED
-            or job.archived_at is not None or limits.held(eng, job, slot, eng.monotonic())):
+            or job.archived_at is not None or limits.held(eng, job, slot, eng.monotonic())
+            or slot.restart_for_cap or spend.turn_refusal(eng, job) is not None):  # past a cap, no turn starts
         return False
     now = eng.clock()
     message = eng.store.next_message(job.id) if eng.inbox[job.id] else None
@@ -146,8 +153,8 @@ def abort_effect(eng: EngineApi, job: Job, slot: Slot,
                  first: Coroutine[Any, Any, None] | None = None) -> Coroutine[Any, Any, None] | None:
     """What ``abort`` runs: ``first``, then the abort of the turn in flight; ``first`` alone (or None)
     when nothing runs. With no turn but subagents of the agent's own that run, the abort goes too: it
-    stops them (docs/protocols.md). For an effect that must come after both (closing the worker)."""
-    if slot.turn is None and not job.provider_running:
+    stops them, and so with commands it runs in the background (docs/protocols.md). For an effect that must come after both (closing the worker)."""
+    if slot.turn is None and not job.provider_running and not slot.background:
         return first
     run = slot.turn.run if slot.turn is not None else None
     return _abort(eng, job.id, slot.worker, run, first)
@@ -205,7 +212,9 @@ def _on_one(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> None
         limits.clear_notice(eng, job)
     if kind not in ("response", "malformed"):
         stall_watch.heard(eng, job, slot, str(kind))
-    if kind == "text":
+    if kind == "text" and quotas.binary(str(event.get("text", ""))):  # an agent's that no person reads
+        eng.timeline(job, "note", message=quotas.binary_words(len(str(event["text"]).encode(errors="replace"))))
+    elif kind == "text":
         text = str(event.get("text", ""))
         # A text that continues the one before (a command's output, cut in pieces) adds to it,
         # so the peek and the report hold the end of the output, not of its last piece.
@@ -247,6 +256,13 @@ def _on_one(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> None
         if eng.index.count_subagent(job, data, lambda: eng.store.subagent_words(job.id)):
             eng.save(job)  # its row's counts changed (a new one, or one that finished)
         eng.timeline(job, "subagent", **data)
+    elif kind == "background":  # a command the agent runs in the background of this job (not a subagent)
+        ident = _word(event.get("id"))
+        if not event.get("running"):
+            slot.background.discard(ident)
+        elif len(slot.background) < BACKGROUND_MAX:  # past it a stop still aborts: the set is not empty
+            slot.background.add(ident)
+        eng.timeline(job, "note", message=str(event.get("message", "")), background=ident)
     elif kind == "note":  # the worker side says what it left out (output over its bounds)
         eng.timeline(job, "note", message=str(event.get("message", "")))
     elif kind == "limited":
@@ -269,14 +285,16 @@ def begin_own_turn(eng: EngineApi, job: Job, slot: Slot) -> None:
     slot.turn = Turn(run=next(eng.runs), kind="own", ids=[], state_before=job.state, text_before=job.last_text)
     slot.idle_since = None
     stall_watch.turn_began(eng, job, slot)
-    stopped = job.state == State.STOPPED
+    over = spend.over_caller(eng, job)
+    stopped = job.state == State.STOPPED or over is not None
     if stopped:
-        eng.timeline(job, "note", message="the agent began a turn of its own after a stop; it is aborted")
+        eng.timeline(job, "note", message="the agent began a turn of its own after a stop; it is aborted"
+                     if over is None else "the agent began a turn of its own past the budget; it is aborted")
     else:
         eng.set_state(job, State.WORKING, "turn", note="a turn of the agent's own")
     eng.save(job)
     if stopped:
-        cut(slot, "stopped-before", "person")
+        cut(slot, "stopped-before", over or "person")
         abort(eng, job, slot)
 
 
@@ -294,6 +312,8 @@ def end_turn(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
     now = eng.monotonic()
     slot.idle_since = now
     eng.answer_turn(turn, {"outcome": "delivered", "job": job.id})
+    if slot.restart_for_cap:  # between turns now: restart it with its new budget
+        eng.post(job.id, Due())
     outcome = event.get("outcome")
     report = turn.report
     text = job.last_text
@@ -301,6 +321,11 @@ def end_turn(eng: EngineApi, job: Job, slot: Slot, event: dict[str, Any]) -> Non
     # was (a done parent stays done) and tells its own parent nothing new.
     quiet = (outcome == "ok" and report is None and turn.kind == "reports"
              and turn.state_before in (State.DONE, State.IDLE, State.BLOCKED, State.WAITING))
+    over = spend.over_caller(eng, job) if turn.ending is None and outcome not in ("ok", "waiting") else None
+    if over is not None:  # the agent's own cap ended it (Claude Code's error_max_budget_usd): the budget's stop
+        eng.set_state(job, State.STOPPED, "stop", by=over, reason=budget_stop(over))
+        eng.drop_messages(job.id)
+        turn.ending = Ending("stop", over)
     ending = turn.ending  # how it ends is decided from the turn, not from the job's state now
     cut_short = ending is not None
     if ending is not None:

@@ -18,6 +18,7 @@ from roost.daemon.engine.slot import Phase, Slot
 from roost.daemon.engine.turns import abort_effect, cut, deliver_next
 from roost.daemon.engine.ports import EngineApi
 from roost.daemon.processes.process import describe_exit
+from roost.daemon.processes.shim_link import token_hash
 from roost.drivers.base import DriverError
 from roost.models import TURN_STATES, Job, State
 from roost.protocol import ErrorCode, ProtocolError
@@ -51,7 +52,7 @@ def begin_start(eng: EngineApi, job: Job) -> Placed:
         fail_start(eng, job, _os_reason(exc))
         return Placed.FAILED
     holder.append(made.worker)
-    eng.slots[job.id] = Slot(worker=made.worker, token=token, ready_timeout=made.ready_timeout,
+    eng.slots[job.id] = Slot(worker=made.worker, token_hash=token_hash(token), ready_timeout=made.ready_timeout,
                              launch_session=made.session)
     eng.spawn_task(_start(eng, job.id, made.worker, made.ready_timeout))
     return Placed.STARTED

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import filecmp
+import os
 import shutil
 import json
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ ARCHIVE_REFS = "refs/roost/archive/"
 REFLOG_MAX = 1000
 #: The most bytes of ``git status`` read about one worktree.
 STATUS_MAX = 4 * 1024 * 1024
+#: The most directory entries looked at under ignored and untracked directories for a nested
+#: repository (a ``.git``); past it the worktree is kept, since roost cannot say nothing is there.
+NESTED_SCAN_MAX = 200_000
 #: Who the archive commits are by (roost's own commits; the person's identity is not needed).
 _IDENTITY = {"GIT_AUTHOR_NAME": "roost", "GIT_AUTHOR_EMAIL": "roost@localhost",
              "GIT_COMMITTER_NAME": "roost", "GIT_COMMITTER_EMAIL": "roost@localhost"}
@@ -60,9 +64,16 @@ async def look(job: Job, users: tuple[str, ...] = ()) -> Look:
         return Look(WorktreeFacts(exists=False))
     private = await gitdir(path)
     changed, untracked = await status(path)
-    copied = _copied(private / READY_MARK)
+    copied, at_setup = _marked(private / READY_MARK)
     copies = tuple(await asyncio.to_thread(_unchanged, Path(job.repo), path, [n for n in untracked if n in copied]))
     untracked = [n for n in untracked if n not in copies]
+    hidden = await ignored(path)
+    nested, scan_over = await asyncio.to_thread(_nested_repositories, path,
+                                                [n for n in (*hidden, *untracked) if n.endswith("/")])
+    made: tuple[str, ...] = ()
+    if job.driver_opts.get("keep_ignored"):  # the ignored files the job made: not there at setup, not copies
+        kept = set(await asyncio.to_thread(_unchanged, Path(job.repo), path, [n for n in hidden if n in copied]))
+        made = tuple(n for n in hidden if n not in at_setup and n not in kept)
     modules = private / "modules"
     submodules = tuple(sorted(p.name for p in modules.iterdir())) if modules.is_dir() else ()
     tips: list[str] = []
@@ -77,18 +88,59 @@ async def look(job: Job, users: tuple[str, ...] = ()) -> Look:
     facts = WorktreeFacts(exists=True, changed=tuple(changed), untracked=tuple(untracked),
                           branch_ahead=await _count(job.repo, *branch, f"^{job.base}") if branch else None,
                           ahead=await _count(str(path), "HEAD", *branch, f"^{job.base}"),
-                          submodules=submodules, users=users, reflog_over=over)
+                          submodules=submodules, users=users, reflog_over=over, nested=nested,
+                          nested_unchecked=scan_over, ignored=made)
     return Look(facts, copies, tuple(dict.fromkeys(tips)))
 
 
-def _copied(mark: Path) -> set[str]:
-    """The files setup copied in, by the mark; none when there is no mark or it cannot be read
-    (then every untracked file counts as the agent's work, which keeps more, never less)."""
+def _marked(mark: Path) -> tuple[set[str], set[str]]:
+    """What setup copied in and the ignored entries there were once it ran, by the mark; none when
+    there is no mark or it cannot be read (then every untracked or ignored file counts as the
+    agent's work, which keeps more, never less)."""
     try:
-        found = json.loads(mark.read_text()).get("copied", [])
-    except (OSError, ValueError, AttributeError):
-        return set()
-    return {n for n in found if isinstance(n, str)} if isinstance(found, list) else set()
+        found = json.loads(mark.read_text())
+    except (OSError, ValueError):
+        return set(), set()
+    if not isinstance(found, dict):
+        return set(), set()
+    return _names_in(found.get("copied")), _names_in(found.get("ignored"))
+
+
+def _names_in(value: object) -> set[str]:
+    return {n for n in value if isinstance(n, str)} if isinstance(value, list) else set()
+
+
+async def ignored(path: Path) -> list[str]:
+    """The ignored files of the worktree, an ignored directory as one name ending in ``/`` (git
+    status does not list them, and ``git worktree remove`` deletes them)."""
+    out = bytearray()
+    async for chunk in git_chunks("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
+                                  cwd=path, env={}, limit=STATUS_MAX):
+        out += chunk
+    return [n for n in out.decode(errors="replace").split("\0") if n]
+
+
+def _nested_repositories(path: Path, dirs: list[str]) -> tuple[tuple[str, ...], bool]:
+    """The git repositories (a ``.git`` file or directory) in or below ``dirs`` of the worktree,
+    and whether there was more to look at than NESTED_SCAN_MAX entries."""
+    found: list[str] = []
+    seen = 0
+    stack = [path / d for d in dirs]
+    while stack:
+        here = stack.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        seen += len(entries)
+        if seen > NESTED_SCAN_MAX:
+            return tuple(sorted(found)), True
+        for entry in entries:
+            if entry.name == ".git":
+                found.append(os.path.relpath(here, path) + "/")
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+    return tuple(sorted(found)), False
 
 
 async def status(path: Path) -> tuple[list[str], list[str]]:

@@ -22,7 +22,7 @@ from roost.config import Config, DriverProfile, WorktreeSettings
 from roost.daemon.git.run import GitError, git, shell
 from roost.daemon.engine.messages import Message, Restored, Settled
 from roost.daemon.engine.ports import EngineApi
-from roost.daemon.git.teardown import (READY_MARK, Back, Look, archive_ref, forget, gitdir, look,
+from roost.daemon.git.teardown import (READY_MARK, Back, Look, archive_ref, forget, gitdir, ignored, look,
                                             remove, restore)
 from roost.daemon.storage.records import Records
 from roost.models import Job
@@ -150,14 +150,15 @@ async def before_start(job: Job | None, settings: WorktreeSettings) -> None:
             await shell(command, path, settings.setup_timeout, _env(job))
         except GitError as exc:
             raise GitError(f"worktree setup failed: {exc}") from None
-    await asyncio.to_thread(_put_mark, mark, copied)
+    await asyncio.to_thread(_put_mark, mark, copied, await ignored(path))
 
 
-def _put_mark(mark: Path, copied: list[str]) -> None:
-    """Write the setup mark whole before it is in place: an archive that looks at the worktree
-    while setup ends reads no mark or all of it, never an empty file."""
+def _put_mark(mark: Path, copied: list[str], at_setup: list[str]) -> None:
+    """Write the setup mark (what was copied in, and the ignored entries setup left: not the job's)
+    whole before it is in place: an archive that looks at the worktree while setup ends reads no
+    mark or all of it, never an empty file."""
     part = mark.with_name(mark.name + ".part")
-    part.write_text(json.dumps({"copied": copied}))
+    part.write_text(json.dumps({"copied": copied, "ignored": at_setup}))
     os.replace(part, mark)
 
 

@@ -10,20 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from roost.config import Config
-from roost.config.settings import DriverProfile
-from roost.daemon.egress.proxies import Proxies, placeholder_keys
+from roost.config import Config, DriverProfile
 from roost.daemon.engine.slot import WorkerHandle
 from roost.daemon.processes.spare import Spares
 from roost.daemon.processes.process import Worker
 from roost.daemon.processes.shim_process import adopt_opener
-from roost.daemon.processes.shim_link import ShimRecord
+from roost.daemon.processes.shim_link import ShimRecord, token_hash
 from roost.drivers import driver_for
 from roost.drivers.base import Driver, DriverError, LaunchContext
 from roost.models import Job
 from roost.paths import Paths
 from roost.rules import egress
 from roost.rules.egress import Policy
+from roost.sandbox.enclose import enclose
+from roost.sandbox.network import network_walls, note_mark
+from roost.sandbox.probe import Support
 
 #: Takes one step of a worker's events (roost/daemon/engine/worker_events.py ``sinks``).
 EventSink = Callable[[list[dict[str, Any]]], None]
@@ -46,19 +47,17 @@ AdoptFactory = Callable[[Job, ShimRecord, int, EventSink, ExitSink], WorkerHandl
 
 def network_policy(job: Job, profile: DriverProfile, driver: Driver) -> Policy:
     """The job's network (roost/rules/egress.py): what its record keeps from its spawn, else (a job from
-    before policies) its profile's; its
-    driver's provider hosts always in. A job on another host: ``all`` here (its host's walls are its own)."""
-    if job.host:
-        return Policy(mode="all")
+    before policies) its profile's; its driver's provider hosts always in."""
     stored = job.driver_opts.get("egress") or egress.resolve(profile.network, profile.allow, None, None, None).stored()
     return egress.from_record(stored, driver.provider_hosts(profile.options))
 
 
 def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares | None = None,
-                    proxies: Proxies | None = None) -> WorkerFactory:
-    """The real factory: the job's driver launches an OS process, inside its network walls when
-    ``proxies`` is given. Raises ConfigError or DriverError (say, the profile is gone from the config)
-    for the engine to report."""
+                    support: Support | None = None) -> WorkerFactory:
+    """The real factory: the job's driver launches an OS process, inside the job's walls when its
+    record says it has them (``support``: what this machine can build, probed at the daemon's start),
+    its network among them (roost/sandbox/network.py; a job without walls keeps the machine's).
+    Raises ConfigError or DriverError (say, the profile is gone from the config) for the engine to report."""
 
     def make(job: Job, token: str, on_event: EventSink, on_exit: ExitSink) -> Made:
         settings = config()
@@ -67,38 +66,37 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
         ctx = LaunchContext(socket=paths.socket, token=token, sessions_dir=paths.sessions_dir,
                             state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
         launch = driver.launch(job, ctx)
-        policy = network_policy(job, profile, driver) if proxies is not None else Policy(mode="all")
-        if proxies is not None:
-            launch = proxies.wall(job.id, launch, policy, on_event, tuple(driver.provider_urls(profile.options)), token)
-            on_exit = proxies.closing(job.id, on_exit)
-        serves = spares is not None and spares.serves(job, profile, policy)
-        opener = spares.open if serves else None
+        mark = note_mark(token_hash(token))
+        walled = job.driver_opts.get("walls") == "sandbox" and not job.host
+        if walled:
+            if support is None or not support.ok:  # the machine lost it since the spawn: no job runs bare
+                raise DriverError(f"this job was spawned with a sandbox, and none can be built now: "
+                                  f"{support.reason if support else 'not probed'}")
+            net = network_walls(launch, job.id, network_policy(job, profile, driver),
+                                driver.provider_urls(profile.options), token, mark, paths.runtime_dir)
+            launch = enclose(net, job, paths, settings, support, driver.env_prefixes)
+        # A spare started ahead of its job is outside any job's walls.
+        opener = spares.open if spares is not None and not walled and spares.serves(job, profile) else None
         worker = Worker(job.id, launch, driver.adapter(job), paths.job_log(job.id), on_event=on_event,
-                        on_exit=on_exit, opener=opener)
+                        on_exit=on_exit, opener=opener, note_mark=mark)
         ready = settings.host(job.host).ready_time(driver.ready_timeout) if job.host else driver.ready_timeout
         return Made(worker=worker, ready_timeout=ready, session=launch.session)
 
     return make
 
 
-def adopt_factory(paths: Paths, config: Callable[[], Config], proxies: Proxies | None = None) -> AdoptFactory:
+def adopt_factory(paths: Paths, config: Callable[[], Config]) -> AdoptFactory:
     """The handle of a worker a past daemon started, taken over through its shim's socket: the job's
     driver as a fresh start would have it, its adapter restored from the job's record (what it knew
-    after the last line committed), the token it runs with. Raises ConfigError
+    after the last line committed). Raises ConfigError
     or DriverError (its profile is gone from the config) for the engine to report."""
 
     def adopt(job: Job, record: ShimRecord, committed: int, on_event: EventSink, on_exit: ExitSink) -> WorkerHandle:
         profile = config().driver(job.driver)
         driver = driver_for(profile.kind)
-        ctx = LaunchContext(socket=paths.socket, token=record.token, sessions_dir=paths.sessions_dir,
+        ctx = LaunchContext(socket=paths.socket, token="", sessions_dir=paths.sessions_dir,  # it runs already
                             state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
         launch = driver.launch(job, ctx)
-        if proxies is not None:  # its forwarder reaches the proxy at the same path again
-            policy = network_policy(job, profile, driver)
-            if policy.mode == "allow":
-                keys = placeholder_keys(launch.env, driver.provider_urls(profile.options), record.token)[1]
-                proxies.open(job.id, policy, on_event, keys)
-                on_exit = proxies.closing(job.id, on_exit)
         adapter = driver.adapter(job)
         live = job.live or {}
         turn = live.get("turn") or {}
@@ -107,6 +105,6 @@ def adopt_factory(paths: Paths, config: Callable[[], Config], proxies: Proxies |
         except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # a record changed by hand
             raise DriverError(f"what its adapter knew cannot be read back from the job's record: {exc!r}") from None
         return Worker(job.id, launch, adapter, paths.job_log(job.id), on_event=on_event, on_exit=on_exit,
-                      opener=adopt_opener(record, committed))
+                      opener=adopt_opener(record, committed), note_mark=note_mark(record.token_hash))
 
     return adopt

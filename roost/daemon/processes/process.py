@@ -20,6 +20,7 @@ import asyncio
 import collections
 import dataclasses
 import itertools
+import secrets
 import logging
 import os
 import shutil
@@ -62,8 +63,11 @@ EARLY_MAX = 16
 
 class Worker:
     def __init__(self, job_id: str, launch: Launch, adapter: Adapter, log_path: Path,
-                 on_event: EventHandler, on_exit: ExitHandler, opener: "Opener | None" = None) -> None:
+                 on_event: EventHandler, on_exit: ExitHandler, opener: "Opener | None" = None,
+                 note_mark: str = "") -> None:
         self.job_id = job_id
+        #: What starts a stderr line the job's egress proxy writes for its timeline (roost/sandbox/network.py).
+        self.note_mark = note_mark.encode()
         self.open = opener or open_process
         self.launch = dataclasses.replace(launch, adoptable=adapter.survives_restart)
         self.adapter = adapter
@@ -86,6 +90,11 @@ class Worker:
         #: While a line is decoded or a command encoded: what the adapter emits, handed on with the rest.
         self._gathered: list[dict[str, Any]] | None = None
         self._ids = itertools.count(1)
+        #: Makes this handle's request ids its own: a re-adopted worker's shim replays what it said
+        #: since the last commit, answers to a past daemon's requests among them (its own get_state
+        #: at adoption, "not busy"), and a "g1" of this daemon's must not be answered by that one's
+        #: (the prompt it wrote since would be taken for one never delivered, and sent again).
+        self._id_tag = secrets.token_hex(4)
         #: Commands sent before the worker was reached (``send``), written once it is.
         self._early: list[dict[str, Any]] = []
         self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -180,6 +189,11 @@ class Worker:
             log.warning("job %s: cannot write its worker's stderr to %s: %s", self.job_id, self.log_path, exc)
         *lines, partial = (self._partial + data).split(b"\n")
         self._partial = partial[-STDERR_LINE:]
+        if self.note_mark:
+            notes = [line for line in lines if line.startswith(self.note_mark)]
+            for line in notes:
+                self._emit(note(line[len(self.note_mark):STDERR_LINE].decode(errors="replace")))
+            lines = [line for line in lines if not line.startswith(self.note_mark)] if notes else lines
         for line in lines[-STDERR_TAIL:]:
             text = line[:STDERR_LINE].decode(errors="replace").rstrip()
             if text:
@@ -234,7 +248,7 @@ class Worker:
     async def request(self, kind: str, timeout: float, **fields: Any) -> dict[str, Any]:
         """Send a command and wait for its response; raises TimeoutError or ConnectionError. A command
         over the frame limit is not sent: its answer is a failed response that says so."""
-        req_id = f"{kind[0]}{next(self._ids)}"
+        req_id = f"{kind[0]}{self._id_tag}-{next(self._ids)}"
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiters[req_id] = fut  # before sending: an adapter may answer while it encodes
         try:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from roost.daemon.processes.shim_process import Opener, Process
-from roost.daemon.processes.shim_link import KEEP, SHIM_HELLO_TIMEOUT, ShimError, ShimLink, ShimRecord, handshake
+from roost.daemon.processes.shim_link import KEEP, SHIM_HELLO_TIMEOUT, ShimError, ShimLink, ShimRecord, handshake, token_hash
 from roost.drivers.base import Launch
 from roost.hosts.link import HostDown, Link, last_line
 from roost.hosts.remote_shim import GONE, NOT_STARTED
@@ -190,7 +190,7 @@ def remote_opener(link: Link, command: tuple[str, ...], setup_path: str, shim_pa
             raise
         shim = ShimLink(reader, writer, hello, 0, reconnect=connector.again, place=link.host.name)
         record = ShimRecord(tree, int(info["shim_pid"]), int(info["shim_start"]), socket_path,
-                            launch.env.get("ROOST_TOKEN", ""), False)
+                            token_hash(launch.env.get("ROOST_TOKEN", "")), False)
         return Process(shim.worker_pid, tree, record, shim, remote=True)
 
     return open_remote

@@ -4,9 +4,12 @@ what a worker says: stdout lines with their sequence numbers, stderr, and its ex
 
 The shim is started with a listening socket the daemon bound (so the daemon connects at once, no
 race), owner-only in the state directory's ``workers/`` (0700), beside the record that names it
-(``ShimRecord``: the worker's tree, the shim's pid and start time, the socket, the job's token). A
-later daemon finds a shim only through that record, never by a process name, and takes it only when
-the pid still has the start time written down and its hello names the same worker.
+(``ShimRecord``: the worker's tree, the shim's pid and start time, the socket, a hash of the job's
+token — never the token). A later daemon finds a shim only through that record, never by a process
+name, and takes it only when the pid still has the start time written down and its hello names the
+same worker. A shim takes a connection only from the process that holds the daemon's lock (the
+running daemon: ``--daemon-lock``, checked with SO_PEERCRED and /proc/locks), so no other process
+of the user can take a worker's input (docs/reliability.md, "Only roost reaches a shim").
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -32,7 +36,10 @@ log = logging.getLogger(__name__)
 
 #: The shim program, run by path so that a running shim is never changed by an upgrade of roost.
 SHIM_PROGRAM = Path(__file__).resolve().parents[2] / "programs" / "shim.py"
-VERSION = 1
+#: What the shims this roost starts speak; version 1's (started before an upgrade) are adopted too:
+#: they take any connection of the user and are no subreaper (docs/reliability.md).
+VERSION = 2
+VERSIONS = (1, 2)
 #: What a shim keeps of its worker's output that no daemon acknowledged (the newest).
 KEEP = 8 << 20
 #: How long the daemon waits for a shim's hello.
@@ -54,6 +61,24 @@ class Dropped:
     size: int
 
 
+def token_hash(token: str) -> str:
+    """What a record keeps of a job's token: enough to check one presented, nothing to present."""
+    return hashlib.sha256(token.encode()).hexdigest() if token else ""
+
+
+class DaemonLock:
+    """The daemon's lock as /proc/locks names it (``MAJ:MIN:INODE``, hex device numbers): a shim
+    takes a connection only from the process holding it. Set once the daemon holds its lock;
+    empty in a process that is no daemon (a test's own shims), whose shims take any connection."""
+
+    name = ""
+
+    @classmethod
+    def held(cls, fd: int) -> None:
+        st = os.fstat(fd)
+        cls.name = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+
+
 @dataclass(frozen=True)
 class ShimRecord:
     """What a daemon needs to find, check and take over a worker it did not start (or to kill it)."""
@@ -62,7 +87,8 @@ class ShimRecord:
     shim_pid: int
     shim_start: int
     socket: str
-    token: str
+    #: The job's token hashed: a record any process of the user may read holds no secret.
+    token_hash: str
     #: Whether a new daemon can speak for its worker (its adapter keeps nothing, or restores what it knew).
     adoptable: bool
 
@@ -72,7 +98,7 @@ class ShimRecord:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w") as fh:
             json.dump({**asdict(self.tree), "shim": {"pid": self.shim_pid, "start": self.shim_start,
-                                                     "socket": self.socket, "token": self.token,
+                                                     "socket": self.socket, "token_hash": self.token_hash,
                                                      "adoptable": self.adoptable}}, fh)
         os.replace(tmp, path)
 
@@ -81,7 +107,8 @@ class ShimRecord:
         tree = WorkerTree.load(path)
         try:
             shim = json.loads(path.read_text())["shim"]
-            return cls(tree, int(shim["pid"]), int(shim["start"]), str(shim["socket"]), str(shim["token"]),
+            hashed = str(shim["token_hash"]) if "token_hash" in shim else token_hash(str(shim["token"]))  # a past roost's
+            return cls(tree, int(shim["pid"]), int(shim["start"]), str(shim["socket"]), hashed,
                        bool(shim["adoptable"])) if tree is not None else None
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -132,25 +159,29 @@ def shim_argv(sock: socket.socket, path: Path, job_id: str, mark: str, argv: lis
     """The shim's command line. Every shim starts ``--ephemeral``: it ends, with its worker, when
     its first daemon's connection goes, until ``ShimLink.keep`` — sent once its record is written
     down, so that no shim outlives the daemon unless a later one can find it."""
+    lock = ["--daemon-lock", DaemonLock.name] if DaemonLock.name else []
     return [sys.executable, "-I", "-S", str(SHIM_PROGRAM), "--fd", str(sock.fileno()), "--job", job_id,
             "--keep", str(KEEP), "--line-max", str(MAX_FRAME), "--mark", mark, "--socket", str(path),
-            "--ephemeral", "1", "--", *argv]
+            "--ephemeral", "1", *lock, "--", *argv]
 
 
 async def handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                     timeout: float = SHIM_HELLO_TIMEOUT) -> dict[str, Any]:
     """The shim's hello on a new connection; ShimError (the connection closed) when it says its worker
-    could not start, speaks another version, or says nothing."""
+    could not start, refuses this process, speaks another version, or says nothing."""
     try:
         line = await asyncio.wait_for(reader.readline(), timeout)
         hello = json.loads(line) if line else {}
     except (ValueError, asyncio.TimeoutError, OSError) as exc:
         writer.close()
         raise ShimError(f"the worker's shim did not say hello: {exc or 'no answer'}") from None
-    if not isinstance(hello, dict) or hello.get("roost_shim") != VERSION or "error" in hello:
+    if not isinstance(hello, dict) or hello.get("roost_shim") not in VERSIONS or "error" in hello \
+            or "refused" in hello:
         writer.close()
         if isinstance(hello, dict) and "error" in hello:
             raise ShimError(str(hello["error"]))
+        if isinstance(hello, dict) and "refused" in hello:
+            raise ShimError(f"the worker's shim refused this daemon: {hello['refused']}")
         raise ShimError(f"the worker's shim speaks {str(hello)[:100]!r}, not version {VERSION}")
     return hello
 

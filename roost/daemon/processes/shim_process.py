@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Awaitable, Callable
 
-from roost.daemon.processes.shim_link import ShimError, ShimLink, ShimRecord, listen, shim_argv
+from roost.daemon.processes.shim_link import ShimError, ShimLink, ShimRecord, listen, shim_argv, token_hash
 from roost.drivers.base import Launch
 from roost.proctree import WorkerTree, boot_id, boot_ticks, read_proc
 
@@ -44,6 +44,24 @@ class Process:
 
 Opener = Callable[[str, Launch], Awaitable[Process]]
 
+#: Every shim of this daemon's workers, (pid, start time) -> the id of the job whose worker it runs
+#: (``spare`` before a job takes it): a process below one of them is that job's, whatever its
+#: environment says (roost/daemon/server/peers.py). Known from a shim's start, or from its record
+#: before the daemon serves anyone (``know_shim``); a dead shim's entry goes at the next change.
+SHIMS: dict[tuple[int, int], str] = {}
+
+
+def know_shim(pid: int, start: int, job_id: str) -> None:
+    """The shim ``pid`` (started at ``start``) runs job ``job_id``'s worker."""
+    for key in [key for key in SHIMS if not _runs(*key)]:
+        del SHIMS[key]
+    SHIMS[(pid, start)] = job_id
+
+
+def _runs(pid: int, start: int) -> bool:
+    proc = read_proc(pid)
+    return proc is not None and proc.start == start and proc.state not in ("Z", "X")
+
 
 def socket_for(job_id: str, launch: Launch) -> Path:
     """Where the shim listens: beside the worker's record (state/workers/, 0700), or, for a worker
@@ -71,6 +89,9 @@ async def open_process(job_id: str, launch: Launch, tail_env: dict[str, str] | N
                                 start_new_session=True)
     finally:
         sock.close()
+    proc = read_proc(shim.pid)
+    shim_start = proc.start if proc else 0
+    know_shim(shim.pid, shim_start, job_id)  # before its agent can say hello to anyone
     assert shim.stdin is not None
     try:
         with shim.stdin:
@@ -87,8 +108,7 @@ async def open_process(job_id: str, launch: Launch, tail_env: dict[str, str] | N
         path.unlink(missing_ok=True)
         raise exc if isinstance(exc, ShimError) else ShimError(f"the worker's shim did not answer: {exc}") from None
     tree = WorkerTree(job=job_id, pid=link.worker_pid, start=link.worker_start, floor=floor, mark=mark, boot=boot_id())
-    proc = read_proc(shim.pid)
-    record = ShimRecord(tree, shim.pid, proc.start if proc else 0, str(path), launch.env.get("ROOST_TOKEN", ""),
+    record = ShimRecord(tree, shim.pid, shim_start, str(path), token_hash(launch.env.get("ROOST_TOKEN", "")),
                         launch.adoptable)
     if launch.record is not None and save_record(record, launch.record) and not ephemeral:
         link.keep()

@@ -36,11 +36,10 @@ from typing import Any, Callable, Coroutine
 
 from roost.config import Config, ConfigError, DriverProfile
 from roost.daemon.processes.process import PIPE_GRACE
-from roost.daemon.processes.shim_process import Process, open_process, save_record
+from roost.daemon.processes.shim_link import token_hash
+from roost.daemon.processes.shim_process import Process, know_shim, open_process, save_record
 from roost.drivers import driver_for
-from roost.daemon.egress.sandbox_net import unshared
 from roost.drivers.base import Launch, LaunchContext
-from roost.rules.egress import Policy
 from roost.models import Job
 from roost.paths import Paths
 from roost.proctree import MARK_VAR, record_path
@@ -144,8 +143,6 @@ class Spares:
         self.key: tuple[str, Any] | None = None
         self.failures = 0
         self.closed = False
-        #: Whether spares run in a network namespace with loopback only (bubblewrap is installed).
-        self.walled = False
         self._retry: asyncio.TimerHandle | None = None
         self._retry_at = 0.0
         self._opening: set[asyncio.Task[None]] = set()
@@ -166,9 +163,6 @@ class Spares:
         launch = driver.spare(ctx)
         if launch is None:
             return Plan()
-        walled = unshared(launch.argv)  # a spare reaches no network: it serves jobs that reach none
-        self.walled = walled is not None
-        launch = dataclasses.replace(launch, argv=walled or launch.argv)
         return Plan(config.spare_workers, profile_key(profile), launch, driver.ready_timeout)
 
     def start(self) -> None:
@@ -188,13 +182,10 @@ class Spares:
             self._drop(self.idle[plan.count:])
         self._fill()
 
-    def serves(self, job: Job, profile: DriverProfile, policy: Policy) -> bool:
-        """Whether the job's start may take a spare (``open`` still checks its launch): a spare runs
-        with no network (``walled``), so only a job whose network reaches nothing takes one; without
-        bubblewrap spares are not walled, and only a job whose network is ``all`` does."""
-        reach = policy.reaches_nothing() if self.walled else policy.mode == "all"
+    def serves(self, job: Job, profile: DriverProfile) -> bool:
+        """Whether the job's start may take a spare (``open`` still checks its launch)."""
         return not self.closed and self.key is not None and not job.host and not job.worktree and \
-            profile_key(profile) == self.key and reach
+            profile_key(profile) == self.key
 
     # -- a job's start ------------------------------------------------------------------------------------
     async def open(self, job_id: str, launch: Launch) -> Process:
@@ -230,8 +221,10 @@ class Spares:
         for task in spare.tasks:
             task.cancel()
         tree = dataclasses.replace(spare.process.tree, job=job_id)
-        record = dataclasses.replace(spare.process.record, tree=tree, token=launch.env.get("ROOST_TOKEN", ""),
+        record = dataclasses.replace(spare.process.record, tree=tree,
+                                     token_hash=token_hash(launch.env.get("ROOST_TOKEN", "")),
                                      adoptable=launch.adoptable)
+        know_shim(record.shim_pid, record.shim_start, job_id)  # its processes are the job's from now on
         if launch.record is not None and save_record(record, launch.record):
             spare.process.link.keep()  # a job's worker, written down: it outlives the daemon
         spare.record.unlink(missing_ok=True)

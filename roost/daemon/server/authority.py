@@ -28,6 +28,8 @@ class Reach(enum.Enum):
     SELF = "itself"
     #: The target is the calling job or one of its descendants (its subtree).
     SUBTREE = "its subtree"
+    #: The target is one of the calling job's descendants, never the job itself.
+    BELOW = "its descendants"
     #: The target is in the calling job's subtree or is one of its ancestors.
     FAMILY = "its subtree and its ancestors"
     #: It touches nothing of another job (hello, the daemon's status, the connection's own state).
@@ -64,13 +66,14 @@ RULES: dict[str, Rule] = {
     "unpin": _MINE,
     "label": _MINE,
     "archive": _MINE,
-    "detach": _MINE,
+    "detach": Rule(Reach.BELOW, "job"),  # a job never detaches itself out of its tree (and its budget)
     "rename": _MINE,
     "unarchive": _MINE,
     "merge": _MINE,
     "fork": _MINE,  # a job's fork is its own child, like its spawns
     "report": Rule(Reach.SELF, person=False),
     "answer_approval": _PERSON,  # no job answers an approval: not the asking one, its parent or its children
+    "approval_text": _PERSON,  # what the person reads before answering
     "show": Rule(Reach.FAMILY, "job"),
     "children": _MINE,
     "list": Rule(Reach.SUBTREE, "under"),
@@ -120,6 +123,9 @@ def check(op: str, args: dict[str, Any], caller: str | None, index: JobIndex) ->
     target = args.get(rule.target) or caller
     args[rule.target] = target
     index.require(target)
+    if rule.jobs is Reach.BELOW and target == caller:
+        raise ProtocolError(ErrorCode.AUTH, f"job {caller} may not {op} itself: a job reaches {rule.jobs.value} "
+                                            f"(only a person, or an ancestor, may)")
     if index.under(target, caller) or (rule.jobs is Reach.FAMILY and index.under(caller, target)):
         return
     raise ProtocolError(ErrorCode.AUTH, f"job {caller} may not {op} job {target}: a job reaches {rule.jobs.value}, "

@@ -16,6 +16,7 @@ import logging
 from collections import deque
 from typing import Any, Awaitable, Callable
 
+from roost.socket_connect import peer_credentials
 from roost.protocol import (HELLO_TIMEOUT, LAGGED, MAX_FRAME, QUEUE_BYTES, ErrorCode, ProtocolError, encode, err, ok,
                             read_frame)
 
@@ -33,7 +34,8 @@ Handle = Callable[["Connection", bytes], Awaitable[None]]
 
 
 class Connection:
-    """One client: a person, or a job proven by its token (``job``), once its hello succeeded.
+    """One client: a person, or a job (``job``: below its worker's shim, or proven by its token where
+    that cannot be seen), once its hello succeeded.
     ``not_person`` says why its peer cannot be a person (a process the daemon started); ``host``
     names the host whose socket it came through: then only that host's jobs may say hello."""
 
@@ -50,6 +52,10 @@ class Connection:
         self.job: str | None = None
         self.client = "?"
         self.queued_bytes = 0
+        #: When the last request came in (the loop's clock), and the requests running now: what
+        #: tells an idle connection (``idle_for``).
+        self.last_request = asyncio.get_running_loop().time()
+        self._running: set[asyncio.Task[None]] = set()
         self._queue: deque[bytes] = deque()
         self._wake = asyncio.Event()
         self._closing = False
@@ -62,6 +68,19 @@ class Connection:
     @property
     def closing(self) -> bool:
         return self._closing
+
+    @property
+    def peer_pid(self) -> int:
+        """The pid of the process that connected (SO_PEERCRED); 0 when the kernel does not say."""
+        sock = self.writer.get_extra_info("socket")
+        try:
+            return peer_credentials(sock)[0] if sock is not None else 0
+        except (OSError, AttributeError):
+            return 0
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since its last request, 0 while one runs (a subscription is the publisher's to say)."""
+        return 0.0 if self._running else now - self.last_request
 
     def __repr__(self) -> str:
         return f"connection {self.conn_id} ({self.client}{', job ' + self.job if self.job else ''})"
@@ -161,7 +180,7 @@ class Connection:
         since the hello decides who this is. No hello within HELLO_TIMEOUT closes the connection."""
         overdue = self._loop.call_later(HELLO_TIMEOUT, self._hello_overdue)
         slots = asyncio.Semaphore(MAX_IN_FLIGHT)
-        tasks: set[asyncio.Task[None]] = set()
+        tasks = self._running
 
         def done(task: asyncio.Task[None]) -> None:
             tasks.discard(task)
@@ -178,6 +197,7 @@ class Connection:
                     break
                 if not line.strip():
                     continue
+                self.last_request = self._loop.time()
                 await slots.acquire()
                 task = asyncio.create_task(handle(self, line))
                 tasks.add(task)

@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from roost import __version__
+from roost.daemon.processes.shim_process import SHIMS
 from roost.daemon.server import authority
+from roost.daemon.server.peers import shim_owner
 from roost.daemon.engine import forks, spend
 from roost.daemon.git import review, worktrees
 from roost.daemon.storage import usage_report
 from roost.daemon.storage.search import SEARCH_LIMIT
 from roost.models import State
+from roost.proctree import read_proc
 from roost.protocol import (LIST_LIMIT, LOGS_LIMIT, PROTOCOL_VERSION, ErrorCode, ProtocolError, decode,
                             parse_request)
 
@@ -42,6 +45,8 @@ class Context:
     facts: Callable[[], dict[str, Any]]
     stop: Callable[[bool], None]
     reload: Callable[[], dict[str, Any]]
+    #: How many open connections said hello as a job (``max_connections_per_job`` bounds them).
+    job_connections: Callable[[str], int]
 
 
 @dataclass
@@ -101,17 +106,33 @@ def hello(ctx: Context, req: Request) -> dict[str, Any]:
                                                f"(this daemon speaks {PROTOCOL_VERSION})")
     job = args.get("job") or None
     conn = req.conn
-    if job is None and conn.host is not None:
+    owner = shim_owner(conn.peer_pid, SHIMS)
+    if owner is not None:  # below a worker's shim: that job, whatever it says (docs/protocols.md#authority)
+        if owner not in ctx.supervisor.index.jobs:
+            raise ProtocolError(ErrorCode.AUTH, f"process {conn.peer_pid} belongs to a spare worker that no job "
+                                                f"took yet: it speaks for nobody")
+        if job is not None and job != owner:
+            raise ProtocolError(ErrorCode.AUTH, f"process {conn.peer_pid} is job {owner}'s (it runs below that job's "
+                                                f"worker): it cannot speak as job {job}, whatever token it shows")
+        job = owner
+    elif job is None and conn.host is not None:
         raise ProtocolError(ErrorCode.AUTH, f"host {conn.host}'s socket takes jobs only: say hello with the job's id and "
                                             f"token (ROOST_JOB_ID, ROOST_TOKEN)")
     if job is None and conn.not_person:
         raise ProtocolError(ErrorCode.AUTH, f"not a person: {conn.not_person}, so this connection must prove a job "
                                             f"with its id and token (ROOST_JOB_ID, ROOST_TOKEN)")
-    if job is not None and not ctx.supervisor.token_valid(job, args.get("token")):
+    if owner is None and job is not None and not ctx.supervisor.token_valid(job, args.get("token")):
         raise ProtocolError(ErrorCode.AUTH, f"no valid token for job {job}")
+    if owner is None and job is not None and read_proc(conn.peer_pid) is None:
+        raise ProtocolError(ErrorCode.AUTH, f"process {conn.peer_pid}, which connected, is gone: a token proves "
+                                            f"a job only from a process that can be seen not to be another job's")
     if job is not None and conn.host is not None and ctx.supervisor.index.require(job).host != conn.host:
         raise ProtocolError(ErrorCode.AUTH, f"job {job} is not placed on host {conn.host}: its token is no good on "
                                             f"that host's socket")
+    cap = ctx.supervisor.config.max_connections_per_job
+    if job is not None and ctx.job_connections(job) >= cap:
+        raise ProtocolError(ErrorCode.BUSY, f"job {job} already holds {cap} connections to the daemon, "
+                                            f"all one job may (max_connections_per_job); close one first")
     req.conn.job = job
     req.conn.client = str(args.get("client", "?"))
     req.conn.hello = True
@@ -164,6 +185,11 @@ def answer_approval(ctx: Context, req: Request) -> Any:
                                           args.get("rule"))
 
 
+@handles("approval_text")
+def approval_text(ctx: Context, req: Request) -> Any:
+    return ctx.supervisor.approval_text(req.args["approval"], req.args.get("offset", 0))
+
+
 @handles("archive")
 def archive(ctx: Context, req: Request) -> Any:
     return ctx.supervisor.archive(req.args["job"])
@@ -171,7 +197,7 @@ def archive(ctx: Context, req: Request) -> Any:
 
 @handles("detach")
 def detach(ctx: Context, req: Request) -> Any:
-    return ctx.supervisor.detach(req.args["job"])
+    return ctx.supervisor.detach(req.args["job"], req.caller)
 
 
 @handles("rename")

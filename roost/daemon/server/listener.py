@@ -4,8 +4,11 @@ Set-up, serve and clean-up are three explicit steps (``Daemon.setup``, ``serve``
 One daemon per state directory: a lock file held for the daemon's life refuses a second one, and
 a socket left by a killed daemon is replaced, since holding the lock proves nobody serves it.
 Accepting is ours, not asyncio's server, so that running out of file descriptors pauses it (said
-once in the log) instead of spinning, and so that a client past MAX_CONNECTIONS gets a clear
-``busy`` frame. Each connection is served by roost/daemon/server/connection.py; each operation by
+once in the log) instead of spinning, and so that a client past its cap gets a clear ``busy``
+frame. The caps: MAX_CONNECTIONS in all, of which PERSON_ROOM only a person's connections may take
+(a peer the daemon did not start), and ``max_connections_per_job`` for the connections that said
+hello as one job (refused at that hello); a connection with no request running and no subscription
+for ``connection_idle_close`` seconds is closed. Each connection is served by roost/daemon/server/connection.py; each operation by
 roost/daemon/server/handlers.py.
 """
 
@@ -28,13 +31,15 @@ from roost.config import ConfigError
 from roost.daemon.config_reload import ConfigFile, FileNotice
 from roost.daemon.server.connection import Connection
 from roost.daemon.server.handlers import Context, handle_line
+from roost.daemon.processes.shim_link import DaemonLock
 from roost.daemon.server.peers import daemons_own
 from roost.daemon.storage.store import Store, StoreError
 from roost.daemon.storage.repair import closed_cleanly, open_store
 from roost.daemon.supervisor import Supervisor
 from roost.hosts.link import HostDown, host_socket_path
+from roost.sandbox.enclose import socket_link
 from roost.paths import Paths, UnsafePath
-from roost.protocol import MAX_CONNECTIONS, MAX_FRAME, ErrorCode, ProtocolError, encode, err
+from roost.protocol import MAX_CONNECTIONS, MAX_FRAME, PERSON_ROOM, ErrorCode, ProtocolError, encode, err
 from roost.socket_connect import peer_credentials
 
 log = logging.getLogger("roost.daemon")
@@ -67,6 +72,8 @@ class Daemon:
         self._host_listeners: dict[str, tuple[socket.socket, Path]] = {}
         self._paused_at: float | None = None
         self._full = False
+        #: The connections whose peer the daemon started (a job's, a host's): PERSON_ROOM is kept from them.
+        self._not_persons = 0
         self._clients: dict[asyncio.Task[None], Connection | None] = {}
         self._lock_fd: int | None = None
         self._stopping = asyncio.Event()
@@ -91,6 +98,7 @@ class Daemon:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
+        DaemonLock.held(fd)  # the proof its shims ask of whoever connects to them
         self.watcher = ConfigFile(self.config_path)
         self.store = open_store(self.paths.store, self.paths.state_dir)
         self.supervisor = Supervisor(self.store, self.paths, lambda: self.watcher.config)  # type: ignore[union-attr]
@@ -107,14 +115,17 @@ class Daemon:
         self.supervisor.engine.host_socket = self._host_socket
         self.supervisor.start()
         self._watch_config()
+        idle = asyncio.create_task(self._close_idle())
         log.info("roost daemon %s serving on %s (pid %d)", __version__, self.paths.socket, os.getpid())
         await self._stopping.wait()
+        idle.cancel()
         if self._notice is not None:
             self._notice.stop()
 
     def _listen(self) -> None:
         try:
             self._listener = _bind(self.paths.socket)
+            socket_link(self.paths)  # what running sandboxed jobs see of the runtime directory: this socket now
         except OSError as exc:  # a path too long for a Unix socket, a full disk
             raise CannotListen(_cannot_listen("roost daemon", self.paths.socket, "", exc)) from None
         asyncio.get_running_loop().add_reader(self._listener.fileno(), self._accept, self._listener, None)
@@ -231,17 +242,60 @@ class Daemon:
             pid, uid = 0, -1
         if uid != os.getuid():
             _refuse(sock, ProtocolError(ErrorCode.AUTH, f"peer uid {uid} is not this daemon's user"))
-        elif len(self._clients) >= self.max_connections:
+            return
+        not_person = daemons_own(pid)
+        refusal = self._over_cap(not_person is not None or host is not None)
+        if refusal is not None:
             if not self._full:
                 self._full = True
-                log.warning("refusing connections: %d are open, the limit", len(self._clients))
-            _refuse(sock, ProtocolError(ErrorCode.BUSY, f"the daemon already serves {self.max_connections} "
-                                                        f"connections, its limit; try again later"))
+                log.warning("refusing connections: %s", refusal)
+            _refuse(sock, ProtocolError(ErrorCode.BUSY, refusal))
         else:
             self._full = False
-            task = asyncio.create_task(self._serve_client(sock, daemons_own(pid), host))
+            task = asyncio.create_task(self._serve_client(sock, not_person, host))
             self._clients[task] = None
+            if not_person is not None or host is not None:
+                self._not_persons += 1
+                task.add_done_callback(self._not_person_gone)
             task.add_done_callback(self._clients.pop)
+
+    def _over_cap(self, not_person: bool) -> str | None:
+        """Why one more connection is refused (busy), or None: the daemon's cap for everyone, and
+        for a job's (a peer the daemon started) the cap less the room kept for a person."""
+        if len(self._clients) >= self.max_connections:
+            return f"the daemon already serves {self.max_connections} connections, its limit; try again later"
+        jobs_max = max(self.max_connections - PERSON_ROOM, 0)
+        if not_person and self._not_persons >= jobs_max:
+            return (f"jobs already hold {jobs_max} connections, all they may: the other {PERSON_ROOM} are kept "
+                    f"for a person; try again later")
+        return None
+
+    def _not_person_gone(self, _task: asyncio.Task[None]) -> None:
+        self._not_persons -= 1
+
+    def job_connections(self, job: str) -> int:
+        """How many open connections said hello as ``job``."""
+        return sum(1 for conn in self._clients.values() if conn is not None and conn.job == job and not conn.closing)
+
+    async def _close_idle(self) -> None:
+        """Close every connection that said hello and has had no request running and no
+        subscription for ``connection_idle_close`` seconds, checked a few times per bound."""
+        assert self.watcher is not None and self.supervisor is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            bound = self.watcher.config.connection_idle_close
+            await asyncio.sleep(bound / 4 if bound > 0 else 60.0)
+            if bound <= 0:
+                continue
+            now, watching = loop.time(), self.supervisor.publisher.watching()
+            for conn in list(self._clients.values()):
+                if conn is None or not conn.hello or conn.closing or conn.conn_id in watching:
+                    continue
+                if conn.idle_for(now) >= bound:
+                    log.info("%r sent no request for %.0fs and watches nothing; closed", conn, bound)
+                    conn.fail(None, ProtocolError(ErrorCode.IDLE, f"no request for {bound:g}s and no subscription "
+                                                                  f"(connection_idle_close); closing"))
+                    conn.close()
 
     async def _serve_client(self, sock: socket.socket, not_person: str | None, host: str | None) -> None:
         assert self.supervisor is not None
@@ -265,7 +319,7 @@ class Daemon:
 
     def _context(self) -> Context:
         assert self.supervisor is not None
-        return Context(self.supervisor, self._facts, self._stop_soon, self.reload_config)
+        return Context(self.supervisor, self._facts, self._stop_soon, self.reload_config, self.job_connections)
 
     def _facts(self) -> dict[str, Any]:
         """What ``status`` says about the daemon itself (the supervisor adds the jobs)."""

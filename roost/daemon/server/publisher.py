@@ -101,6 +101,10 @@ class Publisher:
             raise ProtocolError(ErrorCode.BAD_ARGS, f"unsubscribe: no subscription {sub_id} on this connection")
         self._drop(sub)
 
+    def watching(self) -> set[int]:
+        """The connections (by id) that hold a subscription: never idle, whatever they send."""
+        return {sub.conn.conn_id for sub in self._subs.values()}
+
     def forget(self, conn: Connection) -> None:
         """Drop every subscription of a connection that ended."""
         for sub in [s for s in self._subs.values() if s.conn is conn]:

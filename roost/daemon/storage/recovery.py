@@ -18,6 +18,7 @@ from roost.daemon.storage.records import Facts
 from roost.daemon.storage.store import Store
 from roost.models import REASONED_STATES, TURN_STATES, Job, State
 from roost.proctree import WorkerTree, boot_id, record_path
+from roost.rules import approvals as approval_rules
 from roost.rules.provider_subagents import ended_with_worker
 from roost.rules.state_table import check as check_transition
 
@@ -106,7 +107,12 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
             elif mark is not None:  # no turn ran: its worker is closed, the job keeps its state
                 note(job, "closed", reason=mark.reason)
             elif had_worker:
-                if job.state in TURN_STATES:
+                if job.state == State.STARTING and job.archived_at is None:
+                    # Its worker was still being started: no prompt was handed over yet (the first
+                    # waits in its inbox), so it starts again, as a spawn that had not started does.
+                    set_state(job, State.QUEUED, "requeued", reason="the daemon restarted while its worker started")
+                    out.queued.append(job.id)
+                elif job.state in TURN_STATES:
                     set_state(job, State.FAILED, "failure", reason="the daemon restarted while its turn ran")
                     note(job, "error", message="worker lost: the daemon restarted during the turn")
                     out.ended.append(job)
@@ -130,6 +136,26 @@ def recover(store: Store, index: JobIndex, clock: Callable[[], float], state_dir
     return out
 
 
+#: The ``closed`` reasons of a worker the live daemon would wake for a child's report whatever
+#: ``wake_reaped_parent`` says: closed for room under ``max_live_workers``, or gone with a daemon.
+WAKE_REASONS = ("closed for room", "the daemon restarted")
+
+
+def closed_for_room(store: Store, index: JobIndex) -> list[str]:
+    """Jobs with no worker whose children still run and whose worker the last daemon closed for room
+    (or that did not outlive a daemon): a report from one of those children wakes them, as it did
+    before the restart (the run queue's ``closed_for_room`` is memory only). A worker the idle
+    reaper or a person closed stays closed, as before."""
+    out = []
+    for fact in index.jobs.every_fact():
+        if fact.pid is not None or fact.archived_at is not None or not index.counts(fact.id)[1]:
+            continue
+        closed = store.last_entry(fact.id, "closed")
+        if closed is not None and str(closed.get("reason", "")).startswith(WAKE_REASONS):
+            out.append(fact.id)
+    return out
+
+
 def _to_recover(job: Facts) -> bool:
     """Whether a start has something to settle for the job: approvals that went with the last
     daemon, a worker it claims, or a spawn or turn that was under way (what ``recover`` visits)."""
@@ -137,14 +163,18 @@ def _to_recover(job: Facts) -> bool:
 
 
 def adoptable(index: JobIndex, state_dir: Path) -> list[tuple[str, ShimRecord]]:
-    """The jobs whose workers a new daemon takes over: on this machine, ready when the last daemon
-    wrote the record (not starting, not being closed), no approval pending, a driver whose adapter
+    """The jobs whose workers a new daemon takes over: under a shim on this machine (a Ray host's job
+    too: its relay to the actor runs under one here; an SSH host's worker has no record here), ready
+    when the last daemon wrote the record (not starting, not being closed), no approval pending that
+    its adapter's snapshot does not carry whole (rules/approvals.py ``carried``: Claude Code's do), a
+    driver whose adapter
     keeps nothing in memory or restores what it knew (all but Codex's), and a shim that is still the
     one started (its record, found by the job's id, names its pid and start time, this boot, and the
     job's worker)."""
     boot, out = boot_id(), []
     for job in index.jobs.whole([f.id for f in index.jobs.every_fact() if f.pid is not None]):
-        if job.host or job.approvals or (job.live or {}).get("phase") != "ready":
+        live = job.live or {}
+        if not approval_rules.carried(job.approvals, live.get("adapter")) or live.get("phase") != "ready":
             continue
         record = ShimRecord.load(record_path(state_dir, job.id))
         if (record is not None and record.adoptable and record.tree.boot == boot and record.tree.pid == job.pid

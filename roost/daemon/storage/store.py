@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from roost.daemon.storage import briefs, search, usage
+from roost.daemon.storage.output_bytes import OutputBytes
 from roost.daemon.storage.briefs import Brief
 from roost.daemon.storage.records import parse_record, record_data
 from roost.models import Job
@@ -116,6 +117,8 @@ class Store:
             self._migrate()
             #: Each model call's spend and the budgets (roost/daemon/storage/usage.py).
             self.usage = usage.UsageTable(self._db)
+            #: Each job's bytes of output on its timeline (roost/daemon/storage/output_bytes.py).
+            self.output = OutputBytes(self._db)
         except sqlite3.DatabaseError as exc:
             raise StoreDamaged(f"{path}: cannot open the store: {exc}") from None
 
@@ -213,6 +216,7 @@ class Store:
             yield
         except BaseException:
             del self._after_commit[mark:]
+            self.output.forget()
             try:
                 self._db.execute("ROLLBACK TO one")
                 self._db.execute("RELEASE one")
@@ -229,6 +233,7 @@ class Store:
             self._db.execute("COMMIT")
         except sqlite3.Error:
             self._after_commit.clear()
+            self.output.forget()
             try:
                 self._db.execute("ROLLBACK")
             except sqlite3.Error:
@@ -244,6 +249,7 @@ class Store:
 
     def _rollback(self) -> None:
         self._after_commit.clear()
+        self.output.forget()
         try:
             self._db.execute("ROLLBACK")
         except sqlite3.Error:
@@ -363,6 +369,7 @@ class Store:
         text = json.dumps(data)
         cur = self._db.execute("INSERT INTO timeline (job, ts, kind, data) VALUES (?, ?, ?, ?)", (job_id, ts, kind, text))
         search.index_entry(self._db, cur.lastrowid or 0, job_id, kind, data)
+        self.output.added(job_id, kind, len(text))  # ASCII: json escapes the rest
         entry = Entry(seq=cur.lastrowid, job=job_id, ts=ts, kind=kind, data=data)
         entry.data_json = text
         return entry

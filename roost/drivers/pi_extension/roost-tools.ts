@@ -14,12 +14,34 @@ import { createConnection } from "node:net";
 
 const PROTOCOL_VERSION = 3; // roost/protocol.py's PROTOCOL_VERSION (tests/test_pi_driver.py checks they agree)
 const TIMEOUT_MS = 30_000;
+// roost/client/daemon_wait.py's DAEMON_WAIT and RETRY_EVERY: while no daemon listens (it restarts),
+// a call waits for the next one instead of failing pi's turn; only a call the daemon never got.
+const DAEMON_WAIT_MS = 60_000;
+const RETRY_EVERY_MS = 250;
 const CHILDREN_PAGE = 200; // roost/programs/mcp_server.py's CHILDREN_PAGE: one tool result stays readable
 
 type Row = { id: string; title: string; state: string; driver: string; lifetime: string; host: string };
 
+/** Nobody listens on the socket (no file, or refused): the daemon was never asked. */
+class NotAsked extends Error {}
+
+/** One request to the daemon as this job, waiting up to DAEMON_WAIT_MS for a daemon to listen. */
+async function callRoost(op: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<any> {
+  const start = Date.now();
+  for (;;) {
+    try {
+      return await callOnce(op, args, signal);
+    } catch (err) {
+      if (!(err instanceof NotAsked) || signal?.aborted) throw err;
+      const spent = Date.now() - start;
+      if (spent >= DAEMON_WAIT_MS) throw new Error(`${err.message} (waited ${Math.round(spent / 1000)}s for the daemon to come back)`);
+      await new Promise((resolve) => setTimeout(resolve, RETRY_EVERY_MS));
+    }
+  }
+}
+
 /** One request to the daemon: hello as this job, then `op`; resolves with its result. */
-function callRoost(op: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<any> {
+function callOnce(op: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<any> {
   const socketPath = process.env.ROOST_SOCKET;
   const job = process.env.ROOST_JOB_ID;
   const token = process.env.ROOST_TOKEN;
@@ -43,7 +65,9 @@ function callRoost(op: string, args: Record<string, unknown>, signal?: AbortSign
     const onAbort = () => finish(new Error(`${op} was cancelled`));
     signal?.addEventListener("abort", onAbort, { once: true });
     conn.setEncoding("utf8");
+    let connected = false;
     conn.on("connect", () => {
+      connected = true;
       const hello = { id: 0, op: "hello", args: { version: PROTOCOL_VERSION, client: "pi-tools", job, token } };
       conn.write(JSON.stringify(hello) + "\n" + JSON.stringify({ id: 1, op, args }) + "\n");
     });
@@ -64,7 +88,11 @@ function callRoost(op: string, args: Record<string, unknown>, signal?: AbortSign
         if (frame.id === 1) return finish(null, frame.result);
       }
     });
-    conn.on("error", (err: Error) => finish(new Error(`cannot reach roost at ${socketPath}: ${err.message}`)));
+    conn.on("error", (err: NodeJS.ErrnoException) => {
+      const message = `cannot reach roost at ${socketPath}: ${err.message}`;
+      const nobody = !connected && (err.code === "ENOENT" || err.code === "ECONNREFUSED");
+      finish(nobody ? new NotAsked(message) : new Error(message));
+    });
     conn.on("close", () => finish(new Error(`roost closed the connection before answering ${op}`)));
   });
 }

@@ -2,11 +2,12 @@
 
 The job's network namespace has loopback only; its forwarder (roost/programs/egress_forwarder.py,
 inside the walls) relays each connection to this job's own unix socket, bind-mounted into the
-sandbox. Which socket a connection came in on says which job it is: no token, nothing the job sends.
+sandbox, served by roost/programs/egress_proxy.py under the job's shim (so it outlives the daemon as
+the worker does). Which socket a connection came in on says which job it is: no token, nothing the job sends.
 The proxy reads one request head (HTTP CONNECT, or a plain-HTTP absolute URL), checks the exact host
-and port the job named against its policy before any name is resolved (the daemon resolves; the job
-has no DNS), and then only streams bytes both ways. A refusal is answered 403 and told to the daemon
-(``on_refused``), which writes it on the job's timeline; the person is never asked.
+and port the job named against its policy before any name is resolved (the proxy resolves; the job
+has no DNS), and then only streams bytes both ways. A refusal is answered 403 and handed to
+``on_refused``, which has it written on the job's timeline; the person is never asked.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import socket
 from pathlib import Path
 from typing import Callable
 
-from roost.daemon.egress.request_head import HEAD_MAX, BadRequest, Request, SecretKey, parse_request, read_head
+from roost.egress.request_head import HEAD_MAX, BadRequest, Request, SecretKey, parse_request, read_head
 from roost.rules.egress import Policy
 
 #: The most connections one job may hold open through its proxy at once; the bytes read per step
@@ -30,7 +31,7 @@ CONNECT_TIMEOUT = 30.0
 #: The most refused targets one proxy names on its job's timeline; the rest are counted, not named.
 NAMED_REFUSALS = 32
 
-#: (job id, the target as the job named it, why) -> None: the daemon writes the timeline entry.
+#: (job id, the target as the job named it, why) -> None: says it on the job's timeline.
 Refused = Callable[[str, str, str], None]
 
 
@@ -53,12 +54,10 @@ class JobProxy:
     def listen(self, path: Path) -> None:
         """Serve the unix socket at ``path``: listening before this returns (so a first connection waits
         in its backlog, never refused), served once the loop runs the server's start."""
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(str(path))
-        os.chmod(path, 0o600)
-        listener.listen(128)
+        self.take(bind_socket(path))
+
+    def take(self, listener: socket.socket) -> None:
+        """Serve ``listener``, a unix socket already listening (bound before the agent started)."""
         self.starting = asyncio.get_running_loop().create_task(
             asyncio.start_unix_server(self._serve, sock=listener, limit=HEAD_MAX))
 
@@ -135,6 +134,17 @@ class JobProxy:
                 sending.cancel()
         finally:
             up_writer.close()
+
+
+def bind_socket(path: Path | str) -> socket.socket:
+    """A unix socket listening at ``path`` (what was there replaced), owner-only."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o600)
+    listener.listen(128)
+    return listener
 
 
 def _target(request: Request) -> str:

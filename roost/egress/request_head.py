@@ -2,7 +2,7 @@
 that goes on to the server (origin-form, one request per connection, the real key in place of the
 placeholder when, and only when, it goes to that key's provider).
 
-Pure but for the reading: roost/daemon/egress/proxy.py does the connecting.
+Pure but for the reading: roost/egress/proxy.py does the connecting.
 """
 
 from __future__ import annotations
