@@ -135,14 +135,21 @@ class WorkerTree:
         """The live (not zombie) processes of this tree, pid to start time, never this process: the
         worker while it is itself, its descendants, whatever carries the mark, and whatever is in
         its session — while the worker lives, or, with ``session_known``, when the caller has just
-        seen it exit (later a new process may have taken the pid and made a session of its own)."""
+        seen it exit (later a new process may have taken the pid and made a session of its own). Never
+        this process's ancestors either: a wrapper that started it (bwrap, for a job's walls) carries
+        the mark and may have started within the same clock tick."""
         me = os.getpid()
+        above = set()
+        up = table.get(me)
+        while up is not None and up.ppid not in above and len(above) < len(table):
+            above.add(up.ppid)
+            up = table.get(up.ppid)
         root = table.get(self.pid)
         alive = root is not None and root.start == self.start
         mark = f"{MARK_VAR}={self.mark}".encode()
         out: dict[int, int] = {}
         for proc in table.values():
-            if proc.pid == me or proc.state in ("Z", "X") or proc.start < self.floor:
+            if proc.pid == me or proc.pid in above or proc.state in ("Z", "X") or proc.start < self.floor:
                 continue
             if (alive and self._descends(proc, table)) or \
                     ((alive or session_known) and proc.sid == self.pid) or \

@@ -11,7 +11,7 @@ import pytest
 
 from roost.client import ClientError
 
-from conftest import DaemonHarness, pid_alive
+from conftest import DaemonHarness, environ_of, pid_alive
 
 FAST = "subagent_auto_close_delay = 0.6\n"
 
@@ -31,18 +31,20 @@ def closed_entries(daemon: DaemonHarness, job: str) -> list[dict]:
 
 
 def workers_of(job: str) -> list[int]:
-    """Live processes that carry this job's id: how many workers it really has."""
-    pids = []
+    """The top processes of the live trees that carry this job's id: how many workers it really has
+    (a worker in its walls is bwrap, bwrap again, then the agent, each with the job's id)."""
+    pids = set()
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if f"ROOST_JOB_ID={job}".encode() in (proc / "environ").read_bytes().split(b"\0") \
-                    and pid_alive(int(proc.name)):
-                pids.append(int(proc.name))
-        except OSError:
-            continue
-    return pids
+        if proc.name.isdigit() and environ_of(int(proc.name)).get("ROOST_JOB_ID") == job and pid_alive(int(proc.name)):
+            pids.add(int(proc.name))
+    return sorted(pid for pid in pids if parent_of(pid) not in pids)
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def only_child(daemon: DaemonHarness, parent: str) -> dict:
@@ -133,8 +135,7 @@ def test_only_the_owner_job_may_close_a_child(daemon):
     one, two = (k["id"] for k in daemon.children(root))
     row = daemon.wait_state(one, "idle")
     daemon.wait_state(two, "idle")
-    token = dict(i.split("=", 1) for i in open(f"/proc/{row['pid']}/environ", "rb").read().decode()
-                 .split("\0") if "=" in i)["ROOST_TOKEN"]
+    token = environ_of(row["pid"])["ROOST_TOKEN"]
     with daemon.client(job=one, token=token) as as_one:
         with pytest.raises(ClientError) as info:
             as_one.call("close", job=two)

@@ -166,7 +166,7 @@ def _parse_drivers(file: str, raw: Any, checked: Callable[[str, Check, Any], Any
             elif key == "host":
                 host = checked(dotted, _COMMON["host"], value)
             elif key in ("approvals", "approval_rules", "budget_usd", "budget_tokens", "num_cpus", "resources",
-                         "keep_ignored", "isolation"):
+                         "keep_ignored", "isolation", "network", "allow"):
                 policy[key] = checked(dotted, _COMMON[key], value)
             elif key in schema:
                 options[key] = checked(dotted, schema[key][0], value)

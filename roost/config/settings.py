@@ -21,6 +21,7 @@ from roost.config.values import (
     _string, _string_list, _env_table, _theme, _amount, _resources, Check, _dollars, _prices,
 )
 from roost.models import LIFETIMES
+from roost.rules import egress
 from roost.rules.approvals import MODES as APPROVAL_MODES, RuleError, parse_rules
 from roost.sandbox.walls import DEFAULT_HIDE, LEVELS as ISOLATION_LEVELS
 
@@ -86,6 +87,10 @@ class DriverProfile:
     #: they need besides the host's (docs/hosts.md#ray). Nothing elsewhere.
     num_cpus: float | None = None
     resources: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    #: What its jobs' network reaches (roost/rules/egress.py, docs/isolation.md#network): None is
+    #: ``allow`` with its provider hosts only; ``allow`` adds hosts to those.
+    network: str | None = None
+    allow: tuple[str, ...] = ()
     #: An archive keeps its jobs' worktrees when they hold ignored files the job made (docs/worktrees.md).
     keep_ignored: bool = False
     #: Its jobs' walls unless a spawn says (None: walls.DEFAULT_LEVEL, "none" for now; docs/isolation.md).
@@ -97,7 +102,7 @@ class DriverProfile:
                 "worktree": self.worktree, "host": self.host, "approvals": self.approvals,
                 "approval_rules": list(self.approval_rules), "budget_usd": self.budget_usd,
                 "budget_tokens": self.budget_tokens, "num_cpus": self.num_cpus, "resources": dict(self.resources),
-                "keep_ignored": self.keep_ignored}
+                "keep_ignored": self.keep_ignored, "network": self.network, "allow": list(self.allow)}
 
 
 @dataclass(frozen=True)
@@ -358,6 +363,15 @@ _WORKTREE_KEYS: dict[str, Check] = {
     "dir": _string(),
 }
 
+def _host_patterns(value: Any) -> tuple[str, ...]:
+    """A profile's ``allow``: host patterns (``api.anthropic.com``, ``*.github.com``, ``10.0.0.1:8080``)."""
+    items = tuple(_string_list()(value))
+    try:
+        return egress.parse_list(items, "allow")
+    except egress.PatternError as exc:
+        raise _Bad(f"expected host patterns: {exc}") from None
+
+
 def _allow_rules(value: Any) -> tuple[str, ...]:
     """A list of allow rules (``shell:git status``, ``Bash:npm test*``; roost/rules/approvals.py)."""
     items = tuple(_string_list()(value))
@@ -372,7 +386,8 @@ _COMMON: dict[str, Check] = {"kind": _choice(DRIVER_KINDS), "lifetime": _choice(
                              "host": _string(nonempty=True), "approvals": _choice(APPROVAL_MODES),
                              "approval_rules": _allow_rules, "budget_usd": _dollars, "budget_tokens": _integer(0),
                              "num_cpus": _amount, "resources": _resources, "keep_ignored": _boolean,
-                             "isolation": _choice(ISOLATION_LEVELS)}
+                             "isolation": _choice(ISOLATION_LEVELS), "network": _choice(egress.MODES),
+                             "allow": _host_patterns}
 
 
 def _lost_after(value: Any) -> float:

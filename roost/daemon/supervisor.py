@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from roost.bounds import labels_problem
 from roost.config import Config, ConfigError
+from roost.config.settings import DriverProfile
 from roost.daemon.engine import messages as m
 from roost.daemon.git.diffs import DiffCache
 from roost.daemon.engine.core import Engine
@@ -46,7 +47,7 @@ from roost.drivers.base import DriverError
 from roost.models import LIFETIMES, RESUMABLE_STATES, Job, State
 from roost.paths import Paths
 from roost.protocol import LIST_LIMIT, MAX_FRAME, REPORT_STATUSES, ErrorCode, ProtocolError
-from roost.rules import approvals as approval_rules
+from roost.rules import approvals as approval_rules, egress
 from roost.rules.counts import WorkCounts, work_counts
 
 if TYPE_CHECKING:
@@ -269,7 +270,7 @@ class Supervisor:
                   cwd=cwd, host=host, parent=parent.id if parent else None, state=State.QUEUED,
                   state_since=now, created_at=now, updated_at=now, labels=labels, lifetime=lifetime, depth=depth,
                   driver_opts={**profile.to_dict(), **placement.spawn_resources(args, profile), "isolation": isolation,
-                               "walls": walls}, approval_policy=policy)
+                               "walls": walls, "egress": _egress(profile, parent)}, approval_policy=policy)
         await worktrees.prepare(job, args, profile, self.paths, config)
         try:
             await self._ask(job.id, m.Spawn(job, args["prompt"], caller or "person", budget))
@@ -497,3 +498,10 @@ def check_prompt(text: str) -> None:
     if size > MAX_FRAME - PROMPT_MARGIN:
         raise ProtocolError(ErrorCode.BAD_ARGS, f"a message of {size} bytes is over the {MAX_FRAME - PROMPT_MARGIN}"
                                                 "-byte limit for one prompt; send it as a file the agent reads")
+
+
+def _egress(profile: DriverProfile, parent: Job | None) -> dict[str, Any]:
+    """A new job's network policy as its record keeps it: its profile's, never more open than its
+    parent's (roost/rules/egress.py)."""
+    return egress.resolve(profile.network, profile.allow, None, None,
+                          parent.driver_opts.get("egress") if parent is not None else None).stored()

@@ -9,10 +9,12 @@ import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from roost.models import Job
 from roost.proctree import record_path
+from roost.rules.egress import url_pattern
 from roost.protocol import encode, loads
 from roost.text import failure_line
 from roost.worker_protocol import Oversize, note
@@ -198,6 +200,16 @@ class Driver:
     def adapter(self, job: Job) -> Adapter:
         return Adapter()
 
+    def provider_urls(self, options: Mapping[str, Any]) -> list[str]:
+        """The base URLs of the model its agent reaches: a job in ``network = "allow"`` always reaches
+        their hosts. Here: the ``*_BASE_URL`` variables of the profile's ``env`` (else the daemon's); a
+        driver adds its own settings and its provider's default."""
+        return base_urls(options)
+
+    def provider_hosts(self, options: Mapping[str, Any]) -> list[str]:
+        """The host:port patterns of :meth:`provider_urls` (roost/rules/egress.py)."""
+        return [p for p in dict.fromkeys(map(url_pattern, self.provider_urls(options))) if p]
+
     def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
         """How a fork of ``source`` (job ``new_id``) starts with the conversation so far: its
         session, or the session its first start forks with the agent's own fork (``fork_of``).
@@ -214,6 +226,14 @@ def copy_session(source: Job, target: Path) -> str | None:
     shutil.copyfile(source.session, part)
     os.replace(part, target)
     return str(target)
+
+
+def base_urls(options: Mapping[str, Any], defaults: Mapping[str, str] = MappingProxyType({})) -> list[str]:
+    """Every ``*_BASE_URL`` variable in the profile's ``env`` or the daemon's environment (the
+    profile's first), and ``defaults`` (variable -> the provider's own URL) for those unset."""
+    env = {**os.environ, **(options.get("env") or {})}
+    urls = [v for k, v in env.items() if k.endswith("_BASE_URL")]
+    return urls + [url for name, url in defaults.items() if not env.get(name)]
 
 
 def own_file(path: str) -> str:

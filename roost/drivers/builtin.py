@@ -4,6 +4,7 @@ starts one ahead as a spare (``--spare``) that a bind turns into that process.""
 from __future__ import annotations
 
 import sys
+from typing import Any, Mapping
 
 from pathlib import Path
 
@@ -29,6 +30,10 @@ class BuiltinDriver(Driver):
     def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
         """The built-in agent has no fork of its own: the fork gets a copy of the session file."""
         return copy_session(source, sessions_dir / f"{new_id}.jsonl"), None
+
+    def provider_urls(self, options: Mapping[str, Any]) -> list[str]:
+        """None: the built-in agent needs no model and no network."""
+        return []
 
     def spare(self, ctx: LaunchContext) -> Launch:
         """The same program and environment, less the job (also one the daemon's environment named:

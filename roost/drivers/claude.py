@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Mapping
 
-from roost.drivers.base import Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program, inherited_env
+from roost.drivers.base import Adapter, Driver, Launch, LaunchContext, base_urls, existing_cwd, find_agent_program, inherited_env
 from roost.drivers.claude_stream import ClaudeAdapter
 from roost.drivers.mcp import MCP_NAME, mcp_config
 from roost.drivers.usage import ClaudeSpend, budget_guard, claude_session_base
@@ -69,6 +69,9 @@ class ClaudeDriver(Driver):
         env.setdefault("CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR", "1")
         return Launch(argv=argv, env=env, cwd=cwd, session=session, record=ctx.record(job),
                       writable=(self._config_dir,))
+
+    def provider_urls(self, options: Mapping[str, Any]) -> list[str]:
+        return base_urls(options, {"ANTHROPIC_BASE_URL": "https://api.anthropic.com"})
 
     def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
         """Claude Code forks a session itself (``--resume SRC --fork-session``) at the fork's first start."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -31,7 +32,7 @@ from typing import Any, Callable, Mapping
 from roost.drivers import limits
 from roost.drivers.usage import codex_call
 from roost.drivers.approvals import codex_file_what, words
-from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, existing_cwd, find_agent_program,
+from roost.drivers.base import (Adapter, Driver, Launch, LaunchContext, base_urls, existing_cwd, find_agent_program,
                                 inherited_env, line_field)
 from roost.drivers.mcp import MCP_NAME, mcp_config
 from roost.models import Job
@@ -93,6 +94,12 @@ class CodexDriver(Driver):
         env = inherited_env({"CODEX_HOME": home, **extra_env, **ctx.roost_env(job)})
         self._params = thread_params(job, ctx)
         return Launch(argv=argv, env=env, cwd=cwd, session=job.session, record=ctx.record(job), writable=(home,))
+
+    def provider_urls(self, options: Mapping[str, Any]) -> list[str]:
+        """OpenAI's API, OPENAI_BASE_URL, and each ``base_url`` a ``-c model_providers...`` argument sets."""
+        given = [m for a in options.get("args") or () for m in re.findall(r'base_url\s*=\s*"([^"]+)"', str(a))]
+        return base_urls({"env": {**(options.get("env") or {}), **{f"_{i}_BASE_URL": u for i, u in enumerate(given)}}},
+                         {"OPENAI_BASE_URL": "https://api.openai.com"})
 
     def fork(self, source: Job, sessions_dir: Path, new_id: str) -> tuple[str | None, str | None]:
         """Codex's app-server forks a thread itself (``thread/fork``) at the fork's first start."""

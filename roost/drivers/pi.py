@@ -18,13 +18,14 @@ relies on (measured and read in pi's source) are in docs/agents.md and the pi re
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from roost.drivers import limits
 from roost.drivers.usage import pi_call
-from roost.drivers.base import (SNAPSHOT_VALUE, Adapter, Driver, Launch, LaunchContext, existing_cwd,
+from roost.drivers.base import (SNAPSHOT_VALUE, Adapter, Driver, Launch, LaunchContext, base_urls, existing_cwd,
                                 find_agent_program, inherited_env, kept, line_field, newest, text_of)
 from roost.models import Job
 from roost.protocol import encode, loads
@@ -45,6 +46,13 @@ DIALOGS = ("select", "confirm", "input", "editor")
 def find_program(command: str, env: Mapping[str, str]) -> str:
     """The pi program's full path; DriverError saying how to install pi when there is none."""
     return find_agent_program("pi", command, env, INSTALL_HINT, PI_NODE)
+
+
+#: The APIs of pi's built-in providers a job reaches by default (a models.json ``baseUrl`` wins).
+PROVIDER_URLS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com",
+                 "google": "https://generativelanguage.googleapis.com", "groq": "https://api.groq.com",
+                 "openrouter": "https://openrouter.ai", "mistral": "https://api.mistral.ai",
+                 "xai": "https://api.x.ai", "cerebras": "https://api.cerebras.ai"}
 
 
 class PiDriver(Driver):
@@ -98,6 +106,19 @@ class PiDriver(Driver):
                              **extra_env, **ctx.roost_env(job)})
         return Launch(argv=argv, env=env, cwd=job.cwd, session=job.session, record=ctx.record(job),
                       writable=(str(agent_dir), str(tmp_dir), str(sessions)))
+
+    def provider_urls(self, options: Mapping[str, Any]) -> list[str]:
+        """The ``baseUrl`` of the profile's provider in pi's models.json (its agent dir), else that
+        provider's own API (PROVIDER_URLS); and any ``*_BASE_URL`` of the profile's env."""
+        provider = str(options.get("provider") or "")
+        url = PROVIDER_URLS.get(provider, "")
+        agent_dir = Path(str(options.get("agent_dir") or "")).expanduser() if options.get("agent_dir") else None
+        try:
+            models = json.loads((agent_dir / "models.json").read_text()) if agent_dir else {}
+            url = str(models["providers"][provider].get("baseUrl") or url)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+        return base_urls(options, {"_PROVIDER_BASE_URL": url} if url else {})
 
     def adapter(self, job: Job) -> Adapter:
         """The adapter for the worker :meth:`launch` just described (it checks the same options)."""

@@ -13,6 +13,7 @@ from typing import Any, Iterable
 from roost.drivers.base import Launch
 from roost.models import Job
 from roost.paths import Paths
+from roost.sandbox.network import INSIDE_SOCKET, NetWalls, proxy_argv, proxy_env
 from roost.sandbox.probe import Support
 from roost.sandbox.walls import DEFAULT_HIDE, Mounts, bwrap_argv, kept_env, rlimits
 
@@ -23,10 +24,12 @@ SOCKET_DIR = "walls"
 GIT_CONTROL = ("hooks", "config", "config.worktree", "info", "commondir")
 
 
-def enclose(launch: Launch, job: Job, paths: Paths, settings: Any, support: Support,
-            prefixes: tuple[str, ...], share_net: bool) -> Launch:
-    """``launch`` as it runs inside the job's walls (``support`` says the machine can build them);
-    ``prefixes``: the variables its driver's agent needs; ``share_net``: it keeps the machine's network."""
+def enclose(net: NetWalls, job: Job, paths: Paths, settings: Any, support: Support,
+            prefixes: tuple[str, ...]) -> Launch:
+    """The launch of ``net`` (its network's part done: roost/sandbox/network.py) as it runs inside the
+    job's walls (``support`` says the machine can build them), started by the job's egress proxy when
+    its network is ``allow``; ``prefixes``: the variables its driver's agent needs."""
+    launch = net.launch
     home = launch.env.get("HOME") or os.path.expanduser("~")
     # A profile may give its agent a HOME of its own: the person's secrets stay hidden under both.
     homes = list(dict.fromkeys([home, os.path.expanduser("~")]))
@@ -55,14 +58,17 @@ def enclose(launch: Launch, job: Job, paths: Paths, settings: Any, support: Supp
                     hidden_dirs=tuple(p for p in hidden if os.path.isdir(p)),
                     hidden_files=tuple(p for p in hidden if not os.path.isdir(p)),
                     socket=(str(socket_link(paths)), str(paths.runtime_dir)),
-                    share_net=share_net)
+                    share_net=net.share, proxy=(net.proxy[0], INSIDE_SOCKET) if net.proxy else None)
     most = settings.sandbox_processes
     where = support.group(job.id)
     group = _pids_group(where, most) if where is not None and most else None
+    argv = bwrap_argv(support.bwrap, mounts, launch.argv)
+    if net.proxy is not None:
+        argv = proxy_argv(net.proxy[1], argv)
     own = {k for k, v in launch.env.items() if os.environ.get(k) != v}
     own |= set(settings.driver(job.driver).options.get("env") or {}) | set(settings.sandbox_env)
-    return dataclasses.replace(launch, argv=bwrap_argv(support.bwrap, mounts, launch.argv),
-                               env=kept_env(launch.env, own, prefixes), cgroup=group,
+    own |= set(proxy_env()) if net.proxy else set()
+    return dataclasses.replace(launch, argv=argv, env=kept_env(launch.env, own, prefixes), cgroup=group,
                                rlimits=rlimits(settings.sandbox_memory_mb, 0 if group else most))
 
 

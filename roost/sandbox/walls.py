@@ -81,15 +81,18 @@ class Mounts:
     hidden_files: tuple[str, ...]
     #: (a directory holding only roost's control socket, where it shows: the socket's own directory).
     socket: tuple[str, str] | None
-    #: Whether the job keeps the machine's network (network = "all").
+    #: Whether the job keeps the machine's network (network = "all"); else it gets loopback only.
     share_net: bool
+    #: (the job's egress proxy socket, where it is seen inside) when its network is ``allow``.
+    proxy: tuple[str, str] | None = None
 
 
 def bwrap_argv(bwrap: str, mounts: Mounts, argv: list[str]) -> list[str]:
     """The command line that runs ``argv`` inside ``mounts``: the machine read-only, private temporary
     directories, the job's tree writable, the hidden paths empty (in the tree too: roost's state), the
-    agent's state writable, then the protected paths read-only again (later mounts cover earlier ones), in new pid, ipc and uts namespaces, every capability
-    dropped, ending with its parent (the shim)."""
+    agent's state writable, then the protected paths read-only again (later mounts cover earlier
+    ones), in new pid, ipc and uts namespaces (and network, unless it keeps the machine's), every
+    capability dropped, ending with its parent (the shim, or the job's egress proxy)."""
     out = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for path in PRIVATE_DIRS:
         out += ["--tmpfs", path]
@@ -107,6 +110,8 @@ def bwrap_argv(bwrap: str, mounts: Mounts, argv: list[str]) -> list[str]:
         out += ["--ro-bind", path, path]
     if mounts.socket is not None:
         out += ["--ro-bind", mounts.socket[0], mounts.socket[1]]
+    if mounts.proxy is not None:
+        out += ["--ro-bind", mounts.proxy[0], mounts.proxy[1]]
     out += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL",
             "--die-with-parent"]
     if not mounts.share_net:

@@ -10,18 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from roost.config import Config
+from roost.config import Config, DriverProfile
 from roost.daemon.engine.slot import WorkerHandle
 from roost.daemon.processes.spare import Spares
 from roost.daemon.processes.process import Worker
 from roost.daemon.processes.remote_worker import adopt_remote
 from roost.daemon.processes.shim_process import adopt_opener
-from roost.daemon.processes.shim_link import ShimRecord
+from roost.daemon.processes.shim_link import ShimRecord, token_hash
 from roost.drivers import driver_for
-from roost.drivers.base import DriverError, LaunchContext
+from roost.drivers.base import Driver, DriverError, LaunchContext
 from roost.models import Job
 from roost.paths import Paths
+from roost.rules import egress
+from roost.rules.egress import Policy
 from roost.sandbox.enclose import enclose
+from roost.sandbox.network import network_walls, note_mark
 from roost.sandbox.probe import Support
 
 #: Takes one step of a worker's events (roost/daemon/engine/worker_events.py ``sinks``).
@@ -43,10 +46,18 @@ WorkerFactory = Callable[[Job, str, EventSink, ExitSink], Made]
 AdoptFactory = Callable[[Job, ShimRecord, int, EventSink, ExitSink], WorkerHandle]
 
 
+def network_policy(job: Job, profile: DriverProfile, driver: Driver) -> Policy:
+    """The job's network (roost/rules/egress.py): what its record keeps from its spawn, else (a job from
+    before policies) its profile's; its driver's provider hosts always in."""
+    stored = job.driver_opts.get("egress") or egress.resolve(profile.network, profile.allow, None, None, None).stored()
+    return egress.from_record(stored, driver.provider_hosts(profile.options))
+
+
 def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares | None = None,
                     support: Support | None = None) -> WorkerFactory:
     """The real factory: the job's driver launches an OS process, inside the job's walls when its
-    record says it has them (``support``: what this machine can build, probed at the daemon's start).
+    record says it has them (``support``: what this machine can build, probed at the daemon's start),
+    its network among them (roost/sandbox/network.py; a job without walls keeps the machine's).
     Raises ConfigError or DriverError (say, the profile is gone from the config) for the engine to report."""
 
     def make(job: Job, token: str, on_event: EventSink, on_exit: ExitSink) -> Made:
@@ -56,17 +67,19 @@ def process_factory(paths: Paths, config: Callable[[], Config], spares: Spares |
         ctx = LaunchContext(socket=paths.socket, token=token, sessions_dir=paths.sessions_dir,
                             state_dir=paths.state_dir, options=profile.options, remote=bool(job.host))
         launch = driver.launch(job, ctx)
+        mark = note_mark(token_hash(token))
         walled = job.driver_opts.get("walls") == "sandbox" and not job.host
         if walled:
             if support is None or not support.ok:  # the machine lost it since the spawn: no job runs bare
                 raise DriverError(f"this job was spawned with a sandbox, and none can be built now: "
                                   f"{support.reason if support else 'not probed'}")
-            # The network is the machine's (network = "all") until the egress proxy decides it.
-            launch = enclose(launch, job, paths, settings, support, driver.env_prefixes, share_net=True)
+            net = network_walls(launch, job.id, network_policy(job, profile, driver),
+                                driver.provider_urls(profile.options), token, mark, paths.runtime_dir)
+            launch = enclose(net, job, paths, settings, support, driver.env_prefixes)
         # A spare started ahead of its job is outside any job's walls.
         opener = spares.open if spares is not None and not walled and spares.serves(job, profile) else None
         worker = Worker(job.id, launch, driver.adapter(job), paths.job_log(job.id), on_event=on_event,
-                        on_exit=on_exit, opener=opener)
+                        on_exit=on_exit, opener=opener, note_mark=mark)
         ready = settings.host(job.host).ready_time(driver.ready_timeout) if job.host else driver.ready_timeout
         return Made(worker=worker, ready_timeout=ready, session=launch.session)
 
@@ -102,6 +115,6 @@ def adopt_factory(paths: Paths, config: Callable[[], Config], host_link: Callabl
             settings = config()
             opener = adopt_remote(host_link(record.remote.host), record, committed, lambda: settings.host_lost_after)
         return Worker(job.id, launch, adapter, paths.job_log(job.id), on_event=on_event, on_exit=on_exit,
-                      opener=opener)
+                      opener=opener, note_mark=note_mark(record.token_hash))
 
     return adopt

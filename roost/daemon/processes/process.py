@@ -63,8 +63,11 @@ EARLY_MAX = 16
 
 class Worker:
     def __init__(self, job_id: str, launch: Launch, adapter: Adapter, log_path: Path,
-                 on_event: EventHandler, on_exit: ExitHandler, opener: "Opener | None" = None) -> None:
+                 on_event: EventHandler, on_exit: ExitHandler, opener: "Opener | None" = None,
+                 note_mark: str = "") -> None:
         self.job_id = job_id
+        #: What starts a stderr line the job's egress proxy writes for its timeline (roost/sandbox/network.py).
+        self.note_mark = note_mark.encode()
         self.open = opener or open_process
         self.launch = dataclasses.replace(launch, adoptable=adapter.survives_restart)
         self.adapter = adapter
@@ -186,6 +189,11 @@ class Worker:
             log.warning("job %s: cannot write its worker's stderr to %s: %s", self.job_id, self.log_path, exc)
         *lines, partial = (self._partial + data).split(b"\n")
         self._partial = partial[-STDERR_LINE:]
+        if self.note_mark:
+            notes = [line for line in lines if line.startswith(self.note_mark)]
+            for line in notes:
+                self._emit(note(line[len(self.note_mark):STDERR_LINE].decode(errors="replace")))
+            lines = [line for line in lines if not line.startswith(self.note_mark)] if notes else lines
         for line in lines[-STDERR_TAIL:]:
             text = line[:STDERR_LINE].decode(errors="replace").rstrip()
             if text:
