@@ -23,7 +23,7 @@ CURL = "curl -sS --max-time 15"
 
 def shell_profile(provider: int, network: str = "") -> str:
     env = {"OPEN_BASE_URL": f"http://127.0.0.1:{provider}/v1", "OPEN_API_KEY": REAL}
-    return (f'[drivers.sh]\nkind = "command"\ncommand = ["sh", "-c", "{{prompt}}"]\n{network}'
+    return (f'[drivers.sh]\nkind = "command"\ncommand = ["sh", "-c", "{{prompt}}"]\nisolation = "sandbox"\n{network}'
             f'env = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())} }}\n')
 
 
