@@ -19,7 +19,7 @@ import pytest
 
 from roost.text import WORDS_MAX
 
-from roost.daemon.processes.process import Worker
+from roost.daemon.processes.process import Worker, open_process
 from roost.drivers.base import Adapter, Launch
 from roost.protocol import ENTRY_MAX, MAX_FRAME, encode
 from roost.worker_protocol import split_bytes, text_events
@@ -169,6 +169,32 @@ async def test_a_command_over_the_limit_is_refused_before_it_is_written(tmp_path
         assert state["success"] is True and state["data"]["busy"] is False
     finally:
         await worker.close()
+        worker.release()
+
+
+async def test_a_close_asked_while_the_worker_is_still_being_reached_closes_it_once_it_is(tmp_path):
+    """A re-adopted worker's slot is ready at once and its shim reached a moment later: a close in
+    between (a done job's auto-close, a shutdown) waits for it, else that worker outlived its close."""
+    async def on_exit(code: int, stderr: list[str]) -> None:
+        pass
+
+    gate = asyncio.Event()
+
+    async def slow_open(job_id: str, launch: Launch) -> Any:
+        await gate.wait()
+        return await open_process(job_id, launch)
+
+    launch = Launch(argv=[sys.executable, "-m", "roost.programs.builtin_agent", "--session", str(tmp_path / "s.jsonl")],
+                    env=dict(os.environ), cwd=str(tmp_path))
+    worker = Worker("j1", launch, Adapter(), tmp_path / "j1.log", lambda event: None, on_exit, opener=slow_open)
+    starting = asyncio.create_task(worker.start())
+    closing = asyncio.create_task(worker.close(grace=1.0))
+    await asyncio.sleep(0)  # both are under way: the start waits at the gate, the close for the start
+    gate.set()
+    await asyncio.wait_for(asyncio.gather(starting, closing), 30)
+    try:
+        assert worker.exited.is_set(), "the worker reached after the close was asked is closed"
+    finally:
         worker.release()
 
 

@@ -59,6 +59,8 @@ log = logging.getLogger(__name__)
 
 #: Commands a worker being reached may be sent before its shim answers (the engine sends one at a time).
 EARLY_MAX = 16
+#: The most seconds a close waits for a worker still being reached before it gives up on it.
+OPEN_WAIT = 30.0
 
 
 class Worker:
@@ -102,6 +104,9 @@ class Worker:
         self._exit_task: asyncio.Task[None] | None = None  # kept: asyncio holds tasks weakly
         self._stdout_done = False
         self.detached = False
+        #: Set once ``start`` has reached the worker or failed to: a close asked while a re-adopted
+        #: worker's shim is still being reached waits for it (else that worker outlived its close).
+        self._opened: asyncio.Event | None = None
 
     @property
     def pid(self) -> int | None:
@@ -110,7 +115,11 @@ class Worker:
     async def start(self) -> None:
         """Start the worker under its shim (or take a spare, or a past daemon's worker: ``open``);
         raises OSError (missing binary, bad cwd) for the caller to report."""
-        process = await self.open(self.job_id, self.launch)
+        self._opened = asyncio.Event()
+        try:
+            process = await self.open(self.job_id, self.launch)
+        finally:
+            self._opened.set()  # a waiting close resumes after this task's next lines, process set
         self.process, self.tree, self._link = process, process.tree, process.link
         process.link.on_stderr = self._on_stderr
         process.link.on_note = lambda text: self._emit(note(text))
@@ -288,7 +297,13 @@ class Worker:
             self.tree.signal(sig, session_known=True)
 
     async def close(self, grace: float = 3.0) -> None:
-        """Close on purpose: stdin first, then SIGTERM, then SIGKILL to the tree, each after a wait."""
+        """Close on purpose: stdin first, then SIGTERM, then SIGKILL to the tree, each after a wait.
+        A worker still being reached (a re-adopted one: its slot is ready at once) is closed once it is."""
+        if self.process is None and self._opened is not None:
+            try:
+                await asyncio.wait_for(self._opened.wait(), OPEN_WAIT)
+            except asyncio.TimeoutError:
+                pass
         if self.process is None:
             self.closing = True
             return
