@@ -7,6 +7,7 @@ real sshd on 127.0.0.1 (tests/sshd.py): the host is this machine."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -64,3 +65,26 @@ def test_turns_on_an_ssh_host_go_on_across_a_daemon_restart_whole_and_nothing_tw
     daemon.wait_state(builtin, "idle", timeout=30)
     daemon.call("close", job=builtin)
     daemon.wait_for(lambda: not _alive(pids[builtin]), timeout=30, what="the closed worker to end there")
+
+
+def test_roost_stop_with_no_daemon_ends_an_ssh_jobs_worker_there_and_the_next_daemon_records_it_stopped(
+        daemon_factory, sshd, tmp_path):
+    """A crash, then ``roost stop``: the worker on the host is ended over an ssh session of the CLI's
+    own (the host is this machine, so its pid is seen here), nothing is started, and the next daemon
+    records the job stopped by a person."""
+    work = tmp_path / "work"
+    work.mkdir()
+    daemon = daemon_factory(_config(sshd, tmp_path / "remote", NUMBERED))
+    job = daemon.spawn("say before\nwait-for g\nsay after", host="h", cwd=str(work))
+    daemon.at_gate(job, "g", timeout=60)
+    pid = daemon.show(job)["pid"]
+    daemon.kill()
+    done = subprocess.run([sys.executable, "-m", "roost.cli", "stop", job], env=daemon.env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "no roost daemon runs" in done.stdout, done.stdout + done.stderr
+    daemon.wait_for(lambda: not _alive(pid), timeout=30, what="the worker on the host to end")
+    (work / "g").touch()
+    daemon.start()
+    row = daemon.wait_state(job, "stopped", timeout=60)
+    assert row["reason"] == "stopped by a person while no daemon ran (roost stop)" and row["pid"] is None
+    assert "after" not in texts(daemon, job)
