@@ -24,6 +24,12 @@ def send_quietly(daemon: DaemonHarness, job: str, text: str) -> None:
         pass  # the daemon was killed under it
 
 
+def written(pid: int) -> int:
+    """Bytes process ``pid`` has written so far (/proc/PID/io ``wchar``)."""
+    with open(f"/proc/{pid}/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("wchar:"))
+
+
 def pipe_holds(pid: int) -> int:
     """Bytes waiting in the stdin pipe of process ``pid`` (unread by it)."""
     fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NONBLOCK)
@@ -42,9 +48,12 @@ def test_a_prompt_the_worker_took_is_not_sent_again_after_two_kills(daemon_facto
     job = daemon.spawn("say first", isolation="none")  # the pid is the agent itself: SIGSTOP holds it
     pid = daemon.wait_state(job, "idle")["pid"]
     daemon.kill()
+    idle = written(pid)  # an idle worker writes nothing more until the next daemon's get_state
     daemon.start()
     daemon.wait_for(lambda: any(e["kind"] == "worker" and e["data"].get("adopted") for e in daemon.timeline(job)),
                     what="the worker re-adopted")
+    # Its get_state read and answered, so what the stopped worker's stdin holds next is the prompt alone.
+    daemon.wait_for(lambda: written(pid) > idle and pipe_holds(pid) == 0, what="the worker to answer get_state")
     os.kill(pid, signal.SIGSTOP)
     try:
         sender = threading.Thread(target=send_quietly, args=(daemon, job, "say second\nwait-for go\nsay third"))

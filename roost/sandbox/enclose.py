@@ -15,7 +15,7 @@ from roost.models import Job
 from roost.paths import Paths
 from roost.sandbox.network import INSIDE_SOCKET, NetWalls, proxy_argv, proxy_env
 from roost.sandbox.probe import Support
-from roost.sandbox.walls import DEFAULT_HIDE, Mounts, bwrap_argv, kept_env, rlimits
+from roost.sandbox.walls import Mounts, bwrap_argv, kept_env, rlimits
 
 #: The directory beside the control socket holding only a hard link to it: what a sandbox is shown.
 SOCKET_DIR = "walls"
