@@ -74,7 +74,7 @@ def test_quota_words_are_a_limit_only_as_providers_say_them():
     for said in ("You exceeded your current quota, please check your plan", "insufficient_quota",
                  "Quota exceeded for metric generate_content_requests", "429 Too Many Requests"):
         assert is_limit(said), said
-    for said in ("cannot open /home/u/quotas/work/file: permission denied", "quota.py: syntax error"):
+    for said in ("cannot open /home/u/quotas/src/file: permission denied", "quota.py: syntax error"):
         assert not is_limit(said), said
 
 
