@@ -4,6 +4,9 @@ A frame is one JSON object on one line, at most ``MAX_FRAME`` bytes. A client fi
 ``hello``; then requests ``{"id", "op", "args"}`` get responses ``{"id", "ok", "result"|"error"}``;
 events ``{"event", ...}`` arrive for what a connection subscribed to. docs/protocols.md
 describes every operation, paging, subscriptions and back-pressure.
+
+One idea at about 410 lines: the wire format and the table of every operation's arguments, kept
+together so that a frame and the checks of what it carries cannot drift apart.
 """
 
 from __future__ import annotations

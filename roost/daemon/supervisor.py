@@ -3,8 +3,9 @@ jobs' mailboxes (roost.daemon.engine.core) or answered from the index.
 
 It is the only writer of job records and timelines, through the engine. Spawning creates a record
 here; everything that changes a record afterwards goes through that job's mailbox, in order.
-One idea at about 460 lines: one method per operation, each short (the checks and the message it
-posts); what they share lives in the engine, the index and the rules.
+One idea at about 510 lines: one method per operation, each short (the checks and the message it
+posts); what they share lives in the engine, the index and the rules. It shrinks as operations
+move to roost/daemon/ops/, one module each (issue 30).
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ What it relies on, measured with Claude Code 2.1.328 against a fake Messages API
   Code's words (``API Error: 500 …``).
 - The session id can be chosen up front (``--session-id``), so it is on the record before the first
   turn; ``--resume ID`` in the same directory continues it.
+
+One idea at about 420 lines: Claude Code's stream-json, frame by frame, into roost's events; its
+launch is claude.py, its approvals approvals.py, its limits limits.py.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ What it relies on, measured with Codex 0.169.0 against a fake Responses API (doc
   ``stream_max_retries`` times with an ``error`` notification whose ``willRetry`` is true); the turn
   then completes ``failed`` with the last error, whose ``codexErrorInfo`` says what kind it was. Each
   retry is also a ``retrying`` event, a 429 or a usage limit a ``limited`` one (roost/drivers/limits.py).
+
+One idea at about 410 lines: Codex's app-server protocol, message by message, into roost's events.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ message, a stop against a new turn, a report while a turn ends — is a question
 Time rules are deadlines: after each message the engine asks the pure rules when the job is next
 due (``rules.lifecycle.next_due``) and arms one timer for it on the monotonic clock.
 
-One idea at about 410 lines: the drain — mailboxes, each message's savepoint, the batch's commit,
+One idea at about 440 lines: the drain — mailboxes, each message's savepoint, the batch's commit,
 what a refused commit puts back, and the effects released after it. The handlers (transitions),
 the journal, the records API and the deadlines are modules of their own.
 """

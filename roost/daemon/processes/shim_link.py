@@ -10,6 +10,9 @@ name, and takes it only when the pid still has the start time written down and i
 same worker. A shim takes a connection only from the process that holds the daemon's lock (the
 running daemon: ``--daemon-lock``, checked with SO_PEERCRED and /proc/locks), so no other process
 of the user can take a worker's input (docs/reliability.md, "Only roost reaches a shim").
+
+One idea at about 420 lines: the daemon's end of one shim connection (its hello, frames, acknowledgements
+and reconnects); starting shims is shim_process.py, a remote one remote_worker.py.
 """
 
 from __future__ import annotations
