@@ -145,3 +145,21 @@ def test_roost_stop_all_stops_every_turn_with_a_daemon_and_without_one(daemon: D
     for job in crashed:
         assert daemon.wait_state(job, "stopped")["reason"].startswith("stopped by a person while no daemon ran")
     assert daemon.show(idle)["state"] == "idle"
+
+
+def test_a_jobs_own_stop_with_no_daemon_is_refused_whatever_it_sheds(daemon_factory, tmp_path: Path) -> None:
+    """From the job's own shell, with every roost variable dropped and a new session: it still runs
+    below its worker's shim, so it is refused, and its worker lives on for the next daemon."""
+    daemon = daemon_factory('[drivers.sh]\nkind = "command"\ncommand = ["sh", "-c", "{prompt}"]\n')
+    gate, out = tmp_path / "go", tmp_path / "out"
+    script = (f"ID=$ROOST_JOB_ID; while [ ! -e {gate} ]; do sleep 0.05; done; "
+              f"setsid env -u ROOST_JOB_ID -u ROOST_TOKEN -u ROOST_WORKER_MARK {sys.executable} -m roost.cli stop $ID "
+              f"> {out}.part 2>&1; mv {out}.part {out}; sleep 30")
+    job = daemon.spawn(script, driver="sh", cwd=str(tmp_path))
+    pid = daemon.wait_state(job, "working")["pid"]
+    daemon.kill()
+    gate.touch()
+    daemon.wait_for(out.exists, timeout=30, what="the job's own stop to answer")
+    said = out.read_text()
+    assert "a job's stop waits for one" in said and f"below the worker of job {job}" in said, said
+    assert pid_alive(pid) and StopMark.load_all(daemon.paths.state_dir) == {}, "nothing was stopped"
